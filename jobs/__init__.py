@@ -1,0 +1,1 @@
+"""Scheduled work: projection catch-up now; retention and consolidation jobs join here."""

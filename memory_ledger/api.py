@@ -1,0 +1,448 @@
+"""The Python API: a memory ledger opened for one principal.
+
+`MemoryService` is the process-wide part (event log, key store, projections); a
+`MemoryLedger` binds it to an authenticated principal, and every read and write it does
+is confined to that principal's namespace. Items of other namespaces answer NotFound,
+exactly like ids that never existed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from uuid import UUID, uuid4
+
+from sqlalchemy import func, select
+
+from memory_ledger.config import Settings
+from memory_ledger.crypto import MasterKey, load_master_key
+from memory_ledger.domain import MemoryItem
+from memory_ledger.errors import InvalidWrite, NotFound
+from memory_ledger.event_log import ERASED, EventLog
+from memory_ledger.keystore import KeyDestruction, NewKey
+from memory_ledger.principal import Principal
+from memory_ledger.residue import files_under, needles_for, scan
+from memory_ledger.views import ErasedItem, ErasureReport, ItemState, Memory, Remembered, StoreCheck
+from memory_ledger.write_policy import (
+    Identifier,
+    MemoryUpdate,
+    MemoryWrite,
+    canonical_time,
+    event_dict,
+    parse_update,
+    parse_write,
+)
+from projections.base import Projection
+from projections.facts import facts
+from projections.preferences import preferences
+from projections.runner import ProjectionRunner, make_engine
+from projections.transcripts import transcripts
+
+log = logging.getLogger("memory_ledger")
+KINDS = ("fact", "preference", "turn")
+
+
+class MemoryService:
+    """Opens the stores once per process; share it between principals."""
+
+    def __init__(self, settings: Settings, master: MasterKey | None = None) -> None:
+        settings.check_reachable()
+        self.settings = settings
+        self.dev_key_created = False
+        if master is None:
+            master, self.dev_key_created = load_master_key(settings.data_dir)
+        self.log = EventLog(settings, master)
+        self.engine = make_engine(settings)
+        self.runner = ProjectionRunner(self.log, self.engine)
+
+    @classmethod
+    def open(cls, data_dir: str | Path | None = None, url: str | None = None) -> MemoryService:
+        return cls(Settings.resolve(data_dir, url))
+
+    def for_principal(self, principal: Principal) -> MemoryLedger:
+        return MemoryLedger(self, principal)
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "backend": self.settings.backend,
+            "location": self.settings.describe(),
+            "events": self.log.max_position(),
+            "keys": dict(zip(("live", "destroyed"), self.log.key_counts(), strict=True)),
+            "projections": [vars(s) for s in self.runner.status()],
+        }
+
+    def rebuild(self, names: Sequence[str] | None = None) -> int:
+        return self.runner.rebuild(names)
+
+    def compact(self) -> None:
+        """Remove deleted bytes from the files: WAL checkpoints, or VACUUM on PostgreSQL."""
+        self.runner.compact()
+        if self.settings.postgres is None:
+            with self.log.recorder.datastore.transaction(commit=False) as cursor:
+                cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        else:
+            with self.log.recorder.datastore.get_connection() as conn:
+                conn.execute(f"VACUUM {self.log.key_sql.keys_table}")
+
+    def close(self) -> None:
+        self.engine.dispose()
+        self.log.close()
+
+    def __enter__(self) -> MemoryService:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_memory(
+    principal: Principal, data_dir: str | Path | None = None, url: str | None = None
+) -> MemoryLedger:
+    """Open a ledger that owns its service: closing the ledger closes the stores."""
+    ledger = MemoryService.open(data_dir, url).for_principal(principal)
+    ledger.owns_service = True
+    return ledger
+
+
+class MemoryLedger:
+    def __init__(self, service: MemoryService, principal: Principal) -> None:
+        self.service = service
+        self.principal = principal
+        self.namespace = principal.namespace
+        self.owns_service = False
+
+    def close(self) -> None:
+        if self.owns_service:
+            self.service.close()
+
+    def __enter__(self) -> MemoryLedger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def _log(self) -> EventLog:
+        return self.service.log
+
+    # -- writes ------------------------------------------------------------------------
+
+    def remember(self, write: MemoryWrite | dict[str, Any]) -> Remembered:
+        return self.remember_many([write])[0]
+
+    def remember_many(self, writes: Sequence[MemoryWrite | dict[str, Any]]) -> list[Remembered]:
+        """Validate every write first; then append all of them in one transaction."""
+        parsed = [parse_write(w) for w in writes]
+        items, keys = [], []
+        for write in parsed:
+            self._check_inputs(write)
+            item, key = self._new_item(write)
+            items.append(item)
+            keys.append(key)
+        position = self._log.save(items, keys)
+        return [Remembered(str(i.id), i.version, i.kind, position) for i in items]
+
+    def _check_inputs(self, write: MemoryWrite) -> None:
+        for ref in write.derived_from:
+            self._owned(ref.item_id)
+
+    def _new_item(self, write: MemoryWrite) -> tuple[MemoryItem, NewKey]:
+        item_id = uuid4()
+        field_name = "content" if write.kind == "turn" else "value"
+        sealed, key = self._log.seal_new(item_id, 1, {field_name: write.text})
+        provenance = event_dict(write.provenance)
+        item = MemoryItem._create(
+            MemoryItem.Recorded,
+            id=item_id,
+            namespace=self.namespace,
+            kind=write.kind,
+            subject=write.subject,
+            predicate=write.effective_predicate,
+            category=write.category,
+            origin=write.origin,
+            confidence=write.confidence,
+            sensitivity=write.sensitivity,
+            provenance=provenance,
+            retention=event_dict(write.retention),
+            redaction=event_dict(write.redaction),
+            derived_from=[event_dict(r) for r in write.derived_from],
+            scope=write.scope,
+            strength=write.effective_strength,
+            valid_from=_iso(write.valid_from or write.provenance.written_at),
+            valid_to=_iso(write.valid_to) if write.valid_to else None,
+            key_generation=1,
+            sealed=sealed,
+        )
+        return item, key
+
+    def update(self, item_id: str | UUID, update: MemoryUpdate | dict[str, Any]) -> int:
+        """A new version of the value; the previous version stays queryable as history."""
+        parsed = parse_update(update)
+        item = self._owned(item_id)
+        sealed = self._log.seal_existing(item.id, item.key_generation, {"value": parsed.value})
+        item.supersede(
+            sealed=sealed,
+            provenance=event_dict(parsed.provenance),
+            confidence=parsed.confidence if parsed.confidence is not None else item.confidence,
+            valid_from=_iso(parsed.valid_from or parsed.provenance.written_at),
+        )
+        self._log.save([item])
+        return item.version
+
+    def suppress(self, item_id: str | UUID, reason: str = "user_request") -> int:
+        """Stop using: excluded from recall and derivation; the data still exists."""
+        item = self._owned(item_id)
+        item.suppress(reason=_code(reason))
+        self._log.save([item])
+        return item.version
+
+    def unsuppress(self, item_id: str | UUID) -> int:
+        item = self._owned(item_id)
+        item.unsuppress()
+        self._log.save([item])
+        return item.version
+
+    def redact(
+        self, item_id: str | UUID, fields: Sequence[str], replacement: str = "[redacted]"
+    ) -> int:
+        """Rewrite named fields under a fresh key; every older key generation is destroyed."""
+        item = self._owned(item_id)
+        current = self._log.read(item)
+        if current is ERASED:
+            raise NotFound(f"item {item_id} has no readable content to redact")
+        unknown = sorted(set(fields) - set(current))  # type: ignore[arg-type]
+        if not fields or unknown:
+            raise InvalidWrite(
+                f"redact needs fields of this item ({', '.join(sorted(current))}); "  # type: ignore[arg-type]
+                f"unknown: {', '.join(unknown) or 'none given'}"
+            )
+        new_fields = {k: (replacement if k in fields else v) for k, v in current.items()}  # type: ignore[union-attr]
+        generation = item.key_generation + 1
+        sealed, key = self._log.seal_new(item.id, generation, new_fields)
+        retired = item.redact(fields=list(fields), key_generation=generation, sealed=sealed)
+        self._log.save([item], [key], [KeyDestruction(str(item.id), tuple(retired))])
+        self.service.runner.catch_up()
+        self.service.compact()
+        return item.version
+
+    def forget(self, *item_ids: str | UUID, request_id: str | None = None) -> ErasureReport:
+        """Erase items: tombstones and key destruction in one transaction, projection
+        purge, compaction, then a check of every store and a byte scan of our files."""
+        if not item_ids:
+            raise InvalidWrite("forget needs at least one item id")
+        items = [self._owned(i) for i in dict.fromkeys(str(i) for i in item_ids)]
+        needles = needles_for(t for item in items if not item.erased for t in self._all_texts(item))
+        erased = [
+            ErasedItem(str(i.id), i.kind, i.erased, 0 if i.erased else i.key_generation)
+            for i in items
+        ]
+        for item in items:
+            item.erase(reason="user_request", request_id=request_id)
+        position = self._log.save(items, destroy=[KeyDestruction(str(i.id), None) for i in items])
+        self.service.runner.catch_up()
+        self.service.compact()
+        residue_files: list[str] = []
+        scanned = 0
+        scope = "not run: PostgreSQL files are on the server; VACUUM ran on the affected tables"
+        if self.service.settings.postgres is None:
+            paths = files_under(self.service.settings.data_dir)
+            residue_files = sorted({f.path for f in scan(paths, needles)})
+            scanned = len(paths)
+            scope = f"bytes of every file under {self.service.settings.data_dir}"
+        report = ErasureReport(
+            items=erased,
+            tombstone_position=position,
+            checks=self._check_absent([e.item_id for e in erased]),
+            residue_files=residue_files,
+            residue_scanned_files=scanned,
+            residue_scan=scope,
+        )
+        log.info("erased %d item(s); tombstones up to position %s", len(items), position)
+        return report
+
+    def _all_texts(self, item: MemoryItem) -> list[str]:
+        """Every readable version of the item's content, for the residue scan only."""
+        keys = self._log.keys_for([str(item.id)])
+        texts = []
+        for stored in self._log.recorder.select_events(item.id):
+            event = self._log.app.mapper.to_domain_event(stored)
+            sealed = getattr(event, "sealed", None)
+            if sealed:
+                opened = self._log.open_fields(keys, str(item.id), event.key_generation, sealed)
+                if opened is not ERASED:
+                    texts.extend(opened.values())  # type: ignore[union-attr]
+        return texts
+
+    def _check_absent(self, item_ids: list[str]) -> list[StoreCheck]:
+        checks = []
+        with self.service.engine.connect() as conn:
+            for projection in self.service.runner.projections:
+                count = _count_rows(conn, projection, item_ids)
+                checks.append(StoreCheck(projection.name, count == 0, f"{count} rows left"))
+        keys = self._log.keys_for(item_ids)
+        live = [i for i in item_ids if not keys.is_destroyed(i)]
+        evidence = f"{len(item_ids) - len(live)} of {len(item_ids)} items have every key destroyed"
+        checks.append(StoreCheck("key_store", not live, evidence))
+        return checks
+
+    # -- reads -------------------------------------------------------------------------
+
+    def recall(
+        self,
+        subject: str | None = None,
+        predicate: str | None = None,
+        kind: str | None = None,
+        category: str | None = None,
+        limit: int = 100,
+    ) -> list[Memory]:
+        """Live memories of this namespace: not suppressed, not erased, not expired,
+        and for facts only the current version (conflicts are returned, marked)."""
+        for name, value in (("subject", subject), ("predicate", predicate), ("category", category)):
+            if value is not None:
+                _validate_identifier(name, value)
+        if kind is not None and kind not in KINDS:
+            raise InvalidWrite(f"unknown kind {kind!r}; expected one of {', '.join(KINDS)}")
+        if limit < 1:
+            raise InvalidWrite("limit must be at least 1")
+        self.service.runner.catch_up()
+        now = _iso(datetime.now(UTC))
+        out: list[Memory] = []
+        with self.service.engine.connect() as conn:
+            for table, table_kind in (
+                (facts, "fact"),
+                (preferences, "preference"),
+                (transcripts, "turn"),
+            ):
+                if kind not in (None, table_kind):
+                    continue
+                query = select(table).where(
+                    table.c.namespace == self.namespace,
+                    table.c.suppressed.is_(False),
+                    (table.c.expires_at.is_(None)) | (table.c.expires_at > now),
+                )
+                subject_col = table.c.speaker if table_kind == "turn" else table.c.subject
+                if subject is not None:
+                    query = query.where(subject_col == subject)
+                if predicate is not None:
+                    if table_kind == "turn":
+                        if predicate != "turn":
+                            continue
+                    else:
+                        query = query.where(table.c.predicate == predicate)
+                if category is not None:
+                    query = query.where(table.c.category == category)
+                if table_kind == "fact":
+                    query = query.where(
+                        table.c.status.in_(("current", "conflict")),
+                        (table.c.valid_to.is_(None)) | (table.c.valid_to > now),
+                    )
+                query = query.order_by(table.c.position.desc()).limit(limit)
+                out.extend(_memory(table_kind, dict(r)) for r in conn.execute(query).mappings())
+        out.sort(key=lambda m: m.valid_from or "", reverse=True)
+        return out[:limit]
+
+    def history(
+        self,
+        item_id: str | UUID | None = None,
+        *,
+        subject: str | None = None,
+        predicate: str | None = None,
+    ) -> list[Memory]:
+        """Every version of a fact (by id), or of every fact about subject+predicate."""
+        self.service.runner.catch_up()
+        query = select(facts).where(facts.c.namespace == self.namespace)
+        if item_id is not None:
+            item = self._owned(item_id)
+            query = query.where(facts.c.item_id == str(item.id))
+        elif subject and predicate:
+            _validate_identifier("subject", subject)
+            _validate_identifier("predicate", predicate)
+            query = query.where(facts.c.subject == subject, facts.c.predicate == predicate)
+        else:
+            raise InvalidWrite("history needs an item id, or a subject and a predicate")
+        query = query.order_by(facts.c.valid_from, facts.c.position)
+        with self.service.engine.connect() as conn:
+            return [_memory("fact", dict(r)) for r in conn.execute(query).mappings()]
+
+    def get(self, item_id: str | UUID) -> ItemState:
+        """Read one item straight from the log: content, or None with erased=True."""
+        item = self._owned(item_id)
+        fields = self._log.read(item)
+        text = None if fields is ERASED else next(iter(fields.values()), None)  # type: ignore[union-attr]
+        return ItemState(
+            item_id=str(item.id),
+            version=item.version,
+            kind=item.kind,
+            subject=item.subject,
+            predicate=item.predicate,
+            text=text,
+            erased=item.erased,
+            suppressed=item.suppressed,
+            redaction=dict(item.redaction),
+            provenance=dict(item.provenance),
+        )
+
+    def _owned(self, item_id: str | UUID) -> MemoryItem:
+        try:
+            ident = item_id if isinstance(item_id, UUID) else UUID(str(item_id))
+        except ValueError:
+            raise InvalidWrite(f"{item_id!r} is not a memory item id") from None
+        item = self._log.get(ident)
+        if item.namespace != self.namespace:
+            # Same answer as a missing id: another namespace's ids cannot be probed.
+            log.warning("refused access to an item outside namespace %s", self.namespace)
+            raise NotFound(f"no memory item {ident}")
+        return item
+
+
+def _count_rows(conn: Any, projection: Projection, item_ids: list[str]) -> int:
+    table = projection.table
+    query = select(func.count()).select_from(table).where(table.c.item_id.in_(item_ids))
+    return int(conn.execute(query).scalar_one())
+
+
+def _memory(kind: str, row: dict[str, Any]) -> Memory:
+    return Memory(
+        item_id=row["item_id"],
+        version=row["version"],
+        kind=kind,
+        subject=row["speaker"] if kind == "turn" else row["subject"],
+        predicate="turn" if kind == "turn" else row["predicate"],
+        text=row["content"] if kind == "turn" else row["value"],
+        category=row["category"],
+        origin=row["origin"],
+        confidence=row.get("confidence", 1.0),
+        sensitivity=row["sensitivity"],
+        status=row.get("status", "current"),
+        scope=row.get("scope", "global"),
+        strength=row.get("strength"),
+        valid_from=row.get("valid_from") or row.get("written_at"),
+        valid_to=row.get("valid_to"),
+        expires_at=row["expires_at"],
+        suppressed=bool(row["suppressed"]),
+        provenance=json.loads(row["provenance"]),
+    )
+
+
+def _iso(value: datetime) -> str:
+    return canonical_time(value)
+
+
+def _code(text: str) -> str:
+    _validate_identifier("reason", text)
+    return text
+
+
+def _validate_identifier(name: str, value: str) -> None:
+    from pydantic import TypeAdapter, ValidationError
+
+    try:
+        TypeAdapter(Identifier).validate_python(value)
+    except ValidationError:
+        raise InvalidWrite(
+            f"invalid {name} {value!r}: use an identifier (letters, digits, _.:-)"
+        ) from None

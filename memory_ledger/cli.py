@@ -1,0 +1,439 @@
+"""The `memory-ledger` command line. It acts as a local operator: `--namespace` names
+whose memory a command touches (the Python API and HTTP service take it from the
+principal instead). Human tables by default, `--json` for machines."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from memory_ledger.api import MemoryLedger, MemoryService
+from memory_ledger.config import DATA_DIR_ENV, URL_ENV
+from memory_ledger.crypto import MASTER_KEY_ENV
+from memory_ledger.errors import InvalidWrite, MemoryLedgerError
+from memory_ledger.principal import Principal
+from memory_ledger.views import Memory
+
+app = typer.Typer(
+    help="Event-sourced memory for AI agents, with provable forgetting.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+out = Console()
+err = Console(stderr=True)
+
+DataDir = Annotated[
+    Path | None,
+    typer.Option(
+        "--data-dir", envvar=DATA_DIR_ENV, help="SQLite data directory.", show_default=False
+    ),
+]
+Url = Annotated[
+    str | None,
+    typer.Option("--url", envvar=URL_ENV, help="Database URL, e.g. postgresql://user@host/db."),
+]
+Json = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+Namespace = Annotated[
+    str,
+    typer.Option(
+        "--namespace", "-n", envvar="MEMORY_LEDGER_NAMESPACE", help="tenant/user[/project]"
+    ),
+]
+
+
+def _fail(exc: MemoryLedgerError, as_json: bool) -> None:
+    if as_json:
+        problems = getattr(exc, "problems", [])
+        print(json.dumps({"error": str(exc), "type": type(exc).__name__, "problems": problems}))
+    else:
+        err.print(f"[bold red]error:[/] {exc}", highlight=False)
+    raise typer.Exit(exc.exit_code)
+
+
+@contextmanager
+def _service(data_dir: Path | None, url: str | None, as_json: bool) -> Iterator[MemoryService]:
+    try:
+        service = MemoryService.open(data_dir, url)
+    except MemoryLedgerError as exc:
+        _fail(exc, as_json)
+    if service.dev_key_created:
+        err.print(
+            f"[yellow]warning:[/] no {MASTER_KEY_ENV} set; generated a development master key "
+            f"at {service.settings.data_dir / 'dev-master.key'}. A key stored beside the data "
+            "does not protect it at rest: set the variable in production.",
+            highlight=False,
+        )
+    try:
+        yield service
+    except MemoryLedgerError as exc:
+        _fail(exc, as_json)
+    finally:
+        service.close()
+
+
+@contextmanager
+def _ledger(
+    namespace: str, data_dir: Path | None, url: str | None, as_json: bool
+) -> Iterator[MemoryLedger]:
+    try:
+        principal = Principal.from_namespace(namespace)
+    except MemoryLedgerError as exc:
+        _fail(exc, as_json)
+    with _service(data_dir, url, as_json) as service:
+        yield service.for_principal(principal)
+
+
+def _emit(as_json: bool, data: Any, human: Callable[[], None]) -> None:
+    if as_json:
+        print(json.dumps(data, indent=2, default=str, ensure_ascii=False))
+    else:
+        human()
+
+
+def _memories_table(memories: list[Memory], title: str) -> Table:
+    table = Table(title=title, show_lines=False)
+    for column in ("id", "kind", "subject", "predicate", "text", "origin", "status", "valid from"):
+        table.add_column(column, overflow="fold")
+    for m in memories:
+        table.add_row(
+            m.item_id[:8],
+            m.kind,
+            m.subject,
+            m.predicate,
+            m.text or "[dim]ERASED[/]",
+            m.origin,
+            m.status,
+            (m.valid_from or "")[:19],
+        )
+    return table
+
+
+@app.command()
+def remember(
+    namespace: Namespace,
+    kind: Annotated[str | None, typer.Option(help="fact | preference | turn")] = None,
+    subject: Annotated[str | None, typer.Option()] = None,
+    predicate: Annotated[str | None, typer.Option()] = None,
+    value: Annotated[str | None, typer.Option(help="Value of a fact or preference.")] = None,
+    content: Annotated[str | None, typer.Option(help="Text of a transcript turn.")] = None,
+    category: Annotated[str, typer.Option()] = "general",
+    origin: Annotated[str, typer.Option(help="explicit | observed | inferred")] = "explicit",
+    sensitivity: Annotated[
+        str, typer.Option(help="public|internal|personal|restricted")
+    ] = "personal",
+    scope: Annotated[str, typer.Option(help="Preference scope.")] = "global",
+    writer: Annotated[str, typer.Option(help="Identity of the writing agent.")] = "cli",
+    turn_id: Annotated[str | None, typer.Option()] = None,
+    session_id: Annotated[str | None, typer.Option()] = None,
+    tool_call_id: Annotated[str | None, typer.Option()] = None,
+    consent_ref: Annotated[str | None, typer.Option()] = None,
+    expires_at: Annotated[str | None, typer.Option(help="ISO-8601 time with zone.")] = None,
+    basis: Annotated[str, typer.Option(help="session|consent|contract|indefinite")] = "indefinite",
+    from_json: Annotated[
+        str | None, typer.Option("--from-json", help="A JSON write (or a list), '-' for stdin.")
+    ] = None,
+    data_dir: DataDir = None,
+    url: Url = None,
+    as_json: Json = False,
+) -> None:
+    """Store a memory. Validated before anything is written; refused writes change nothing."""
+    if from_json is not None:
+        try:
+            raw = sys.stdin.read() if from_json == "-" else Path(from_json).read_text()
+            payload = json.loads(raw)
+        except (OSError, ValueError) as exc:
+            _fail(InvalidWrite(f"cannot read the JSON write: {exc}; nothing was stored"), as_json)
+        writes = payload if isinstance(payload, list) else [payload]
+    else:
+        write: dict[str, Any] = {
+            "kind": kind,
+            "subject": subject,
+            "predicate": predicate,
+            "value": value,
+            "content": content,
+            "category": category,
+            "origin": origin,
+            "sensitivity": sensitivity,
+            "scope": scope,
+            "provenance": {
+                "writer": writer,
+                "written_at": datetime.now(UTC).isoformat(),
+                "turn_id": turn_id,
+                "session_id": session_id,
+                "tool_call_id": tool_call_id,
+                "consent_ref": consent_ref,
+            },
+            "retention": {"basis": basis, "expires_at": expires_at},
+        }
+        writes = [{k: v for k, v in write.items() if v is not None}]
+    with _ledger(namespace, data_dir, url, as_json) as ledger:
+        stored = ledger.remember_many(writes)
+        _emit(
+            as_json,
+            [vars(s) for s in stored],
+            lambda: [out.print(f"remembered {s.kind} [bold]{s.item_id}[/]") for s in stored],
+        )
+
+
+@app.command()
+def recall(
+    namespace: Namespace,
+    subject: Annotated[str | None, typer.Option()] = None,
+    predicate: Annotated[str | None, typer.Option()] = None,
+    kind: Annotated[str | None, typer.Option()] = None,
+    category: Annotated[str | None, typer.Option()] = None,
+    limit: Annotated[int, typer.Option()] = 100,
+    data_dir: DataDir = None,
+    url: Url = None,
+    as_json: Json = False,
+) -> None:
+    """List live memories: not suppressed, erased or expired."""
+    with _ledger(namespace, data_dir, url, as_json) as ledger:
+        found = ledger.recall(
+            subject=subject, predicate=predicate, kind=kind, category=category, limit=limit
+        )
+        _emit(
+            as_json,
+            [m.to_dict() for m in found],
+            lambda: out.print(_memories_table(found, f"memories of {ledger.namespace}")),
+        )
+
+
+@app.command()
+def history(
+    namespace: Namespace,
+    item_id: Annotated[str | None, typer.Argument(help="A fact's id.")] = None,
+    subject: Annotated[str | None, typer.Option()] = None,
+    predicate: Annotated[str | None, typer.Option()] = None,
+    data_dir: DataDir = None,
+    url: Url = None,
+    as_json: Json = False,
+) -> None:
+    """Every version of a fact, with validity intervals."""
+    with _ledger(namespace, data_dir, url, as_json) as ledger:
+        versions = ledger.history(item_id, subject=subject, predicate=predicate)
+        _emit(
+            as_json,
+            [m.to_dict() for m in versions],
+            lambda: out.print(_memories_table(versions, "history")),
+        )
+
+
+@app.command()
+def show(
+    namespace: Namespace,
+    item_id: str,
+    data_dir: DataDir = None,
+    url: Url = None,
+    as_json: Json = False,
+) -> None:
+    """Read one item straight from the log (ERASED once its key is destroyed)."""
+    with _ledger(namespace, data_dir, url, as_json) as ledger:
+        state = ledger.get(item_id)
+        _emit(as_json, state.to_dict(), lambda: out.print(state))
+
+
+@app.command()
+def update(
+    namespace: Namespace,
+    item_id: str,
+    value: Annotated[str, typer.Option()],
+    writer: Annotated[str, typer.Option()] = "cli",
+    turn_id: Annotated[str | None, typer.Option()] = None,
+    session_id: Annotated[str | None, typer.Option()] = None,
+    tool_call_id: Annotated[str | None, typer.Option()] = None,
+    data_dir: DataDir = None,
+    url: Url = None,
+    as_json: Json = False,
+) -> None:
+    """Record a new version of a fact or preference; the old one stays as history."""
+    provenance = {
+        k: v
+        for k, v in {
+            "writer": writer,
+            "written_at": datetime.now(UTC).isoformat(),
+            "turn_id": turn_id,
+            "session_id": session_id,
+            "tool_call_id": tool_call_id,
+        }.items()
+        if v is not None
+    }
+    with _ledger(namespace, data_dir, url, as_json) as ledger:
+        version = ledger.update(item_id, {"value": value, "provenance": provenance})
+        _emit(
+            as_json,
+            {"item_id": item_id, "version": version},
+            lambda: out.print(f"updated {item_id} to version {version}"),
+        )
+
+
+@app.command()
+def suppress(
+    namespace: Namespace,
+    item_id: str,
+    reason: Annotated[str, typer.Option()] = "user_request",
+    data_dir: DataDir = None,
+    url: Url = None,
+    as_json: Json = False,
+) -> None:
+    """Stop using an item: hidden from recall, but not deleted."""
+    with _ledger(namespace, data_dir, url, as_json) as ledger:
+        version = ledger.suppress(item_id, reason)
+        _emit(
+            as_json,
+            {"item_id": item_id, "version": version, "suppressed": True},
+            lambda: out.print(f"suppressed {item_id} (data kept; use forget to delete)"),
+        )
+
+
+@app.command()
+def unsuppress(
+    namespace: Namespace,
+    item_id: str,
+    data_dir: DataDir = None,
+    url: Url = None,
+    as_json: Json = False,
+) -> None:
+    """Use a suppressed item again."""
+    with _ledger(namespace, data_dir, url, as_json) as ledger:
+        version = ledger.unsuppress(item_id)
+        _emit(
+            as_json,
+            {"item_id": item_id, "version": version, "suppressed": False},
+            lambda: out.print(f"unsuppressed {item_id}"),
+        )
+
+
+@app.command()
+def redact(
+    namespace: Namespace,
+    item_id: str,
+    field: Annotated[list[str], typer.Option("--field", help="Field to redact (value, content).")],
+    data_dir: DataDir = None,
+    url: Url = None,
+    as_json: Json = False,
+) -> None:
+    """Rewrite named fields; the old content is shredded (its key generation destroyed)."""
+    with _ledger(namespace, data_dir, url, as_json) as ledger:
+        version = ledger.redact(item_id, field)
+        _emit(
+            as_json,
+            {"item_id": item_id, "version": version, "fields": field},
+            lambda: out.print(f"redacted {', '.join(field)} of {item_id}"),
+        )
+
+
+@app.command()
+def forget(
+    namespace: Namespace,
+    memory: Annotated[
+        list[str], typer.Option("--memory", help="Id of an item to erase (repeatable).")
+    ],
+    data_dir: DataDir = None,
+    url: Url = None,
+    as_json: Json = False,
+) -> None:
+    """Erase one item: tombstone, key destruction, projection purge, verification."""
+    with _ledger(namespace, data_dir, url, as_json) as ledger:
+        report = ledger.forget(*memory)
+
+        def human() -> None:
+            table = Table(title="erasure of " + ", ".join(i.item_id for i in report.items))
+            table.add_column("store")
+            table.add_column("absent")
+            table.add_column("evidence")
+            for check in report.checks:
+                table.add_row(check.store, "yes" if check.absent else "[red]NO[/]", check.evidence)
+            residue = ", ".join(report.residue_files) or "none"
+            table.add_row(
+                "files (byte scan)",
+                "yes" if not report.residue_files else "[red]NO[/]",
+                f"{report.residue_scan}: {report.residue_scanned_files} files; "
+                f"residue in: {residue}",
+            )
+            out.print(table)
+            verdict = "[green]verified[/]" if report.verified else "[red]NOT verified[/]"
+            out.print(f"erasure {verdict}")
+
+        _emit(as_json, report.to_dict(), human)
+        if not report.verified:
+            raise typer.Exit(7)
+
+
+@app.command()
+def status(data_dir: DataDir = None, url: Url = None, as_json: Json = False) -> None:
+    """Backend, event count and how far each projection has caught up."""
+    with _service(data_dir, url, as_json) as service:
+        info = service.status()
+
+        def human() -> None:
+            out.print(
+                f"backend [bold]{info['backend']}[/] at {info['location']}; {info['events']} events"
+            )
+            table = Table("projection", "position", "behind")
+            for p in info["projections"]:
+                table.add_row(p["name"], str(p["position"]), str(p["behind"]))
+            out.print(table)
+
+        _emit(as_json, info, human)
+
+
+@app.command()
+def rebuild(
+    projection: Annotated[list[str] | None, typer.Option("--projection")] = None,
+    data_dir: DataDir = None,
+    url: Url = None,
+    as_json: Json = False,
+) -> None:
+    """Drop projections and replay the whole log into them."""
+    with _service(data_dir, url, as_json) as service:
+        known = [p.name for p in service.runner.projections]
+        unknown = sorted(set(projection or []) - set(known))
+        if unknown:
+            _fail(InvalidWrite(f"unknown projection(s) {unknown}; known: {known}"), as_json)
+        replayed = service.rebuild(projection)
+        _emit(
+            as_json,
+            {"replayed": replayed, "projections": projection or known},
+            lambda: out.print(f"rebuilt {', '.join(projection or known)} from {replayed} events"),
+        )
+
+
+@app.command()
+def run(
+    interval: Annotated[float, typer.Option(help="Seconds between catch-ups.")] = 1.0,
+    duration: Annotated[float | None, typer.Option(help="Stop after this many seconds.")] = None,
+    data_dir: DataDir = None,
+    url: Url = None,
+) -> None:
+    """Keep projections caught up in the background (APScheduler)."""
+    from jobs.projection_catchup import run_catchup_job
+
+    with _service(data_dir, url, False) as service:
+        run_catchup_job(service, interval=interval, duration=duration)
+
+
+@app.command()
+def demo(
+    data_dir: Annotated[
+        Path | None,
+        typer.Option("--data-dir", help="Where to put the demo's data (default: a new temp dir)."),
+    ] = None,
+) -> None:
+    """A travel assistant remembers, a user asks to forget, and we prove it."""
+    from memory_ledger.demo import run_demo
+
+    raise typer.Exit(run_demo(data_dir))
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,193 @@
+"""Where the data lives: a data directory of SQLite files, or a PostgreSQL URL.
+
+The same code runs on both; only this module knows how a location turns into the
+`eventsourcing` environment and a SQLAlchemy URL. Settings come from arguments first,
+then the environment, so SQLite vs PostgreSQL never needs a code change.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from memory_ledger.errors import BackendUnavailable, ConfigurationError
+
+DATA_DIR_ENV = "MEMORY_LEDGER_DATA_DIR"
+URL_ENV = "MEMORY_LEDGER_URL"
+DEFAULT_DATA_DIR = ".memory-ledger"
+EVENTS_FILE = "events.sqlite"
+PROJECTIONS_FILE = "projections.sqlite"
+
+
+@dataclass(frozen=True)
+class PostgresLocation:
+    host: str
+    port: int
+    dbname: str
+    user: str
+    password: str
+    schema: str
+
+    def sqlalchemy_url(self) -> str:
+        from sqlalchemy.engine import URL
+
+        return URL.create(
+            "postgresql+psycopg",
+            username=self.user,
+            password=self.password or None,
+            host=self.host,
+            port=self.port,
+            database=self.dbname,
+        ).render_as_string(hide_password=False)
+
+    def masked(self) -> str:
+        auth = f"{self.user}:***@" if self.password else f"{self.user}@"
+        return f"postgresql://{auth}{self.host}:{self.port}/{self.dbname}"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """A resolved storage location. `data_dir` always exists: it holds the dev key too."""
+
+    data_dir: Path
+    postgres: PostgresLocation | None = None
+
+    @classmethod
+    def resolve(cls, data_dir: str | Path | None = None, url: str | None = None) -> Settings:
+        raw_dir = data_dir or os.environ.get(DATA_DIR_ENV) or DEFAULT_DATA_DIR
+        raw_url = url or os.environ.get(URL_ENV) or None
+        directory = Path(raw_dir).expanduser().resolve()
+        if raw_url is None or raw_url.startswith("sqlite"):
+            if raw_url:
+                directory = _sqlite_dir(raw_url)
+            return cls(directory, None)
+        return cls(directory, _parse_postgres(raw_url))
+
+    @property
+    def backend(self) -> str:
+        return "postgresql" if self.postgres else "sqlite"
+
+    @property
+    def events_path(self) -> Path:
+        return self.data_dir / EVENTS_FILE
+
+    @property
+    def projections_path(self) -> Path:
+        return self.data_dir / PROJECTIONS_FILE
+
+    def describe(self) -> str:
+        if self.postgres:
+            return self.postgres.masked()
+        return str(self.data_dir)
+
+    def event_store_env(self) -> dict[str, str]:
+        env = {
+            "APPLICATION_RECORDER_TOPIC": "",
+            "IS_SNAPSHOTTING_ENABLED": "no",
+        }
+        if self.postgres is None:
+            env.update(
+                PERSISTENCE_MODULE="eventsourcing.sqlite",
+                SQLITE_DBNAME=str(self.events_path),
+                SQLITE_LOCK_TIMEOUT="30",
+                APPLICATION_RECORDER_TOPIC="memory_ledger.recorders:SQLiteMemoryRecorder",
+            )
+        else:
+            pg = self.postgres
+            env.update(
+                PERSISTENCE_MODULE="eventsourcing.postgres",
+                POSTGRES_DBNAME=pg.dbname,
+                POSTGRES_HOST=pg.host,
+                POSTGRES_PORT=str(pg.port),
+                POSTGRES_USER=pg.user,
+                POSTGRES_PASSWORD=pg.password,
+                POSTGRES_SCHEMA=pg.schema,
+                POSTGRES_CONNECT_TIMEOUT="5",
+                APPLICATION_RECORDER_TOPIC="memory_ledger.recorders:PostgresMemoryRecorder",
+            )
+        return env
+
+    def projections_url(self) -> str:
+        if self.postgres:
+            return self.postgres.sqlalchemy_url()
+        return f"sqlite:///{self.projections_path}"
+
+    def check_reachable(self) -> None:
+        """Fail early, with the location named (password masked), before anything is written."""
+        if self.postgres is None:
+            _check_sqlite_dir(self)
+            return
+        import psycopg
+
+        pg = self.postgres
+        try:
+            with psycopg.connect(
+                host=pg.host,
+                port=pg.port,
+                dbname=pg.dbname,
+                user=pg.user,
+                password=pg.password or None,
+                connect_timeout=5,
+            ):
+                pass
+        except psycopg.Error as exc:
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise BackendUnavailable(
+                f"cannot connect to {pg.masked()}: {reason}; nothing was changed"
+            ) from None
+
+
+def _sqlite_dir(url: str) -> Path:
+    # sqlite:///path/to/dir names a data directory, not a single file.
+    path = url.split(":///", 1)[1] if ":///" in url else ""
+    if not path:
+        raise ConfigurationError(f"a sqlite URL must name a data directory: {url!r}")
+    return Path(path).expanduser().resolve()
+
+
+def _parse_postgres(url: str) -> PostgresLocation:
+    parts = urlsplit(url)
+    if parts.scheme not in ("postgresql", "postgres", "postgresql+psycopg"):
+        raise ConfigurationError(
+            f"unsupported database URL scheme {parts.scheme!r}: use postgresql://... "
+            "or a data directory for SQLite"
+        )
+    dbname = unquote(parts.path.lstrip("/"))
+    if not dbname:
+        raise ConfigurationError("the PostgreSQL URL must name a database: postgresql://host/db")
+    query = parse_qs(parts.query)
+    schema = query.get("schema", ["public"])[0]
+    if not schema.replace("_", "").isalnum():
+        raise ConfigurationError(f"invalid schema name {schema!r}")
+    return PostgresLocation(
+        host=parts.hostname or "127.0.0.1",
+        port=parts.port or 5432,
+        dbname=dbname,
+        user=unquote(parts.username or os.environ.get("PGUSER", "postgres")),
+        password=unquote(parts.password or ""),
+        schema=schema,
+    )
+
+
+def _check_sqlite_dir(settings: Settings) -> None:
+    directory = settings.data_dir
+    if directory.exists() and not directory.is_dir():
+        raise BackendUnavailable(f"data directory {directory} exists and is not a directory")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BackendUnavailable(f"cannot create data directory {directory}: {exc}") from None
+    if not os.access(directory, os.W_OK):
+        raise BackendUnavailable(f"data directory {directory} is not writable")
+    for path in (settings.events_path, settings.projections_path):
+        if path.exists():
+            try:
+                with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+                    conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            except sqlite3.DatabaseError as exc:
+                raise BackendUnavailable(
+                    f"{path} is not a readable SQLite database: {exc}"
+                ) from None

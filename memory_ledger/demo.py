@@ -1,0 +1,226 @@
+"""`memory-ledger demo`: the product's promise, end to end, on the embedded default.
+
+A travel assistant remembers a home address, a seat preference and a trip. The user
+asks to delete the address. We show what was deleted and what was kept, recall from a
+fresh process, rebuild every projection from the log, and scan every file's bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.panel import Panel
+from rich.table import Table
+
+from memory_ledger.api import MemoryService
+from memory_ledger.principal import Principal
+from memory_ledger.residue import files_under, needles_for, scan
+
+console = Console()
+ADDRESS = "18 Haisong Road, Xihu District, Hangzhou"
+SECRET_WORDS = [ADDRESS, "Haisong Road"]
+NAMESPACE = "demo-travel/li-wei"
+
+
+def _turn(session: str, turn: str, at: datetime, text: str) -> dict[str, Any]:
+    return {
+        "kind": "turn",
+        "subject": "user",
+        "content": text,
+        "origin": "explicit",
+        "sensitivity": "personal",
+        "category": "conversation",
+        "provenance": {
+            "writer": "travel-assistant",
+            "written_at": at.isoformat(),
+            "session_id": session,
+            "turn_id": turn,
+        },
+    }
+
+
+def _memory(
+    kind: str,
+    predicate: str,
+    value: str,
+    category: str,
+    turn: str,
+    at: datetime,
+    sensitivity: str = "personal",
+) -> dict[str, Any]:
+    return {
+        "kind": kind,
+        "subject": "user",
+        "predicate": predicate,
+        "value": value,
+        "category": category,
+        "origin": "explicit",
+        "sensitivity": sensitivity,
+        "provenance": {
+            "writer": "travel-assistant",
+            "written_at": at.isoformat(),
+            "session_id": "s-0412",
+            "turn_id": turn,
+            "consent_ref": "consent-2026-04",
+        },
+    }
+
+
+def _recall_in_new_process(data_dir: Path) -> list[dict[str, Any]]:
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "memory_ledger.cli",
+            "recall",
+            "--namespace",
+            NAMESPACE,
+            "--data-dir",
+            str(data_dir),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(result.stdout)  # type: ignore[no-any-return]
+
+
+def _show(title: str, memories: list[dict[str, Any]]) -> None:
+    table = Table(title=title)
+    for column in ("kind", "predicate", "remembered", "origin"):
+        table.add_column(column)
+    for m in memories:
+        table.add_row(m["kind"], m["predicate"], m["text"], m["origin"])
+    console.print(table)
+
+
+def run_demo(data_dir: Path | None = None) -> int:
+    directory = Path(data_dir or tempfile.mkdtemp(prefix="memory-ledger-demo-")).resolve()
+    console.print(
+        Panel.fit(
+            "[bold]memory-ledger demo[/]: a travel assistant remembers, the user asks it "
+            "to forget,\n"
+            f"and we prove it forgot. Data directory: {directory}",
+            border_style="cyan",
+        )
+    )
+    checks: list[tuple[str, bool]] = []
+    now = datetime.now(UTC).replace(microsecond=0)
+    start = now - timedelta(days=30)
+
+    with MemoryService.open(directory) as service:
+        if service.dev_key_created:
+            console.print(
+                "[yellow]note:[/] generated a development master key in the data "
+                "directory; production sets MEMORY_LEDGER_MASTER_KEY instead."
+            )
+        mem = service.for_principal(Principal.from_namespace(NAMESPACE))
+        said = [
+            ("t1", "My home address is " + ADDRESS + "."),
+            ("t2", "Please always book me a window seat."),
+            ("t3", "I'm flying to Kyoto on 12 December for four days."),
+        ]
+        turns = mem.remember_many(
+            [
+                _turn("s-0412", t, start + timedelta(minutes=i), text)
+                for i, (t, text) in enumerate(said)
+            ]
+        )
+        address, seat, trip = mem.remember_many(
+            [
+                _memory("fact", "home_address", ADDRESS, "contact", "t1", start),
+                _memory("preference", "seat", "window", "travel", "t2", start, "internal"),
+                _memory("fact", "upcoming_trip", "Kyoto, 12-16 December", "travel", "t3", start),
+            ]
+        )
+        console.rule("1. The assistant remembers")
+        _show("recall, before", [m.to_dict() for m in mem.recall()])
+
+        console.rule('2. "Please delete my old address."')
+        console.print(
+            "The request is resolved to the address fact and the transcript turn it "
+            "came from (provenance turn t1). Seat preference and trip are out of scope."
+        )
+        report = mem.forget(address.item_id, turns[0].item_id)
+        table = Table(title="what was deleted")
+        table.add_column("item")
+        table.add_column("kind")
+        table.add_column("key generations destroyed")
+        for erased in report.items:
+            table.add_row(erased.item_id, erased.kind, str(erased.key_generations_destroyed))
+        console.print(table)
+        table = Table(title="verification, per store")
+        for column in ("store", "target absent", "evidence"):
+            table.add_column(column)
+        for check in report.checks:
+            table.add_row(check.store, "yes" if check.absent else "[red]NO[/]", check.evidence)
+        table.add_row(
+            "files",
+            "yes" if not report.residue_files else "[red]NO[/]",
+            f"{report.residue_scanned_files} files byte-scanned, residue in "
+            f"{len(report.residue_files)}",
+        )
+        console.print(table)
+        checks.append(("erasure verified in every store and every file", report.verified))
+        state = mem.get(address.item_id)
+        console.print(
+            f"Reading the erased item from the log now gives: [bold]{state.text or 'ERASED'}[/] "
+            f"(erased={state.erased}); its events remain, its key does not."
+        )
+        checks.append(
+            ("erased item reads as ERASED from the log", state.erased and state.text is None)
+        )
+        kept_ids = {seat.item_id, trip.item_id}
+
+    console.rule("3. Recall from a fresh process")
+    fresh = _recall_in_new_process(directory)
+    _show("recall, after (new process)", fresh)
+    texts = json.dumps(fresh)
+    checks.append(("address absent from recall in a new process", "Haisong" not in texts))
+    checks.append(("seat preference and trip kept", kept_ids <= {m["item_id"] for m in fresh}))
+
+    console.rule("4. Rebuild every projection from the log")
+    with MemoryService.open(directory) as service:
+        replayed = service.rebuild()
+        console.print(f"replayed {replayed} events into transcripts, facts and preferences")
+        rebuilt = [
+            m.to_dict() for m in service.for_principal(Principal.from_namespace(NAMESPACE)).recall()
+        ]
+    _show("recall, after rebuild", rebuilt)
+    checks.append(("address absent after rebuild", "Haisong" not in json.dumps(rebuilt)))
+    checks.append(
+        ("kept items still there after rebuild", kept_ids <= {m["item_id"] for m in rebuilt})
+    )
+
+    console.rule("5. Scan every file's bytes")
+    paths = files_under(directory)
+    findings = scan(paths, needles_for(SECRET_WORDS))
+    table = Table(title=f"byte scan of {directory}")
+    table.add_column("file")
+    table.add_column("bytes")
+    table.add_column("address found")
+    hits = {f.path for f in findings}
+    for path in paths:
+        table.add_row(
+            path.name, str(path.stat().st_size), "[red]YES[/]" if str(path) in hits else "no"
+        )
+    console.print(table)
+    checks.append(("address bytes absent from every file in the data dir", not findings))
+    console.rule("Result")
+    for name, ok in checks:
+        console.print(("[green]PASS[/] " if ok else "[red]FAIL[/] ") + name, highlight=False)
+    failed = [name for name, ok in checks if not ok]
+    console.print(
+        "[bold green]All checks passed.[/]"
+        if not failed
+        else f"[bold red]{len(failed)} check(s) failed.[/]"
+    )
+    return 1 if failed else 0

@@ -1,0 +1,149 @@
+"""The memory item aggregate and its events.
+
+An item's events are never deleted or rewritten. Personal content lives only in
+`sealed` fields (ciphertext under the item's data key); everything else an event holds
+is an identifier, a code or a timestamp, so the log can be replayed, audited and
+enumerated after any key has been destroyed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.domain import Aggregate, event
+
+from memory_ledger.errors import InvalidTransition
+
+
+class MemoryItem(Aggregate):
+    """One remembered fact, preference or transcript turn, in one namespace."""
+
+    @event("Recorded")
+    def __init__(
+        self,
+        *,
+        namespace: str,
+        kind: str,
+        subject: str,
+        predicate: str,
+        category: str,
+        origin: str,
+        confidence: float,
+        sensitivity: str,
+        provenance: dict[str, Any],
+        retention: dict[str, Any],
+        redaction: dict[str, Any],
+        derived_from: list[dict[str, Any]],
+        scope: str,
+        strength: float,
+        valid_from: str,
+        valid_to: str | None,
+        key_generation: int,
+        sealed: str,
+    ) -> None:
+        self.namespace = namespace
+        self.kind = kind
+        self.subject = subject
+        self.predicate = predicate
+        self.category = category
+        self.origin = origin
+        self.confidence = confidence
+        self.sensitivity = sensitivity
+        self.provenance = provenance
+        self.retention = retention
+        self.redaction = redaction
+        self.derived_from = derived_from
+        self.scope = scope
+        self.strength = strength
+        self.valid_from = valid_from
+        self.valid_to = valid_to
+        self.key_generation = key_generation
+        self.sealed: str | None = sealed
+        self.suppressed = False
+        self.erased = False
+
+    def _require_live(self, operation: str) -> None:
+        if self.erased:
+            raise InvalidTransition(f"item {self.id} was erased; it cannot be {operation}")
+
+    def supersede(
+        self, *, sealed: str, provenance: dict[str, Any], confidence: float, valid_from: str
+    ) -> None:
+        self._require_live("updated")
+        if self.kind == "turn":
+            raise InvalidTransition("transcript turns are not edited; redact or forget them")
+        self._superseded(
+            sealed=sealed,
+            key_generation=self.key_generation,
+            provenance=provenance,
+            confidence=confidence,
+            valid_from=valid_from,
+        )
+
+    @event("Superseded")
+    def _superseded(
+        self,
+        *,
+        sealed: str,
+        key_generation: int,
+        provenance: dict[str, Any],
+        confidence: float,
+        valid_from: str,
+    ) -> None:
+        self.sealed = sealed
+        self.provenance = provenance
+        self.confidence = confidence
+        self.valid_from = valid_from
+
+    def suppress(self, *, reason: str) -> None:
+        self._require_live("suppressed")
+        if not self.suppressed:
+            self._suppressed(reason=reason)
+
+    @event("Suppressed")
+    def _suppressed(self, *, reason: str) -> None:
+        self.suppressed = True
+
+    def unsuppress(self) -> None:
+        self._require_live("unsuppressed")
+        if self.suppressed:
+            self._unsuppressed()
+
+    @event("Unsuppressed")
+    def _unsuppressed(self) -> None:
+        self.suppressed = False
+
+    def redact(self, *, fields: list[str], key_generation: int, sealed: str) -> list[int]:
+        """Rewrite content under a fresh key generation; returns the generations to destroy."""
+        self._require_live("redacted")
+        retired = list(range(1, self.key_generation + 1))
+        self._redacted(
+            fields=fields, key_generation=key_generation, sealed=sealed, retired_generations=retired
+        )
+        return retired
+
+    @event("Redacted")
+    def _redacted(
+        self, *, fields: list[str], key_generation: int, sealed: str, retired_generations: list[int]
+    ) -> None:
+        self.key_generation = key_generation
+        self.sealed = sealed
+        self.redaction = {"state": "applied", "fields": sorted(set(fields))}
+
+    def erase(self, *, reason: str, request_id: str | None) -> None:
+        """Tombstone: records that content was destroyed, and carries none of it."""
+        if not self.erased:
+            self._erased(reason=reason, request_id=request_id)
+
+    @event("Erased")
+    def _erased(self, *, reason: str, request_id: str | None) -> None:
+        self.erased = True
+        self.sealed = None
+
+    @property
+    def item_id(self) -> UUID:
+        return self.id
+
+
+EVENT_NAMES = ("Recorded", "Superseded", "Suppressed", "Unsuppressed", "Redacted", "Erased")

@@ -1,0 +1,57 @@
+"""Errors a caller can act on.
+
+Every error raised across the public boundary is a MemoryLedgerError with a message a
+person can read; the CLI prints it and exits non-zero. None of them carries memory
+content, so they are safe to log.
+"""
+
+from __future__ import annotations
+
+
+class MemoryLedgerError(Exception):
+    """Base class: a clear message, and nothing was half-applied."""
+
+    exit_code = 1
+
+
+class InvalidWrite(MemoryLedgerError):
+    """A write or request failed validation at the boundary; nothing was stored."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, problems: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.problems = problems or []
+
+
+class ConfigurationError(MemoryLedgerError):
+    exit_code = 3
+
+
+class BackendUnavailable(ConfigurationError):
+    """The database named by the URL or data directory cannot be reached or opened."""
+
+
+class WrongMasterKey(ConfigurationError):
+    pass
+
+
+class CorruptKeyEntry(MemoryLedgerError):
+    """A wrapped data key fails authentication: tampering or disk corruption."""
+
+    exit_code = 4
+
+
+class NotFound(MemoryLedgerError):
+    """No item with that id exists in the caller's namespace.
+
+    Items of other namespaces are reported the same way, so ids cannot be probed.
+    """
+
+    exit_code = 5
+
+
+class InvalidTransition(MemoryLedgerError):
+    """The operation does not apply to the item's current state (e.g. update after erase)."""
+
+    exit_code = 6

@@ -1,0 +1,137 @@
+"""The key store: wrapped data keys, in their own erasable table beside the event log.
+
+Keys are written and destroyed in the same database transaction as the events that
+need them (see `recorders`), so there is never an event whose key was not stored, nor a
+tombstone whose key survived. Destroying a key overwrites the wrapped bytes with NULL;
+SQLite's secure_delete and a WAL checkpoint (or PostgreSQL's VACUUM) then remove the
+old bytes from the files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from memory_ledger.crypto import MasterKey
+
+KEYS_TABLE = "memory_keys"
+META_TABLE = "memory_ledger_meta"
+FORMAT_VERSION = "1"
+
+
+@dataclass(frozen=True)
+class NewKey:
+    item_id: str
+    generation: int
+    wrapped: bytes
+
+
+@dataclass(frozen=True)
+class KeyDestruction:
+    item_id: str
+    generations: tuple[int, ...] | None  # None: every generation of the item
+
+
+class Cursorish(Protocol):
+    def execute(self, *args: Any, **kwargs: Any) -> Any: ...
+    def fetchall(self) -> Any: ...
+
+
+class KeySQL:
+    """The few statements the key store needs, in the backend's parameter style."""
+
+    def __init__(self, param: str, blob_type: str, keys_table: str, meta_table: str) -> None:
+        self.param = param
+        self.keys_table = keys_table
+        self.meta_table = meta_table
+        self.create = [
+            f"CREATE TABLE IF NOT EXISTS {keys_table} ("
+            "item_id TEXT NOT NULL, generation INTEGER NOT NULL, "
+            f"wrapped {blob_type}, created_at TEXT NOT NULL, destroyed_at TEXT, "
+            "PRIMARY KEY (item_id, generation))",
+            f"CREATE TABLE IF NOT EXISTS {meta_table} (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        ]
+
+    def insert_keys(self, cursor: Cursorish, keys: Sequence[NewKey]) -> None:
+        p = self.param
+        now = _now()
+        for key in keys:
+            cursor.execute(
+                f"INSERT INTO {self.keys_table} (item_id, generation, wrapped, created_at) "
+                f"VALUES ({p}, {p}, {p}, {p})",
+                (key.item_id, key.generation, key.wrapped, now),
+            )
+
+    def destroy_keys(self, cursor: Cursorish, destructions: Sequence[KeyDestruction]) -> None:
+        p = self.param
+        now = _now()
+        for d in destructions:
+            sql = (
+                f"UPDATE {self.keys_table} SET wrapped = NULL, destroyed_at = {p} "
+                f"WHERE item_id = {p} AND wrapped IS NOT NULL"
+            )
+            params: list[Any] = [now, d.item_id]
+            if d.generations is not None:
+                sql += f" AND generation IN ({', '.join([p] * len(d.generations))})"
+                params.extend(d.generations)
+            cursor.execute(sql, tuple(params))
+
+    def select_keys(self, cursor: Cursorish, item_ids: Sequence[str]) -> list[tuple[Any, ...]]:
+        if not item_ids:
+            return []
+        marks = ", ".join([self.param] * len(item_ids))
+        cursor.execute(
+            f"SELECT item_id, generation, wrapped FROM {self.keys_table} "
+            f"WHERE item_id IN ({marks})",
+            tuple(item_ids),
+        )
+        return [values(row) for row in cursor.fetchall()]
+
+    def count_keys(self, cursor: Cursorish) -> tuple[int, int]:
+        """(live, destroyed) key generations: a cheap health figure for `status`."""
+        cursor.execute(f"SELECT count(wrapped), count(*) - count(wrapped) FROM {self.keys_table}")
+        live, destroyed = values(cursor.fetchall()[0])
+        return int(live), int(destroyed)
+
+
+def values(row: Any) -> tuple[Any, ...]:
+    """Row values in column order: psycopg gives dict rows here, sqlite3 sequence rows."""
+    return tuple(row.values()) if isinstance(row, dict) else tuple(row)
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+class KeyRing:
+    """Read access to data keys for a batch of items, unwrapped with the master key.
+
+    Missing (destroyed) keys come back as None so readers can show ERASED; a key that
+    exists but fails authentication raises CorruptKeyEntry instead of being hidden.
+    """
+
+    def __init__(self, master: MasterKey, rows: Iterable[tuple[Any, ...]]) -> None:
+        self._master = master
+        self._wrapped: dict[tuple[str, int], bytes | None] = {}
+        self._open: dict[tuple[str, int], bytes] = {}
+        for item_id, generation, wrapped in rows:
+            self._wrapped[(str(item_id), int(generation))] = (
+                bytes(wrapped) if wrapped is not None else None
+            )
+
+    def data_key(self, item_id: str, generation: int) -> bytes | None:
+        ident = (item_id, generation)
+        if ident in self._open:
+            return self._open[ident]
+        wrapped = self._wrapped.get(ident)
+        if wrapped is None:
+            return None
+        key = self._master.unwrap(item_id, generation, wrapped)
+        self._open[ident] = key
+        return key
+
+    def is_destroyed(self, item_id: str) -> bool:
+        states = [w for (i, _), w in self._wrapped.items() if i == item_id]
+        return bool(states) and all(w is None for w in states)

@@ -1,0 +1,240 @@
+"""The write boundary: what a memory write must carry before anything is stored.
+
+Validation happens here, before a write is sealed, appended, projected or indexed, so a
+refused write leaves no trace anywhere. Fields stored in clear (subject, predicate,
+category, scope, provenance ids) are restricted to identifier syntax: they are what
+erasure requests enumerate without decrypting, so free text must not hide in them.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+from uuid import UUID
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    model_validator,
+)
+
+from memory_ledger.errors import InvalidWrite
+
+MAX_VALUE_BYTES = 16 * 1024
+MAX_TURN_BYTES = 64 * 1024
+
+Kind = Literal["fact", "preference", "turn"]
+Origin = Literal["explicit", "observed", "inferred"]
+Sensitivity = Literal["public", "internal", "personal", "restricted"]
+RetentionBasis = Literal["session", "consent", "contract", "indefinite"]
+RedactionState = Literal["none", "applied", "required"]
+
+Identifier = Annotated[
+    str,
+    StringConstraints(strip_whitespace=True, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$"),
+]
+Scope = Annotated[
+    str,
+    StringConstraints(
+        strip_whitespace=True,
+        pattern=r"^(global|(workspace|task|session):[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127})$",
+    ),
+]
+
+
+def _aware(value: datetime) -> datetime:
+    if value.tzinfo is None:
+        raise ValueError("timestamps must carry a timezone (e.g. 2026-11-29T10:00:00Z)")
+    return value.astimezone(UTC)
+
+
+AwareDatetime = Annotated[datetime, AfterValidator(_aware)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Provenance(_Strict):
+    """Where a memory came from, so a later request can find everything it produced."""
+
+    writer: Identifier
+    written_at: AwareDatetime
+    turn_id: Identifier | None = None
+    session_id: Identifier | None = None
+    tool_call_id: Identifier | None = None
+    consent_ref: Identifier | None = None
+
+    @model_validator(mode="after")
+    def _has_a_source(self) -> Provenance:
+        if not (self.turn_id or self.session_id or self.tool_call_id):
+            raise ValueError(
+                "provenance needs a source: at least one of turn_id, session_id, tool_call_id"
+            )
+        return self
+
+
+class Retention(_Strict):
+    basis: RetentionBasis = "indefinite"
+    expires_at: AwareDatetime | None = None
+
+
+class Redaction(_Strict):
+    state: RedactionState = "none"
+    fields: tuple[Identifier, ...] = ()
+
+
+class DerivedRef(_Strict):
+    """An input of a derived item, pinned to the version that was read."""
+
+    item_id: UUID
+    version: Annotated[int, Field(ge=1)]
+
+
+class MemoryWrite(_Strict):
+    """One memory as an agent or service proposes it."""
+
+    kind: Kind
+    subject: Identifier
+    predicate: Identifier | None = None
+    value: str | None = None
+    content: str | None = None
+    category: Identifier = "general"
+    origin: Origin
+    confidence: Annotated[float, Field(ge=0.0, le=1.0)] = 1.0
+    provenance: Provenance
+    sensitivity: Sensitivity
+    retention: Retention = Retention()
+    redaction: Redaction = Redaction()
+    derived_from: tuple[DerivedRef, ...] = ()
+    scope: Scope = "global"
+    strength: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
+    valid_from: AwareDatetime | None = None
+    valid_to: AwareDatetime | None = None
+
+    @model_validator(mode="after")
+    def _kind_rules(self) -> MemoryWrite:
+        if self.kind == "turn":
+            if self.content is None or self.value is not None:
+                raise ValueError("a turn carries its text in 'content' and has no 'value'")
+            if not (self.provenance.session_id and self.provenance.turn_id):
+                raise ValueError("a turn needs provenance.session_id and provenance.turn_id")
+            _check_size("content", self.content, MAX_TURN_BYTES)
+        else:
+            if self.value is None or self.content is not None:
+                raise ValueError(f"a {self.kind} carries its text in 'value' and has no 'content'")
+            if self.predicate is None:
+                raise ValueError(f"a {self.kind} needs a predicate (e.g. home_address, seat)")
+            _check_size("value", self.value, MAX_VALUE_BYTES)
+        if self.kind != "preference" and (self.scope != "global" or self.strength is not None):
+            raise ValueError("scope and strength apply to preferences only")
+        if self.valid_to and self.valid_from and self.valid_to <= self.valid_from:
+            raise ValueError("valid_to must be after valid_from")
+        expires = self.retention.expires_at
+        if expires is not None and expires <= self.provenance.written_at:
+            raise ValueError("retention.expires_at must be after provenance.written_at")
+        return self
+
+    @property
+    def text(self) -> str:
+        """The personal content, whichever field carries it for this kind."""
+        return self.content if self.kind == "turn" else self.value  # type: ignore[return-value]
+
+    @property
+    def effective_predicate(self) -> str:
+        return self.predicate or "turn"
+
+    @property
+    def effective_strength(self) -> float:
+        if self.strength is not None:
+            return self.strength
+        return 1.0 if self.origin == "explicit" else 0.3
+
+
+class MemoryUpdate(_Strict):
+    """A new version of an existing item's value: the old version stays as history."""
+
+    value: str
+    provenance: Provenance
+    confidence: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
+    valid_from: AwareDatetime | None = None
+
+    @model_validator(mode="after")
+    def _size(self) -> MemoryUpdate:
+        _check_size("value", self.value, MAX_VALUE_BYTES)
+        return self
+
+
+def canonical_time(value: datetime) -> str:
+    """The one text form of a time in events and projections: UTC, microseconds, 'Z'.
+
+    A fixed width makes string order equal time order on every backend.
+    """
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def event_dict(model: BaseModel) -> dict[str, Any]:
+    """A model as plain JSON-able data for an event, with times in canonical form."""
+
+    def convert(value: Any) -> Any:
+        if isinstance(value, datetime):
+            return canonical_time(value)
+        if isinstance(value, UUID):
+            return str(value)
+        if isinstance(value, dict):
+            return {k: convert(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [convert(v) for v in value]
+        return value
+
+    return convert(model.model_dump(mode="python"))  # type: ignore[no-any-return]
+
+
+def _check_size(name: str, text: str, limit: int) -> None:
+    if not text.strip():
+        raise ValueError(f"{name} must not be empty")
+    size = len(text.encode("utf-8"))
+    if size > limit:
+        raise ValueError(f"{name} is {size} bytes; the limit is {limit} bytes")
+
+
+def _refuse_namespace(data: Any) -> None:
+    if isinstance(data, dict) and any(k in data for k in ("namespace", "tenant", "user_id")):
+        raise InvalidWrite(
+            "a write must not name a namespace: it is taken from the authenticated "
+            "principal; nothing was stored",
+            ["namespace: not allowed in a write"],
+        )
+
+
+def _as_invalid_write(what: str, exc: ValidationError) -> InvalidWrite:
+    problems = []
+    for error in exc.errors(include_url=False, include_input=False):
+        location = ".".join(str(part) for part in error["loc"]) or what
+        message = error["msg"].removeprefix("Value error, ")
+        problems.append(f"{location}: {message}")
+    return InvalidWrite(f"invalid {what}; nothing was stored: " + "; ".join(problems), problems)
+
+
+def parse_write(data: MemoryWrite | dict[str, Any]) -> MemoryWrite:
+    if isinstance(data, MemoryWrite):
+        return data
+    _refuse_namespace(data)
+    try:
+        return MemoryWrite.model_validate(data)
+    except ValidationError as exc:
+        raise _as_invalid_write("write", exc) from None
+
+
+def parse_update(data: MemoryUpdate | dict[str, Any]) -> MemoryUpdate:
+    if isinstance(data, MemoryUpdate):
+        return data
+    _refuse_namespace(data)
+    try:
+        return MemoryUpdate.model_validate(data)
+    except ValidationError as exc:
+        raise _as_invalid_write("update", exc) from None

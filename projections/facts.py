@@ -1,0 +1,157 @@
+"""Facts: versioned, with validity intervals, and conflicts kept as conflicts.
+
+Resolution between items about the same (namespace, subject, predicate) uses only clear
+attributes (origin and valid_from), never the values: erased values cannot be read during
+a rebuild, so a rule that compared values would rebuild to a different view.
+
+- a more authoritative origin (explicit > observed > inferred) supersedes a less one;
+- at equal authority the later valid_from supersedes the earlier;
+- equal authority and equal valid_from cannot be decided: both become `conflict`;
+- a less authoritative newcomer is stored as `conflict`, the current fact stays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from sqlalchemy import Boolean, Column, Connection, Float, Index, Integer, Table, Text, select
+
+from projections.base import Projection, Row, iso, keys_in, metadata, provenance_json
+from projections.events import ProjectedEvent
+from projections.transcripts import content_of
+
+AUTHORITY = {"explicit": 3, "observed": 2, "inferred": 1}
+
+facts = Table(
+    "facts",
+    metadata,
+    Column("item_id", Text, primary_key=True),
+    Column("version", Integer, primary_key=True),
+    Column("namespace", Text, nullable=False),
+    Column("subject", Text, nullable=False),
+    Column("predicate", Text, nullable=False),
+    Column("value", Text),
+    Column("value_state", Text, nullable=False),
+    Column("status", Text, nullable=False),
+    Column("valid_from", Text, nullable=False),
+    Column("valid_to", Text),
+    Column("origin", Text, nullable=False),
+    Column("confidence", Float, nullable=False),
+    Column("category", Text, nullable=False),
+    Column("sensitivity", Text, nullable=False),
+    Column("suppressed", Boolean, nullable=False),
+    Column("expires_at", Text),
+    Column("redacted_fields", Text, nullable=False),
+    Column("provenance", Text, nullable=False),
+    Column("recorded_at", Text, nullable=False),
+    Column("position", Integer, nullable=False),
+    Index("ix_facts_key", "namespace", "subject", "predicate", "status"),
+)
+
+KEY_COLUMNS = ("namespace", "subject", "predicate")
+
+
+class FactsProjection(Projection):
+    name: ClassVar[str] = "facts"
+    kind: ClassVar[str] = "fact"
+    table = facts
+    primary_key = ("item_id", "version")
+
+    def load(self, conn: Connection, events: Sequence[ProjectedEvent]) -> list[Row]:
+        rows = super().load(conn, events)
+        keys = sorted(
+            {tuple(e.attrs[c] for c in KEY_COLUMNS) for e in events if e.name == "Recorded"}
+        )
+        seen = {(r["item_id"], r["version"]) for r in rows}
+        for start in range(0, len(keys), 300):
+            query = select(facts).where(
+                keys_in(facts, KEY_COLUMNS, keys[start : start + 300]),
+                facts.c.status == "current",
+            )
+            for r in conn.execute(query).mappings():
+                if (r["item_id"], r["version"]) not in seen:
+                    rows.append(dict(r))
+        return rows
+
+    def handle(self, event: ProjectedEvent, rows: dict[tuple[Any, ...], Row]) -> None:
+        if event.name == "Recorded":
+            self._record(event, rows)
+            return
+        versions = sorted(
+            (r for r in rows.values() if r["item_id"] == event.item_id), key=lambda r: r["version"]
+        )
+        if not versions:
+            return
+        a = event.attrs
+        if event.name == "Superseded":
+            previous = versions[-1]
+            new = dict(previous)
+            value, state = content_of(event, "value")
+            valid_from = iso(a["valid_from"])
+            new.update(
+                version=event.version,
+                value=value,
+                value_state=state,
+                confidence=a["confidence"],
+                valid_from=valid_from,
+                provenance=provenance_json(a),
+                recorded_at=iso(event.timestamp),
+                position=event.position,
+            )
+            previous["status"], previous["valid_to"] = "superseded", valid_from
+            rows[(event.item_id, event.version)] = new
+        elif event.name in ("Suppressed", "Unsuppressed"):
+            for row in versions:
+                row["suppressed"] = event.name == "Suppressed"
+        elif event.name == "Redacted":
+            # Earlier generations' keys are destroyed: older versions become unreadable.
+            fields = ",".join(sorted(set(a["fields"])))
+            for row in versions[:-1]:
+                row["value"], row["value_state"], row["redacted_fields"] = None, "erased", fields
+            latest = versions[-1]
+            latest["value"], latest["value_state"] = content_of(event, "value")
+            latest["redacted_fields"] = fields
+
+    def _record(self, event: ProjectedEvent, rows: dict[tuple[Any, ...], Row]) -> None:
+        a = event.attrs
+        value, state = content_of(event, "value")
+        new: Row = {
+            "item_id": event.item_id,
+            "version": event.version,
+            "namespace": a["namespace"],
+            "subject": a["subject"],
+            "predicate": a["predicate"],
+            "value": value,
+            "value_state": state,
+            "status": "current",
+            "valid_from": iso(a["valid_from"]),
+            "valid_to": iso(a.get("valid_to")),
+            "origin": a["origin"],
+            "confidence": a["confidence"],
+            "category": a["category"],
+            "sensitivity": a["sensitivity"],
+            "suppressed": False,
+            "expires_at": iso(a["retention"].get("expires_at")),
+            "redacted_fields": "",
+            "provenance": provenance_json(a),
+            "recorded_at": iso(event.timestamp),
+            "position": event.position,
+        }
+        key = tuple(new[c] for c in KEY_COLUMNS)
+        rank = AUTHORITY[new["origin"]]
+        for other in rows.values():
+            if other["status"] != "current" or tuple(other[c] for c in KEY_COLUMNS) != key:
+                continue
+            other_rank = AUTHORITY[other["origin"]]
+            if rank > other_rank or (
+                rank == other_rank and new["valid_from"] > other["valid_from"]
+            ):
+                other["status"], other["valid_to"] = "superseded", new["valid_from"]
+            elif rank == other_rank and new["valid_from"] == other["valid_from"]:
+                other["status"], new["status"] = "conflict", "conflict"
+            elif rank < other_rank:
+                new["status"] = "conflict"
+            else:  # same authority, older: history that was already overtaken
+                new["status"], new["valid_to"] = "superseded", other["valid_from"]
+        rows[(event.item_id, event.version)] = new

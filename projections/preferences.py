@@ -1,0 +1,85 @@
+"""Preferences: scoped, with strength, and explicit statements kept apart from observations."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from sqlalchemy import Boolean, Column, Float, Index, Integer, Table, Text
+
+from projections.base import Projection, Row, iso, metadata, provenance_json
+from projections.events import ProjectedEvent
+from projections.transcripts import content_of
+
+preferences = Table(
+    "preferences",
+    metadata,
+    Column("item_id", Text, primary_key=True),
+    Column("namespace", Text, nullable=False),
+    Column("subject", Text, nullable=False),
+    Column("predicate", Text, nullable=False),
+    Column("value", Text),
+    Column("value_state", Text, nullable=False),
+    Column("scope", Text, nullable=False),
+    Column("strength", Float, nullable=False),
+    Column("origin", Text, nullable=False),
+    Column("confidence", Float, nullable=False),
+    Column("category", Text, nullable=False),
+    Column("sensitivity", Text, nullable=False),
+    Column("suppressed", Boolean, nullable=False),
+    Column("expires_at", Text),
+    Column("valid_from", Text, nullable=False),
+    Column("redacted_fields", Text, nullable=False),
+    Column("provenance", Text, nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("position", Integer, nullable=False),
+    Index("ix_preferences_key", "namespace", "subject", "predicate", "scope"),
+)
+
+
+class PreferencesProjection(Projection):
+    name: ClassVar[str] = "preferences"
+    kind: ClassVar[str] = "preference"
+    table = preferences
+    primary_key = ("item_id",)
+
+    def handle(self, event: ProjectedEvent, rows: dict[tuple[Any, ...], Row]) -> None:
+        a = event.attrs
+        key = (event.item_id,)
+        if event.name == "Recorded":
+            value, state = content_of(event, "value")
+            rows[key] = {
+                "item_id": event.item_id,
+                "namespace": a["namespace"],
+                "subject": a["subject"],
+                "predicate": a["predicate"],
+                "value": value,
+                "value_state": state,
+                "scope": a["scope"],
+                "strength": a["strength"],
+                "origin": a["origin"],
+                "confidence": a["confidence"],
+                "category": a["category"],
+                "sensitivity": a["sensitivity"],
+                "suppressed": False,
+                "expires_at": iso(a["retention"].get("expires_at")),
+                "valid_from": iso(a["valid_from"]),
+                "redacted_fields": "",
+                "provenance": provenance_json(a),
+                "version": event.version,
+                "position": event.position,
+            }
+            return
+        row = rows.get(key)
+        if row is None:
+            return
+        row["version"] = event.version
+        if event.name == "Superseded":
+            row["value"], row["value_state"] = content_of(event, "value")
+            row["confidence"] = a["confidence"]
+            row["valid_from"] = iso(a["valid_from"])
+            row["provenance"] = provenance_json(a)
+        elif event.name in ("Suppressed", "Unsuppressed"):
+            row["suppressed"] = event.name == "Suppressed"
+        elif event.name == "Redacted":
+            row["value"], row["value_state"] = content_of(event, "value")
+            row["redacted_fields"] = ",".join(sorted(set(a["fields"])))

@@ -1,0 +1,145 @@
+"""Keeps projections caught up with the log, and rebuilds them from it.
+
+Each projection's tracking position lives in `projection_tracking`, written in the same
+transaction as that batch's rows: a crash between batches loses nothing and applies
+nothing twice. On SQLite the runner polls the notification log; callers invoke
+`catch_up()` before reading, so every read sees every write that preceded it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import Column, Engine, Integer, Table, Text, create_engine, event, select, text
+from sqlalchemy.exc import SQLAlchemyError
+
+from memory_ledger.config import Settings
+from memory_ledger.errors import BackendUnavailable
+from memory_ledger.event_log import EventLog
+from projections.base import Projection, metadata
+from projections.events import decode_batch
+from projections.facts import FactsProjection
+from projections.preferences import PreferencesProjection
+from projections.transcripts import TranscriptsProjection
+
+tracking = Table(
+    "projection_tracking",
+    metadata,
+    Column("name", Text, primary_key=True),
+    Column("position", Integer, nullable=False),
+)
+
+DEFAULT_BATCH = 1000
+
+
+def all_projections() -> list[Projection]:
+    return [TranscriptsProjection(), FactsProjection(), PreferencesProjection()]
+
+
+def make_engine(settings: Settings) -> Engine:
+    """One engine for all projections. SQLite files zero deleted content (secure_delete)."""
+    if settings.postgres is None:
+        engine = create_engine(settings.projections_url(), connect_args={"timeout": 30})
+
+        @event.listens_for(engine, "connect")
+        def _pragmas(dbapi_conn, _record):  # type: ignore[no-untyped-def]
+            cursor = dbapi_conn.cursor()
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA synchronous=NORMAL")
+            cursor.execute("PRAGMA secure_delete=ON")
+            cursor.close()
+
+        return engine
+    return create_engine(settings.projections_url(), pool_pre_ping=True)
+
+
+@dataclass(frozen=True)
+class ProjectionStatus:
+    name: str
+    position: int
+    behind: int
+
+
+class ProjectionRunner:
+    def __init__(
+        self,
+        log: EventLog,
+        engine: Engine,
+        projections: Sequence[Projection] | None = None,
+        batch_size: int = DEFAULT_BATCH,
+    ) -> None:
+        self.log = log
+        self.engine = engine
+        self.projections = list(projections or all_projections())
+        self.batch_size = batch_size
+        self._lock = threading.Lock()
+        try:
+            metadata.create_all(engine)
+        except SQLAlchemyError as exc:
+            raise BackendUnavailable(f"cannot open the projections database: {exc}") from None
+
+    def positions(self) -> dict[str, int]:
+        with self.engine.connect() as conn:
+            found = dict(conn.execute(select(tracking.c.name, tracking.c.position)).all())
+        return {p.name: int(found.get(p.name, 0)) for p in self.projections}
+
+    def catch_up(self) -> int:
+        """Apply every event not yet applied; returns how many notifications were read."""
+        with self._lock:
+            applied = 0
+            head = self.log.max_position()
+            while True:
+                positions = self.positions()
+                low = min(positions.values())
+                if low >= head:
+                    return applied
+                batch = self.log.notifications(low, self.batch_size)
+                if not batch:
+                    return applied
+                events = decode_batch(self.log, batch)
+                with self.engine.begin() as conn:
+                    for projection in self.projections:
+                        mine = [e for e in events if e.position > positions[projection.name]]
+                        if not mine:
+                            continue
+                        projection.apply(conn, mine)
+                        self._track(conn, projection.name, positions[projection.name], batch[-1].id)
+                applied += len(batch)
+
+    def _track(self, conn, name: str, old: int, new: int) -> None:  # type: ignore[no-untyped-def]
+        updated = conn.execute(
+            tracking.update().where(tracking.c.name == name).values(position=new)
+        ).rowcount
+        if not updated:
+            conn.execute(tracking.insert().values(name=name, position=new))
+
+    def rebuild(self, names: Sequence[str] | None = None) -> int:
+        """Drop the named projections (all by default) and replay the whole log into them."""
+        chosen = [p for p in self.projections if names is None or p.name in names]
+        with self._lock, self.engine.begin() as conn:
+            for projection in chosen:
+                projection.table.drop(conn, checkfirst=True)
+                projection.table.create(conn)
+                conn.execute(tracking.delete().where(tracking.c.name == projection.name))
+        self.compact()
+        return self.catch_up()
+
+    def status(self) -> list[ProjectionStatus]:
+        head = self.log.max_position()
+        return [ProjectionStatus(n, p, head - p) for n, p in self.positions().items()]
+
+    def snapshot(self) -> dict[str, list[dict]]:  # type: ignore[type-arg]
+        with self.engine.connect() as conn:
+            return {p.name: p.snapshot(conn) for p in self.projections}
+
+    def compact(self) -> None:
+        """Push deleted bytes out of the files: WAL checkpoint on SQLite, VACUUM on PostgreSQL."""
+        if self.engine.dialect.name == "sqlite":
+            with self.engine.connect() as conn:
+                conn.execute(text("PRAGMA wal_checkpoint(TRUNCATE)"))
+        else:
+            with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+                for projection in self.projections:
+                    conn.execute(text(f"VACUUM {projection.table.name}"))

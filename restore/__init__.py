@@ -1,0 +1,1 @@
+"""Backup, restore with tombstone replay, and restore drills (see docs/operations.md)."""

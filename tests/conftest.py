@@ -1,0 +1,86 @@
+"""Shared fixtures: every backend-sensitive test runs on SQLite and on PostgreSQL.
+
+PostgreSQL tests create and drop their own scratch database, so runs never see each
+other's data. Without a reachable server they are skipped locally, but under CI=true an
+unreachable PostgreSQL fails the run: a silently skipped backend would hide regressions.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from memory_ledger.api import MemoryLedger, MemoryService
+from memory_ledger.config import Settings
+from memory_ledger.principal import Principal
+
+PG_ADMIN = os.environ.get("MEMORY_LEDGER_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+ALICE = Principal("acme", "alice")
+BOB = Principal("acme", "bob")
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in list(os.environ):
+        if name.startswith("MEMORY_LEDGER_") and name != "MEMORY_LEDGER_TEST_PG":
+            monkeypatch.delenv(name)
+
+
+@pytest.fixture(scope="session")
+def pg_admin_url() -> str:
+    try:
+        with psycopg.connect(PG_ADMIN, connect_timeout=5):
+            pass
+    except psycopg.Error as exc:
+        message = f"PostgreSQL at {PG_ADMIN} is unreachable: {exc}"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(message + " (CI=true: the PostgreSQL suite must run)", pytrace=False)
+        pytest.skip(message)
+    return PG_ADMIN
+
+
+@pytest.fixture
+def pg_url(pg_admin_url: str) -> Iterator[str]:
+    name = f"ml_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    base = pg_admin_url.rsplit("/", 1)[0]
+    try:
+        yield f"{base}/{name}"
+    finally:
+        with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def settings(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Settings:
+    data_dir = tmp_path / "data"
+    if backend == "sqlite":
+        return Settings.resolve(data_dir)
+    return Settings.resolve(data_dir, request.getfixturevalue("pg_url"))
+
+
+@pytest.fixture
+def service(settings: Settings) -> Iterator[MemoryService]:
+    with MemoryService(settings) as svc:
+        yield svc
+
+
+@pytest.fixture
+def alice(service: MemoryService) -> MemoryLedger:
+    return service.for_principal(ALICE)
+
+
+@pytest.fixture
+def bob(service: MemoryService) -> MemoryLedger:
+    return service.for_principal(BOB)

@@ -1,0 +1,91 @@
+"""Builders for valid writes, so each test states only what it is about."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from memory_ledger.config import Settings
+
+T0 = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
+
+
+def provenance(turn: str = "t1", session: str = "s1", at: datetime = T0, **extra: Any) -> dict:
+    return {
+        "writer": "test-agent",
+        "written_at": at.isoformat(),
+        "turn_id": turn,
+        "session_id": session,
+        **extra,
+    }
+
+
+def fact(
+    predicate: str,
+    value: str,
+    *,
+    subject: str = "user",
+    origin: str = "explicit",
+    at: datetime = T0,
+    turn: str = "t1",
+    **extra: Any,
+) -> dict:
+    return {
+        "kind": "fact",
+        "subject": subject,
+        "predicate": predicate,
+        "value": value,
+        "category": extra.pop("category", "general"),
+        "origin": origin,
+        "sensitivity": extra.pop("sensitivity", "personal"),
+        "provenance": provenance(turn=turn, at=at),
+        **extra,
+    }
+
+
+def preference(
+    predicate: str,
+    value: str,
+    *,
+    scope: str = "global",
+    origin: str = "explicit",
+    at: datetime = T0,
+    **extra: Any,
+) -> dict:
+    return {
+        "kind": "preference",
+        "subject": "user",
+        "predicate": predicate,
+        "value": value,
+        "category": "travel",
+        "origin": origin,
+        "sensitivity": "internal",
+        "scope": scope,
+        "provenance": provenance(at=at),
+        **extra,
+    }
+
+
+def turn(text: str, *, turn_id: str = "t1", session: str = "s1", at: datetime = T0) -> dict:
+    return {
+        "kind": "turn",
+        "subject": "user",
+        "content": text,
+        "origin": "explicit",
+        "sensitivity": "personal",
+        "provenance": provenance(turn=turn_id, session=session, at=at),
+    }
+
+
+def later(days: int) -> datetime:
+    return T0 + timedelta(days=days)
+
+
+def sqlite_files(settings: Settings) -> list[Path]:
+    return sorted(p for p in settings.data_dir.iterdir() if p.is_file())
+
+
+def file_bytes_contain(paths: list[Path], needle: str) -> list[str]:
+    raw = needle.encode("utf-8")
+    return [p.name for p in paths if p.exists() and raw in p.read_bytes()]

@@ -1,0 +1,131 @@
+"""Invalid writes are refused with a clear error before anything is stored."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from factories import fact, later, provenance, turn
+
+from memory_ledger.api import MemoryLedger, MemoryService
+from memory_ledger.errors import InvalidWrite
+from memory_ledger.write_policy import MAX_TURN_BYTES, MAX_VALUE_BYTES
+
+
+def _without(data: dict[str, Any], key: str) -> dict[str, Any]:
+    return {k: v for k, v in data.items() if k != key}
+
+
+BAD_WRITES = {
+    "unknown kind": ({**fact("city", "Hangzhou"), "kind": "rumour"}, "kind"),
+    "missing provenance": (_without(fact("city", "Hangzhou"), "provenance"), "provenance"),
+    "provenance without a source": (
+        {
+            **fact("city", "Hangzhou"),
+            "provenance": {"writer": "a", "written_at": "2026-11-01T00:00:00Z"},
+        },
+        "source",
+    ),
+    "provenance without writer": (
+        {**fact("city", "Hangzhou"), "provenance": _without(provenance(), "writer")},
+        "writer",
+    ),
+    "naive timestamp": (
+        {
+            **fact("city", "Hangzhou"),
+            "provenance": {**provenance(), "written_at": "2026-11-01T09:00:00"},
+        },
+        "timezone",
+    ),
+    "invalid sensitivity": ({**fact("city", "Hangzhou"), "sensitivity": "secret"}, "sensitivity"),
+    "oversize value": (fact("bio", "x" * (MAX_VALUE_BYTES + 1)), "limit"),
+    "oversize turn": (turn("y" * (MAX_TURN_BYTES + 1)), "limit"),
+    "empty value": (fact("city", "   "), "empty"),
+    "namespace in payload": ({**fact("city", "Hangzhou"), "namespace": "acme/bob"}, "namespace"),
+    "unknown field": ({**fact("city", "Hangzhou"), "colour": "red"}, "colour"),
+    "free text in predicate": (fact("lives at 18 Haisong Road", "x"), "predicate"),
+    "fact without predicate": ({**fact("city", "Hangzhou"), "predicate": None}, "predicate"),
+    "turn without session": (
+        {**turn("hello"), "provenance": {**provenance(), "session_id": None}},
+        "session_id",
+    ),
+    "fact with content": ({**fact("city", "Hangzhou"), "content": "also"}, "value"),
+    "confidence above 1": ({**fact("city", "Hangzhou"), "confidence": 1.5}, "confidence"),
+    "expiry before write": (
+        {
+            **fact("city", "Hangzhou"),
+            "retention": {"basis": "consent", "expires_at": "2020-01-01T00:00:00Z"},
+        },
+        "expires_at",
+    ),
+    "invalid retention basis": (
+        {**fact("city", "Hangzhou"), "retention": {"basis": "forever"}},
+        "basis",
+    ),
+    "scope on a fact": ({**fact("city", "Hangzhou"), "scope": "session:s1"}, "scope"),
+    "malformed preference scope": (
+        {
+            "kind": "preference",
+            "subject": "user",
+            "predicate": "seat",
+            "value": "window",
+            "origin": "explicit",
+            "sensitivity": "internal",
+            "scope": "galaxy",
+            "provenance": provenance(),
+        },
+        "scope",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_WRITES))
+def test_invalid_write_is_refused_and_changes_nothing(
+    case: str, alice: MemoryLedger, service: MemoryService
+) -> None:
+    data, mentioned = BAD_WRITES[case]
+    before = service.log.max_position()
+    with pytest.raises(InvalidWrite) as refused:
+        alice.remember(data)
+    assert mentioned in str(refused.value)
+    assert "nothing was stored" in str(refused.value)
+    assert service.log.max_position() == before
+    assert alice.recall() == []
+
+
+def test_one_bad_write_in_a_batch_refuses_the_whole_batch(
+    alice: MemoryLedger, service: MemoryService
+) -> None:
+    with pytest.raises(InvalidWrite):
+        alice.remember_many([fact("city", "Hangzhou"), {**fact("seat", "aisle"), "kind": "x"}])
+    assert service.log.max_position() == 0
+    assert service.log.key_counts() == (0, 0), "a refused batch must not leave keys behind"
+
+
+def test_valid_write_is_stored_with_its_provenance(alice: MemoryLedger) -> None:
+    stored = alice.remember(fact("city", "Hangzhou"))
+    [memory] = alice.recall(predicate="city")
+    assert memory.item_id == stored.item_id
+    assert memory.text == "Hangzhou"
+    assert memory.provenance["turn_id"] == "t1"
+    assert memory.provenance["writer"] == "test-agent"
+
+
+def test_namespace_comes_from_the_principal_only(alice: MemoryLedger, bob: MemoryLedger) -> None:
+    alice.remember(fact("city", "Hangzhou"))
+    assert bob.recall() == []
+    assert [m.text for m in alice.recall()] == ["Hangzhou"]
+
+
+def test_update_validates_too(alice: MemoryLedger, service: MemoryService) -> None:
+    stored = alice.remember(fact("city", "Hangzhou"))
+    before = service.log.max_position()
+    with pytest.raises(InvalidWrite):
+        alice.update(stored.item_id, {"value": "", "provenance": provenance(at=later(1))})
+    with pytest.raises(InvalidWrite):
+        alice.update(
+            stored.item_id, {"value": "Ningbo", "provenance": provenance(), "namespace": "x"}
+        )
+    with pytest.raises(InvalidWrite):
+        alice.update("not-a-uuid", {"value": "Ningbo", "provenance": provenance()})
+    assert service.log.max_position() == before
