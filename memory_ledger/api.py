@@ -183,6 +183,7 @@ class MemoryLedger:
         """A new version of the value; the previous version stays queryable as history."""
         parsed = parse_update(update)
         item = self._owned(item_id)
+        item.require_live("updated")
         sealed = self._log.seal_existing(item.id, item.key_generation, {"value": parsed.value})
         item.supersede(
             sealed=sealed,
@@ -211,6 +212,7 @@ class MemoryLedger:
     ) -> int:
         """Rewrite named fields under a fresh key; every older key generation is destroyed."""
         item = self._owned(item_id)
+        item.require_live("redacted")
         current = self._log.read(item)
         if current is ERASED:
             raise NotFound(f"item {item_id} has no readable content to redact")

@@ -63,14 +63,14 @@ class MemoryItem(Aggregate):
         self.suppressed = False
         self.erased = False
 
-    def _require_live(self, operation: str) -> None:
+    def require_live(self, operation: str) -> None:
         if self.erased:
             raise InvalidTransition(f"item {self.id} was erased; it cannot be {operation}")
 
     def supersede(
         self, *, sealed: str, provenance: dict[str, Any], confidence: float, valid_from: str
     ) -> None:
-        self._require_live("updated")
+        self.require_live("updated")
         if self.kind == "turn":
             raise InvalidTransition("transcript turns are not edited; redact or forget them")
         self._superseded(
@@ -97,7 +97,7 @@ class MemoryItem(Aggregate):
         self.valid_from = valid_from
 
     def suppress(self, *, reason: str) -> None:
-        self._require_live("suppressed")
+        self.require_live("suppressed")
         if not self.suppressed:
             self._suppressed(reason=reason)
 
@@ -106,7 +106,7 @@ class MemoryItem(Aggregate):
         self.suppressed = True
 
     def unsuppress(self) -> None:
-        self._require_live("unsuppressed")
+        self.require_live("unsuppressed")
         if self.suppressed:
             self._unsuppressed()
 
@@ -116,7 +116,7 @@ class MemoryItem(Aggregate):
 
     def redact(self, *, fields: list[str], key_generation: int, sealed: str) -> list[int]:
         """Rewrite content under a fresh key generation; returns the generations to destroy."""
-        self._require_live("redacted")
+        self.require_live("redacted")
         retired = list(range(1, self.key_generation + 1))
         self._redacted(
             fields=fields, key_generation=key_generation, sealed=sealed, retired_generations=retired

@@ -18,7 +18,7 @@ from eventsourcing.persistence import Notification
 from memory_ledger.config import Settings
 from memory_ledger.crypto import MasterKey, new_data_key, seal, unseal
 from memory_ledger.domain import MemoryItem
-from memory_ledger.errors import BackendUnavailable, NotFound
+from memory_ledger.errors import BackendUnavailable, InvalidTransition, NotFound
 from memory_ledger.keystore import (
     FORMAT_VERSION,
     KeyDestruction,
@@ -99,7 +99,7 @@ class EventLog:
     def seal_existing(self, item_id: UUID, generation: int, fields: Fields) -> str:
         key = self.keys_for([str(item_id)]).data_key(str(item_id), generation)
         if key is None:
-            raise NotFound(f"item {item_id} has no live key; it was erased")
+            raise InvalidTransition(f"item {item_id} has no live key; it was erased")
         return seal(key, str(item_id), generation, _encode(fields))
 
     def save(
