@@ -21,7 +21,7 @@ from sqlalchemy import func, select
 from memory_ledger.config import Settings
 from memory_ledger.crypto import MasterKey, load_master_key
 from memory_ledger.domain import MemoryItem
-from memory_ledger.errors import InvalidWrite, NotFound
+from memory_ledger.errors import CorruptKeyEntry, InvalidWrite, NotFound
 from memory_ledger.event_log import ERASED, EventLog
 from memory_ledger.keystore import KeyDestruction, NewKey
 from memory_ledger.principal import Principal
@@ -56,8 +56,12 @@ class MemoryService:
         if master is None:
             master, self.dev_key_created = load_master_key(settings.data_dir)
         self.log = EventLog(settings, master)
-        self.engine = make_engine(settings)
-        self.runner = ProjectionRunner(self.log, self.engine)
+        try:
+            self.engine = make_engine(settings)
+            self.runner = ProjectionRunner(self.log, self.engine)
+        except Exception:
+            self.log.close()
+            raise
 
     @classmethod
     def open(cls, data_dir: str | Path | None = None, url: str | None = None) -> MemoryService:
@@ -237,7 +241,7 @@ class MemoryLedger:
         if not item_ids:
             raise InvalidWrite("forget needs at least one item id")
         items = [self._owned(i) for i in dict.fromkeys(str(i) for i in item_ids)]
-        needles = needles_for(t for item in items if not item.erased for t in self._all_texts(item))
+        needles = needles_for(self._copies_of(items))
         erased = [
             ErasedItem(str(i.id), i.kind, i.erased, 0 if i.erased else i.key_generation)
             for i in items
@@ -266,17 +270,33 @@ class MemoryLedger:
         log.info("erased %d item(s); tombstones up to position %s", len(items), position)
         return report
 
-    def _all_texts(self, item: MemoryItem) -> list[str]:
-        """Every readable version of the item's content, for the residue scan only."""
-        keys = self._log.keys_for([str(item.id)])
-        texts = []
-        for stored in self._log.recorder.select_events(item.id):
-            event = self._log.app.mapper.to_domain_event(stored)
-            sealed = getattr(event, "sealed", None)
-            if sealed:
-                opened = self._log.open_fields(keys, str(item.id), event.key_generation, sealed)
-                if opened is not ERASED:
-                    texts.extend(opened.values())  # type: ignore[union-attr]
+    def _copies_of(self, items: list[MemoryItem]) -> list[str]:
+        """Every plaintext copy of the items we can find, for the residue scan only: each
+        readable version in the log, plus what the projections hold (which still works
+        when a key entry is corrupted and the log cannot be read)."""
+        ids = [str(i.id) for i in items if not i.erased]
+        texts: list[str] = []
+        try:
+            keys = self._log.keys_for(ids)
+            for item_id in ids:
+                for stored in self._log.recorder.select_events(UUID(item_id)):
+                    event = self._log.app.mapper.to_domain_event(stored)
+                    sealed = getattr(event, "sealed", None)
+                    if sealed is None:
+                        continue
+                    opened = self._log.open_fields(keys, item_id, event.key_generation, sealed)
+                    if opened is not ERASED:
+                        texts.extend(opened.values())  # type: ignore[union-attr]
+        except CorruptKeyEntry:
+            log.warning("a key entry is corrupted; the residue scan uses projection copies")
+        with self.service.engine.connect() as conn:
+            for table, column in (
+                (facts, "value"),
+                (preferences, "value"),
+                (transcripts, "content"),
+            ):
+                query = select(table.c[column]).where(table.c.item_id.in_(ids))
+                texts.extend(v for (v,) in conn.execute(query) if v is not None)
         return texts
 
     def _check_absent(self, item_ids: list[str]) -> list[StoreCheck]:

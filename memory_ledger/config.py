@@ -8,7 +8,6 @@ then the environment, so SQLite vs PostgreSQL never needs a code change.
 from __future__ import annotations
 
 import os
-import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -20,6 +19,7 @@ URL_ENV = "MEMORY_LEDGER_URL"
 DEFAULT_DATA_DIR = ".memory-ledger"
 EVENTS_FILE = "events.sqlite"
 PROJECTIONS_FILE = "projections.sqlite"
+SQLITE_HEADER = b"SQLite format 3\x00"
 
 
 @dataclass(frozen=True)
@@ -84,10 +84,9 @@ class Settings:
         return str(self.data_dir)
 
     def event_store_env(self) -> dict[str, str]:
-        env = {
-            "APPLICATION_RECORDER_TOPIC": "",
-            "IS_SNAPSHOTTING_ENABLED": "no",
-        }
+        # Snapshots are enabled for operators who want them (`take_snapshot`); they are
+        # safe because aggregate state holds sealed content only.
+        env = {"IS_SNAPSHOTTING_ENABLED": "yes"}
         if self.postgres is None:
             env.update(
                 PERSISTENCE_MODULE="eventsourcing.sqlite",
@@ -183,11 +182,10 @@ def _check_sqlite_dir(settings: Settings) -> None:
     if not os.access(directory, os.W_OK):
         raise BackendUnavailable(f"data directory {directory} is not writable")
     for path in (settings.events_path, settings.projections_path):
-        if path.exists():
-            try:
-                with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
-                    conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-            except sqlite3.DatabaseError as exc:
-                raise BackendUnavailable(
-                    f"{path} is not a readable SQLite database: {exc}"
-                ) from None
+        # Read the header instead of connecting: a connection would create -wal/-shm
+        # files, and a failed check must leave the directory exactly as it was.
+        if path.exists() and path.stat().st_size > 0:
+            with path.open("rb") as handle:
+                header = handle.read(16)
+            if header != SQLITE_HEADER:
+                raise BackendUnavailable(f"{path} is not a readable SQLite database")

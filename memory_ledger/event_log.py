@@ -51,7 +51,6 @@ Fields = dict[str, str]
 
 class MemoryLog(Application[UUID]):
     name = "memory_ledger"
-    is_snapshotting_enabled = False
 
 
 class EventLog:
@@ -68,7 +67,11 @@ class EventLog:
             ) from None
         self.recorder: Any = self.app.recorder
         self.key_sql: KeySQL = self.recorder.key_sql
-        self._check_master_key()
+        try:
+            self._check_master_key()
+        except Exception:
+            self.app.close()
+            raise
 
     def close(self) -> None:
         self.app.close()

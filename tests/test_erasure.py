@@ -108,7 +108,9 @@ def test_after_forget_a_new_value_is_accepted_without_the_old_one(alice: MemoryL
     alice.forget(old.item_id)
     alice.remember(fact("home_address", NEW_ADDRESS, at=later(10)))
     assert [m.text for m in alice.recall(predicate="home_address")] == [NEW_ADDRESS]
-    assert [m.text for m in alice.history(subject="user", predicate="home_address")] == [NEW_ADDRESS]
+    assert [m.text for m in alice.history(subject="user", predicate="home_address")] == [
+        NEW_ADDRESS
+    ]
 
 
 def test_erasure_survives_rebuild_and_restart(settings: Settings) -> None:
@@ -132,9 +134,21 @@ def test_recall_from_a_new_process_does_not_return_erased_items(settings: Settin
         ledger.forget(gone.item_id)
     location = ["--url", _url(settings)] if settings.postgres else []
     result = subprocess.run(
-        [sys.executable, "-m", "memory_ledger.cli", "recall", "--namespace", "acme/alice",
-         "--data-dir", str(settings.data_dir), *location, "--json"],
-        capture_output=True, text=True, check=True,
+        [
+            sys.executable,
+            "-m",
+            "memory_ledger.cli",
+            "recall",
+            "--namespace",
+            "acme/alice",
+            "--data-dir",
+            str(settings.data_dir),
+            *location,
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     recalled = json.loads(result.stdout)
     assert [m["text"] for m in recalled] == ["window"]
@@ -167,3 +181,19 @@ def _url(settings: Settings) -> str:
     pg = settings.postgres
     assert pg is not None
     return f"postgresql://{pg.user}@{pg.host}:{pg.port}/{pg.dbname}"
+
+
+def test_forget_after_every_kind_of_event(
+    alice: MemoryLedger, service: MemoryService, settings: Settings
+) -> None:
+    stored = alice.remember(fact("home_address", ADDRESS))
+    alice.update(stored.item_id, {"value": NEW_ADDRESS, "provenance": provenance(at=later(1))})
+    alice.suppress(stored.item_id)
+    alice.unsuppress(stored.item_id)
+    alice.redact(stored.item_id, ["value"])
+    report = alice.forget(stored.item_id)
+    assert report.verified
+    assert report.items[0].key_generations_destroyed == 2
+    assert alice.recall() == []
+    if settings.postgres is None:
+        assert file_bytes_contain(sqlite_files(settings), "Haisong") == []

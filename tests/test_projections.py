@@ -11,13 +11,18 @@ from memory_ledger.api import MemoryLedger, MemoryService
 
 def test_update_makes_a_version_and_keeps_history(alice: MemoryLedger) -> None:
     stored = alice.remember(fact("home_address", "18 Haisong Road"))
-    alice.update(stored.item_id, {"value": "7 Binjiang Avenue", "provenance": provenance(at=later(5))})
+    alice.update(
+        stored.item_id, {"value": "7 Binjiang Avenue", "provenance": provenance(at=later(5))}
+    )
     [current] = alice.recall(predicate="home_address")
     assert current.text == "7 Binjiang Avenue"
     assert current.version == 2
     first, second = alice.history(stored.item_id)
     assert (first.text, first.status, second.text, second.status) == (
-        "18 Haisong Road", "superseded", "7 Binjiang Avenue", "current",
+        "18 Haisong Road",
+        "superseded",
+        "7 Binjiang Avenue",
+        "current",
     )
     assert first.valid_to == second.valid_from
 
@@ -27,7 +32,10 @@ def test_a_later_statement_of_equal_authority_supersedes(alice: MemoryLedger) ->
     alice.remember(fact("city", "Melbourne", at=later(30)))
     assert [m.text for m in alice.recall(predicate="city")] == ["Melbourne"]
     history = alice.history(subject="user", predicate="city")
-    assert [(m.text, m.status) for m in history] == [("Sydney", "superseded"), ("Melbourne", "current")]
+    assert [(m.text, m.status) for m in history] == [
+        ("Sydney", "superseded"),
+        ("Melbourne", "current"),
+    ]
 
 
 def test_an_inference_does_not_override_an_explicit_statement(alice: MemoryLedger) -> None:
@@ -88,19 +96,27 @@ def test_suppress_hides_without_deleting(alice: MemoryLedger) -> None:
 def test_expired_items_are_never_returned(alice: MemoryLedger) -> None:
     written = datetime.now(UTC) - timedelta(days=2)
     expired = fact("mood", "tired", at=written)
-    expired["retention"] = {"basis": "session", "expires_at": (written + timedelta(days=1)).isoformat()}
+    expired["retention"] = {
+        "basis": "session",
+        "expires_at": (written + timedelta(days=1)).isoformat(),
+    }
     alive = fact("city", "Hangzhou", at=written)
-    alive["retention"] = {"basis": "consent", "expires_at": (written + timedelta(days=90)).isoformat()}
+    alive["retention"] = {
+        "basis": "consent",
+        "expires_at": (written + timedelta(days=90)).isoformat(),
+    }
     alice.remember_many([expired, alive])
     assert [m.text for m in alice.recall()] == ["Hangzhou"]
 
 
 def test_recall_filters(alice: MemoryLedger) -> None:
-    alice.remember_many([
-        fact("city", "Hangzhou", category="contact"),
-        fact("team", "Rockets", subject="brother"),
-        preference("seat", "window"),
-    ])
+    alice.remember_many(
+        [
+            fact("city", "Hangzhou", category="contact"),
+            fact("team", "Rockets", subject="brother"),
+            preference("seat", "window"),
+        ]
+    )
     assert [m.text for m in alice.recall(subject="brother")] == ["Rockets"]
     assert [m.text for m in alice.recall(category="contact")] == ["Hangzhou"]
     assert [m.text for m in alice.recall(kind="preference")] == ["window"]
@@ -122,7 +138,9 @@ def test_rebuild_equals_incremental(alice: MemoryLedger, service: MemoryService)
     assert service.runner.snapshot() == incremental
 
 
-def test_catch_up_resumes_from_its_tracked_position(alice: MemoryLedger, service: MemoryService) -> None:
+def test_catch_up_resumes_from_its_tracked_position(
+    alice: MemoryLedger, service: MemoryService
+) -> None:
     alice.remember(fact("city", "Hangzhou"))
     assert service.runner.catch_up() == 1
     assert service.runner.catch_up() == 0
@@ -132,7 +150,9 @@ def test_catch_up_resumes_from_its_tracked_position(alice: MemoryLedger, service
     assert all(s.behind == 0 for s in service.runner.status())
 
 
-def test_rebuild_of_one_projection_leaves_the_others(alice: MemoryLedger, service: MemoryService) -> None:
+def test_rebuild_of_one_projection_leaves_the_others(
+    alice: MemoryLedger, service: MemoryService
+) -> None:
     alice.remember_many([fact("city", "Hangzhou"), preference("seat", "window"), turn("hi there")])
     service.runner.catch_up()
     before = service.runner.snapshot()

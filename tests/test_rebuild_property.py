@@ -48,7 +48,9 @@ operations = st.lists(
 )
 
 
-def _apply(ledger: MemoryLedger, ops: list[tuple[Any, ...]], on_catch_up: Callable[[], Any]) -> None:
+def _apply(
+    ledger: MemoryLedger, ops: list[tuple[Any, ...]], on_catch_up: Callable[[], Any]
+) -> None:
     ids: list[str] = []
     for op in ops:
         name = op[0]
@@ -70,7 +72,9 @@ def _apply(ledger: MemoryLedger, ops: list[tuple[Any, ...]], on_catch_up: Callab
                 if name == "update":
                     ledger.update(target, {"value": word, "provenance": provenance(at=later(day))})
                 elif name == "redact":
-                    ledger.redact(target, [ledger.get(target).kind == "turn" and "content" or "value"])
+                    ledger.redact(
+                        target, ["content" if ledger.get(target).kind == "turn" else "value"]
+                    )
                 elif name == "forget":
                     ledger.forget(target)
                 else:
@@ -98,8 +102,11 @@ def test_rebuild_equals_incremental_on_sqlite(ops: list[tuple[Any, ...]], batch:
 
 
 @pytest.mark.postgres
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=12,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(ops=operations, batch=st.integers(1, 7))
 def test_rebuild_equals_incremental_on_postgresql(
     ops: list[tuple[Any, ...]], batch: int, pg_admin_url: str

@@ -1,0 +1,205 @@
+"""The CLI as an operator uses it: tables for people, JSON for machines, clear errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from memory_ledger.cli import app
+from memory_ledger.config import Settings
+
+runner = CliRunner()
+NS = ["--namespace", "acme/alice"]
+
+
+@pytest.fixture
+def where(settings: Settings) -> list[str]:
+    location = ["--data-dir", str(settings.data_dir)]
+    if settings.postgres:
+        pg = settings.postgres
+        location += ["--url", f"postgresql://{pg.user}@{pg.host}:{pg.port}/{pg.dbname}"]
+    return location
+
+
+def cli(*args: str) -> tuple[int, str]:
+    """Exit code, and stdout for --json calls (so warnings on stderr don't break parsing)."""
+    result = runner.invoke(app, list(args))
+    return result.exit_code, result.stdout if "--json" in args else result.output
+
+
+def remember(where: list[str], *args: str) -> str:
+    code, output = cli("remember", *NS, *where, "--json", "--turn-id", "t1", *args)
+    assert code == 0, output
+    return str(json.loads(output)[0]["item_id"])
+
+
+def test_remember_recall_update_history(where: list[str]) -> None:
+    item = remember(
+        where,
+        "--kind",
+        "fact",
+        "--subject",
+        "user",
+        "--predicate",
+        "home_address",
+        "--value",
+        "18 Haisong Road",
+        "--category",
+        "contact",
+    )
+    code, output = cli("recall", *NS, *where)
+    assert code == 0 and "memories of acme/alice" in output and "Haisong" in output
+    code, output = cli("recall", *NS, *where, "--json", "--predicate", "home_address")
+    assert [m["text"] for m in json.loads(output)] == ["18 Haisong Road"]
+    code, output = cli(
+        "update", *NS, *where, item, "--value", "7 Binjiang Avenue", "--turn-id", "t9"
+    )
+    assert code == 0, output
+    code, output = cli("history", *NS, *where, item, "--json")
+    versions = json.loads(output)
+    assert [(v["text"], v["status"]) for v in versions] == [
+        ("18 Haisong Road", "superseded"),
+        ("7 Binjiang Avenue", "current"),
+    ]
+
+
+def test_suppress_unsuppress_and_forget(where: list[str]) -> None:
+    item = remember(
+        where,
+        "--kind",
+        "preference",
+        "--subject",
+        "user",
+        "--predicate",
+        "seat",
+        "--value",
+        "window seat please",
+        "--sensitivity",
+        "internal",
+    )
+    assert cli("suppress", *NS, *where, item)[0] == 0
+    assert json.loads(cli("recall", *NS, *where, "--json")[1]) == []
+    assert cli("unsuppress", *NS, *where, item)[0] == 0
+    assert len(json.loads(cli("recall", *NS, *where, "--json")[1])) == 1
+    code, output = cli("forget", *NS, *where, "--memory", item, "--json")
+    assert code == 0, output
+    report = json.loads(output)
+    assert report["verified"] is True
+    assert "window seat please" not in output
+    code, output = cli("show", *NS, *where, item, "--json")
+    assert json.loads(output)["erased"] is True and json.loads(output)["text"] is None
+
+
+def test_redact_turn(where: list[str]) -> None:
+    item = remember(
+        where,
+        "--kind",
+        "turn",
+        "--subject",
+        "user",
+        "--session-id",
+        "s1",
+        "--content",
+        "my card is 4111 1111 1111 1111",
+    )
+    code, output = cli("redact", *NS, *where, item, "--field", "content")
+    assert code == 0, output
+    recalled = json.loads(cli("recall", *NS, *where, "--json", "--kind", "turn")[1])
+    assert [m["text"] for m in recalled] == ["[redacted]"]
+
+
+def test_from_json_and_status_and_rebuild(where: list[str], tmp_path: Path) -> None:
+    writes = [
+        {
+            "kind": "fact",
+            "subject": "user",
+            "predicate": "city",
+            "value": "Hangzhou",
+            "origin": "explicit",
+            "sensitivity": "personal",
+            "provenance": {
+                "writer": "agent",
+                "written_at": "2026-11-01T09:00:00Z",
+                "turn_id": "t1",
+            },
+        },
+    ]
+    source = tmp_path / "writes.json"
+    source.write_text(json.dumps(writes))
+    code, output = cli("remember", *NS, *where, "--from-json", str(source))
+    assert code == 0, output
+    code, output = cli("status", *where, "--json")
+    status = json.loads(output)
+    assert status["events"] == 1 and status["keys"] == {"live": 1, "destroyed": 0}
+    code, output = cli("rebuild", *where, "--json")
+    assert code == 0 and json.loads(output)["replayed"] == 1
+    code, output = cli("rebuild", *where, "--projection", "nope")
+    assert code == 2 and "unknown projection" in output
+
+
+def test_invalid_write_exits_non_zero_with_the_problems(where: list[str]) -> None:
+    code, output = cli(
+        "remember",
+        *NS,
+        *where,
+        "--kind",
+        "rumour",
+        "--subject",
+        "user",
+        "--predicate",
+        "x",
+        "--value",
+        "y",
+        "--turn-id",
+        "t1",
+        "--json",
+    )
+    assert code == 2
+    error = json.loads(output)
+    assert error["type"] == "InvalidWrite" and any("kind" in p for p in error["problems"])
+    code, output = cli("status", *where, "--json")
+    assert json.loads(output)["events"] == 0
+
+
+def test_missing_provenance_source_is_refused(where: list[str]) -> None:
+    code, output = cli(
+        "remember",
+        *NS,
+        *where,
+        "--kind",
+        "fact",
+        "--subject",
+        "user",
+        "--predicate",
+        "city",
+        "--value",
+        "Hangzhou",
+    )
+    assert code == 2 and "provenance needs a source" in output
+
+
+def test_bad_namespace_and_unknown_item(where: list[str]) -> None:
+    code, output = cli("recall", "--namespace", "no-slash", *where)
+    assert code == 2 and "tenant/user" in output
+    code, output = cli("forget", *NS, *where, "--memory", "00000000-0000-4000-8000-000000000000")
+    assert code == 5 and "no memory item" in output
+
+
+def test_unreachable_url_is_a_clear_error(tmp_path: Path) -> None:
+    code, output = cli(
+        "status", "--data-dir", str(tmp_path), "--url", "postgresql://u:hunter2@127.0.0.1:1/db"
+    )
+    assert code == 3
+    assert "cannot connect to postgresql://u:***@127.0.0.1:1/db" in output
+    assert "hunter2" not in output
+
+
+def test_environment_configures_the_location(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MEMORY_LEDGER_DATA_DIR", str(tmp_path / "env-dir"))
+    code, output = cli("status", "--json")
+    assert code == 0 and json.loads(output)["location"] == str((tmp_path / "env-dir").resolve())

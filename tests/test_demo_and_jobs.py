@@ -1,0 +1,63 @@
+"""The README's first command, the background catch-up job, and snapshots."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from uuid import UUID
+
+from factories import fact, file_bytes_contain, sqlite_files
+
+from jobs.projection_catchup import start_catchup_scheduler
+from memory_ledger.api import MemoryLedger, MemoryService
+from memory_ledger.config import Settings
+
+
+def test_demo_runs_end_to_end_and_proves_the_erasure(tmp_path: Path) -> None:
+    data_dir = tmp_path / "demo"
+    result = subprocess.run(
+        [sys.executable, "-m", "memory_ledger.cli", "demo", "--data-dir", str(data_dir)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "All checks passed." in result.stdout
+    assert "FAIL" not in result.stdout
+    assert file_bytes_contain(sorted(data_dir.iterdir()), "Haisong") == []
+    assert file_bytes_contain(sorted(data_dir.iterdir()), "Kyoto"), "kept items must remain"
+
+
+def test_scheduler_keeps_projections_caught_up(alice: MemoryLedger, service: MemoryService) -> None:
+    alice.remember_many([fact("city", "Hangzhou"), fact("team", "Rockets")])
+    assert all(s.behind == 2 for s in service.runner.status())
+    scheduler = start_catchup_scheduler(service, interval=0.05)
+    try:
+        caught_up = threading.Event()
+        for _ in range(200):
+            if all(s.behind == 0 for s in service.runner.status()):
+                caught_up.set()
+                break
+            caught_up.wait(0.05)
+        assert caught_up.is_set(), "the scheduled job never caught the projections up"
+    finally:
+        scheduler.shutdown(wait=True)
+
+
+def test_snapshots_hold_no_plaintext(
+    alice: MemoryLedger, service: MemoryService, settings: Settings
+) -> None:
+    stored = alice.remember(fact("home_address", "18 Haisong Road"))
+    app = service.log.app
+    app.take_snapshot(UUID(stored.item_id))
+    assert app.snapshots is not None
+    [snapshot] = app.snapshots.recorder.select_events(UUID(stored.item_id))
+    assert b"Haisong" not in snapshot.state
+    restored = service.log.get(UUID(stored.item_id))
+    assert service.log.read(restored) == {"value": "18 Haisong Road"}
+    alice.forget(stored.item_id)
+    assert alice.get(stored.item_id).text is None
+    if settings.postgres is None:
+        assert file_bytes_contain(sqlite_files(settings), "Haisong") == []
