@@ -55,13 +55,14 @@ class MemoryService:
         self.dev_key_created = False
         if master is None:
             master, self.dev_key_created = load_master_key(settings.data_dir)
-        self.log = EventLog(settings, master)
-        try:
-            self.engine = make_engine(settings)
-            self.runner = ProjectionRunner(self.log, self.engine)
-        except Exception:
-            self.log.close()
-            raise
+        with settings.schema_lock():
+            self.log = EventLog(settings, master)
+            try:
+                self.engine = make_engine(settings)
+                self.runner = ProjectionRunner(self.log, self.engine)
+            except Exception:
+                self.log.close()
+                raise
 
     @classmethod
     def open(cls, data_dir: str | Path | None = None, url: str | None = None) -> MemoryService:

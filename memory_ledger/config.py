@@ -8,6 +8,8 @@ then the environment, so SQLite vs PostgreSQL never needs a code change.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -20,6 +22,7 @@ DEFAULT_DATA_DIR = ".memory-ledger"
 EVENTS_FILE = "events.sqlite"
 PROJECTIONS_FILE = "projections.sqlite"
 SQLITE_HEADER = b"SQLite format 3\x00"
+SCHEMA_LOCK_ID = 0x6D656D6C  # "meml": any constant shared by every memory-ledger process
 
 
 @dataclass(frozen=True)
@@ -113,6 +116,35 @@ class Settings:
         if self.postgres:
             return self.postgres.sqlalchemy_url()
         return f"sqlite:///{self.projections_path}"
+
+    @contextmanager
+    def schema_lock(self) -> Iterator[None]:
+        """Serialise table creation across processes.
+
+        PostgreSQL rejects concurrent CREATE ... IF NOT EXISTS of the same objects
+        ("tuple concurrently updated"), so processes opening one database at the same
+        moment take turns under an advisory lock. SQLite's own file lock suffices.
+        """
+        if self.postgres is None:
+            yield
+            return
+        import psycopg
+
+        pg = self.postgres
+        with psycopg.connect(
+            host=pg.host,
+            port=pg.port,
+            dbname=pg.dbname,
+            user=pg.user,
+            password=pg.password or None,
+            connect_timeout=5,
+            autocommit=True,
+        ) as conn:
+            conn.execute("SELECT pg_advisory_lock(%s)", (SCHEMA_LOCK_ID,))
+            try:
+                yield
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(%s)", (SCHEMA_LOCK_ID,))
 
     def check_reachable(self) -> None:
         """Fail early, with the location named (password masked), before anything is written."""

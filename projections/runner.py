@@ -12,8 +12,19 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import Column, Engine, Integer, Table, Text, create_engine, event, select, text
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy import (
+    Column,
+    Connection,
+    Engine,
+    Integer,
+    Table,
+    Text,
+    create_engine,
+    event,
+    select,
+    text,
+)
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from memory_ledger.config import Settings
 from memory_ledger.errors import BackendUnavailable
@@ -74,55 +85,79 @@ class ProjectionRunner:
         self.engine = engine
         self.projections = list(projections or all_projections())
         self.batch_size = batch_size
-        self._lock = threading.Lock()
+        self._thread_lock = threading.Lock()
         try:
             metadata.create_all(engine)
+            self._ensure_tracking_rows()
         except SQLAlchemyError as exc:
             raise BackendUnavailable(f"cannot open the projections database: {exc}") from None
 
-    def positions(self) -> dict[str, int]:
-        with self.engine.connect() as conn:
-            found = dict(conn.execute(select(tracking.c.name, tracking.c.position)).all())
+    def _ensure_tracking_rows(self) -> None:
+        with self.engine.begin() as conn:
+            present = set(conn.execute(select(tracking.c.name)).scalars())
+            missing = [
+                {"name": p.name, "position": 0} for p in self.projections if p.name not in present
+            ]
+            if missing:
+                try:
+                    conn.execute(tracking.insert(), missing)
+                except IntegrityError:
+                    conn.rollback()  # another process created them first: that is fine
+
+    def positions(self, conn: Connection | None = None) -> dict[str, int]:
+        if conn is None:
+            with self.engine.connect() as fresh:
+                return self.positions(fresh)
+        found = dict(conn.execute(select(tracking.c.name, tracking.c.position)).all())
         return {p.name: int(found.get(p.name, 0)) for p in self.projections}
+
+    def _lock(self, conn: Connection) -> dict[str, int]:
+        """Serialise runners across processes, then read positions under the lock.
+
+        The no-op UPDATE takes SQLite's write lock or PostgreSQL's row locks before we
+        read, so two runners can never apply the same batch twice.
+        """
+        names = [p.name for p in self.projections]
+        conn.execute(
+            tracking.update().where(tracking.c.name.in_(names)).values(position=tracking.c.position)
+        )
+        return self.positions(conn)
 
     def catch_up(self) -> int:
         """Apply every event not yet applied; returns how many notifications were read."""
-        with self._lock:
-            applied = 0
+        applied = 0
+        with self._thread_lock:
             head = self.log.max_position()
             while True:
-                positions = self.positions()
-                low = min(positions.values())
-                if low >= head:
-                    return applied
-                batch = self.log.notifications(low, self.batch_size)
-                if not batch:
-                    return applied
-                events = decode_batch(self.log, batch)
                 with self.engine.begin() as conn:
+                    positions = self._lock(conn)
+                    low = min(positions.values())
+                    batch = self.log.notifications(low, self.batch_size) if low < head else []
+                    if not batch:
+                        return applied
+                    events = decode_batch(self.log, batch)
                     for projection in self.projections:
                         mine = [e for e in events if e.position > positions[projection.name]]
-                        if not mine:
-                            continue
-                        projection.apply(conn, mine)
-                        self._track(conn, projection.name, positions[projection.name], batch[-1].id)
+                        if mine:
+                            projection.apply(conn, mine)
+                            conn.execute(
+                                tracking.update()
+                                .where(tracking.c.name == projection.name)
+                                .values(position=batch[-1].id)
+                            )
                 applied += len(batch)
-
-    def _track(self, conn, name: str, old: int, new: int) -> None:  # type: ignore[no-untyped-def]
-        updated = conn.execute(
-            tracking.update().where(tracking.c.name == name).values(position=new)
-        ).rowcount
-        if not updated:
-            conn.execute(tracking.insert().values(name=name, position=new))
 
     def rebuild(self, names: Sequence[str] | None = None) -> int:
         """Drop the named projections (all by default) and replay the whole log into them."""
         chosen = [p for p in self.projections if names is None or p.name in names]
-        with self._lock, self.engine.begin() as conn:
+        with self._thread_lock, self.engine.begin() as conn:
+            self._lock(conn)
             for projection in chosen:
                 projection.table.drop(conn, checkfirst=True)
                 projection.table.create(conn)
-                conn.execute(tracking.delete().where(tracking.c.name == projection.name))
+                conn.execute(
+                    tracking.update().where(tracking.c.name == projection.name).values(position=0)
+                )
         self.compact()
         return self.catch_up()
 
