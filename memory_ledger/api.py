@@ -16,17 +16,17 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID, uuid4
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 
 from memory_ledger.config import Settings
 from memory_ledger.crypto import MasterKey, load_master_key
 from memory_ledger.domain import MemoryItem
-from memory_ledger.errors import CorruptKeyEntry, InvalidWrite, NotFound
+from memory_ledger.erasure import erase_items
+from memory_ledger.errors import InvalidTransition, InvalidWrite, NotFound
 from memory_ledger.event_log import ERASED, EventLog
 from memory_ledger.keystore import KeyDestruction, NewKey
 from memory_ledger.principal import Principal
-from memory_ledger.residue import files_under, needles_for, scan
-from memory_ledger.views import ErasedItem, ErasureReport, ItemState, Memory, Remembered, StoreCheck
+from memory_ledger.views import ErasureReport, ItemState, Memory, Remembered
 from memory_ledger.write_policy import (
     Identifier,
     MemoryUpdate,
@@ -36,7 +36,6 @@ from memory_ledger.write_policy import (
     parse_update,
     parse_write,
 )
-from projections.base import Projection
 from projections.facts import facts
 from projections.preferences import preferences
 from projections.runner import ProjectionRunner, make_engine
@@ -83,15 +82,9 @@ class MemoryService:
     def rebuild(self, names: Sequence[str] | None = None) -> int:
         return self.runner.rebuild(names)
 
-    def compact(self) -> None:
-        """Remove deleted bytes from the files: WAL checkpoints, or VACUUM on PostgreSQL."""
-        self.runner.compact()
-        if self.settings.postgres is None:
-            with self.log.recorder.datastore.transaction(commit=False) as cursor:
-                cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        else:
-            with self.log.recorder.datastore.get_connection() as conn:
-                conn.execute(f"VACUUM {self.log.key_sql.keys_table}")
+    def compact(self) -> list[str]:
+        """Remove deleted bytes from the files; returns what was done, as evidence."""
+        return self.log.compact() + self.runner.compact()
 
     def close(self) -> None:
         self.engine.dispose()
@@ -220,7 +213,7 @@ class MemoryLedger:
         item.require_live("redacted")
         current = self._log.read(item)
         if current is ERASED:
-            raise NotFound(f"item {item_id} has no readable content to redact")
+            raise InvalidTransition(f"item {item_id} has no readable content to redact")
         unknown = sorted(set(fields) - set(current))  # type: ignore[arg-type]
         if not fields or unknown:
             raise InvalidWrite(
@@ -237,80 +230,11 @@ class MemoryLedger:
         return item.version
 
     def forget(self, *item_ids: str | UUID, request_id: str | None = None) -> ErasureReport:
-        """Erase items: tombstones and key destruction in one transaction, projection
-        purge, compaction, then a check of every store and a byte scan of our files."""
+        """Erase items of this namespace; see `memory_ledger.erasure` for the steps."""
         if not item_ids:
             raise InvalidWrite("forget needs at least one item id")
         items = [self._owned(i) for i in dict.fromkeys(str(i) for i in item_ids)]
-        needles = needles_for(self._copies_of(items))
-        erased = [
-            ErasedItem(str(i.id), i.kind, i.erased, 0 if i.erased else i.key_generation)
-            for i in items
-        ]
-        for item in items:
-            item.erase(reason="user_request", request_id=request_id)
-        position = self._log.save(items, destroy=[KeyDestruction(str(i.id), None) for i in items])
-        self.service.runner.catch_up()
-        self.service.compact()
-        residue_files: list[str] = []
-        scanned = 0
-        scope = "not run: PostgreSQL files are on the server; VACUUM ran on the affected tables"
-        if self.service.settings.postgres is None:
-            paths = files_under(self.service.settings.data_dir)
-            residue_files = sorted({f.path for f in scan(paths, needles)})
-            scanned = len(paths)
-            scope = f"bytes of every file under {self.service.settings.data_dir}"
-        report = ErasureReport(
-            items=erased,
-            tombstone_position=position,
-            checks=self._check_absent([e.item_id for e in erased]),
-            residue_files=residue_files,
-            residue_scanned_files=scanned,
-            residue_scan=scope,
-        )
-        log.info("erased %d item(s); tombstones up to position %s", len(items), position)
-        return report
-
-    def _copies_of(self, items: list[MemoryItem]) -> list[str]:
-        """Every plaintext copy of the items we can find, for the residue scan only: each
-        readable version in the log, plus what the projections hold (which still works
-        when a key entry is corrupted and the log cannot be read)."""
-        ids = [str(i.id) for i in items if not i.erased]
-        texts: list[str] = []
-        try:
-            keys = self._log.keys_for(ids)
-            for item_id in ids:
-                for stored in self._log.recorder.select_events(UUID(item_id)):
-                    event = self._log.app.mapper.to_domain_event(stored)
-                    sealed = getattr(event, "sealed", None)
-                    if sealed is None:
-                        continue
-                    opened = self._log.open_fields(keys, item_id, event.key_generation, sealed)
-                    if opened is not ERASED:
-                        texts.extend(opened.values())  # type: ignore[union-attr]
-        except CorruptKeyEntry:
-            log.warning("a key entry is corrupted; the residue scan uses projection copies")
-        with self.service.engine.connect() as conn:
-            for table, column in (
-                (facts, "value"),
-                (preferences, "value"),
-                (transcripts, "content"),
-            ):
-                query = select(table.c[column]).where(table.c.item_id.in_(ids))
-                texts.extend(v for (v,) in conn.execute(query) if v is not None)
-        return texts
-
-    def _check_absent(self, item_ids: list[str]) -> list[StoreCheck]:
-        checks = []
-        with self.service.engine.connect() as conn:
-            for projection in self.service.runner.projections:
-                count = _count_rows(conn, projection, item_ids)
-                checks.append(StoreCheck(projection.name, count == 0, f"{count} rows left"))
-        keys = self._log.keys_for(item_ids)
-        live = [i for i in item_ids if not keys.is_destroyed(i)]
-        evidence = f"{len(item_ids) - len(live)} of {len(item_ids)} items have every key destroyed"
-        checks.append(StoreCheck("key_store", not live, evidence))
-        return checks
+        return erase_items(self.service, items, request_id)
 
     # -- reads -------------------------------------------------------------------------
 
@@ -420,12 +344,6 @@ class MemoryLedger:
             log.warning("refused access to an item outside namespace %s", self.namespace)
             raise NotFound(f"no memory item {ident}")
         return item
-
-
-def _count_rows(conn: Any, projection: Projection, item_ids: list[str]) -> int:
-    table = projection.table
-    query = select(func.count()).select_from(table).where(table.c.item_id.in_(item_ids))
-    return int(conn.execute(query).scalar_one())
 
 
 def _memory(kind: str, row: dict[str, Any]) -> Memory:

@@ -27,6 +27,7 @@ from memory_ledger.keystore import (
     NewKey,
     values,
 )
+from memory_ledger.residue import checkpoint_evidence
 
 
 class _Erased:
@@ -123,6 +124,10 @@ class EventLog:
         except AggregateNotFoundError:
             raise NotFound(f"no memory item {item_id}") from None
 
+    def events_of(self, item_id: UUID) -> list[Any]:
+        """Every event of one item, decoded (sealed fields stay sealed)."""
+        return [self.app.mapper.to_domain_event(s) for s in self.recorder.select_events(item_id)]
+
     def keys_for(self, item_ids: Sequence[str]) -> KeyRing:
         rows: list[tuple[Any, ...]] = []
         with self.recorder.datastore.transaction(commit=False) as cursor:
@@ -143,6 +148,19 @@ class EventLog:
     def read(self, item: MemoryItem) -> Fields | _Erased:
         keys = self.keys_for([str(item.id)])
         return self.open_fields(keys, str(item.id), item.key_generation, item.sealed)
+
+    def compact(self) -> list[str]:
+        """Remove destroyed key bytes from the files: a WAL checkpoint that truncates the
+        WAL on SQLite (secure_delete already zeroed the pages), VACUUM on PostgreSQL."""
+        if self.settings.postgres is None:
+            with self.recorder.datastore.get_connection(commit=True) as conn:
+                cursor = conn.cursor()
+                cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                busy = int(values(cursor.fetchall()[0])[0])
+            return [checkpoint_evidence("event store", busy)]
+        with self.recorder.datastore.get_connection() as conn:
+            conn.execute(f"VACUUM {self.key_sql.keys_table}")
+        return [f"event store: VACUUM {self.key_sql.keys_table}"]
 
     def key_counts(self) -> tuple[int, int]:
         with self.recorder.datastore.transaction(commit=False) as cursor:

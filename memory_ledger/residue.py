@@ -56,3 +56,10 @@ def scan(paths: Sequence[Path], needles: Sequence[bytes]) -> list[ResidueFinding
             continue  # a -wal or -journal file can vanish between listing and reading
         findings.extend(ResidueFinding(str(path), i) for i in sorted(found))
     return findings
+
+
+def checkpoint_evidence(what: str, busy: int) -> str:
+    """How a WAL checkpoint ended, as a line of evidence for an erasure report."""
+    if busy:
+        return f"{what}: WAL checkpoint blocked by a reader; residue may remain until it ends"
+    return f"{what}: WAL checkpointed and truncated"

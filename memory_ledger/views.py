@@ -86,6 +86,7 @@ class ErasureReport:
     items: list[ErasedItem]
     tombstone_position: int
     checks: list[StoreCheck] = field(default_factory=list)
+    compaction: list[str] = field(default_factory=list)
     residue_files: list[str] = field(default_factory=list)
     residue_scanned_files: int = 0
     residue_scan: str = "bytes of every file in the data directory"

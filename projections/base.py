@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar
 
-from sqlalchemy import Connection, MetaData, Table, and_, bindparam, delete, select, tuple_
+from sqlalchemy import Connection, MetaData, Table, and_, bindparam, delete, func, select, tuple_
 
 from memory_ledger.write_policy import canonical_time
 from projections.events import ProjectedEvent
@@ -41,6 +41,8 @@ class Projection(ABC):
     name: ClassVar[str]
     table: ClassVar[Table]
     primary_key: ClassVar[tuple[str, ...]]
+    #: Columns that hold decrypted personal content: what erasure must make disappear.
+    plaintext_columns: ClassVar[tuple[str, ...]]
 
     def apply(self, conn: Connection, events: Sequence[ProjectedEvent]) -> None:
         relevant = [e for e in events if self.wants(e)]
@@ -111,8 +113,18 @@ class Projection(ABC):
         if inserts:
             conn.execute(table.insert(), inserts)
 
-    def purge_items(self, conn: Connection, item_ids: Sequence[str]) -> None:
-        conn.execute(delete(self.table).where(self.table.c.item_id.in_(list(item_ids))))
+    def count_rows(self, conn: Connection, item_ids: Sequence[str]) -> int:
+        query = (
+            select(func.count())
+            .select_from(self.table)
+            .where(self.table.c.item_id.in_(list(item_ids)))
+        )
+        return int(conn.execute(query).scalar_one())
+
+    def plaintext_of(self, conn: Connection, item_ids: Sequence[str]) -> list[str]:
+        columns = [self.table.c[c] for c in self.plaintext_columns]
+        query = select(*columns).where(self.table.c.item_id.in_(list(item_ids)))
+        return [v for row in conn.execute(query) for v in row if v is not None]
 
     def snapshot(self, conn: Connection) -> list[Row]:
         """Every row, ordered: used to prove a rebuild equals the incremental view."""

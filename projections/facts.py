@@ -57,6 +57,7 @@ class FactsProjection(Projection):
     kind: ClassVar[str] = "fact"
     table = facts
     primary_key = ("item_id", "version")
+    plaintext_columns = ("value",)
 
     def load(self, conn: Connection, events: Sequence[ProjectedEvent]) -> list[Row]:
         rows = super().load(conn, events)

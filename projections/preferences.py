@@ -41,6 +41,7 @@ class PreferencesProjection(Projection):
     kind: ClassVar[str] = "preference"
     table = preferences
     primary_key = ("item_id",)
+    plaintext_columns = ("value",)
 
     def handle(self, event: ProjectedEvent, rows: dict[tuple[Any, ...], Row]) -> None:
         a = event.attrs

@@ -29,6 +29,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from memory_ledger.config import Settings
 from memory_ledger.errors import BackendUnavailable
 from memory_ledger.event_log import EventLog
+from memory_ledger.residue import checkpoint_evidence
 from projections.base import Projection, metadata
 from projections.events import decode_batch
 from projections.facts import FactsProjection
@@ -169,12 +170,17 @@ class ProjectionRunner:
         with self.engine.connect() as conn:
             return {p.name: p.snapshot(conn) for p in self.projections}
 
-    def compact(self) -> None:
-        """Push deleted bytes out of the files: WAL checkpoint on SQLite, VACUUM on PostgreSQL."""
+    def compact(self) -> list[str]:
+        """Push deleted bytes out of the files: WAL checkpoint on SQLite, VACUUM on PostgreSQL.
+
+        Returns evidence lines for the erasure report.
+        """
         if self.engine.dialect.name == "sqlite":
             with self.engine.connect() as conn:
-                conn.execute(text("PRAGMA wal_checkpoint(TRUNCATE)"))
-        else:
-            with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-                for projection in self.projections:
-                    conn.execute(text(f"VACUUM {projection.table.name}"))
+                busy, *_ = conn.execute(text("PRAGMA wal_checkpoint(TRUNCATE)")).one()
+            return [checkpoint_evidence("projections", int(busy))]
+        tables = [p.table.name for p in self.projections]
+        with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            for table in tables:
+                conn.execute(text(f"VACUUM {table}"))
+        return [f"projections: VACUUM {', '.join(tables)}"]

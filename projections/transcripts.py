@@ -43,6 +43,7 @@ class TranscriptsProjection(Projection):
     kind: ClassVar[str] = "turn"
     table = transcripts
     primary_key = ("item_id",)
+    plaintext_columns = ("content",)
 
     def handle(self, event: ProjectedEvent, rows: dict[tuple[Any, ...], Row]) -> None:
         a = event.attrs
