@@ -12,6 +12,7 @@ import threading
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from memory_ledger.api import MemoryService
+from memory_ledger.errors import MemoryLedgerError
 
 log = logging.getLogger("memory_ledger.jobs")
 
@@ -23,8 +24,9 @@ def start_catchup_scheduler(service: MemoryService, interval: float) -> Backgrou
     """
     scheduler = BackgroundScheduler(timezone="UTC")
     scheduler.add_job(
-        service.runner.catch_up,
+        _catch_up,
         "interval",
+        args=(service,),
         seconds=interval,
         id="projection-catchup",
         max_instances=1,
@@ -32,6 +34,15 @@ def start_catchup_scheduler(service: MemoryService, interval: float) -> Backgrou
     )
     scheduler.start()
     return scheduler
+
+
+def _catch_up(service: MemoryService) -> None:
+    try:
+        service.runner.catch_up()
+    except MemoryLedgerError as exc:
+        # One clear line per tick, not a traceback: e.g. a corrupted key entry blocks
+        # catch-up until an operator forgets or restores that item.
+        log.error("projection catch-up failed: %s", exc)
 
 
 def run_catchup_job(service: MemoryService, interval: float, duration: float | None) -> None:

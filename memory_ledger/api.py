@@ -19,10 +19,10 @@ from uuid import UUID, uuid4
 from sqlalchemy import select
 
 from memory_ledger.config import Settings
-from memory_ledger.crypto import MasterKey, load_master_key
+from memory_ledger.crypto import DEV_KEY_FILE, MasterKey, load_master_key
 from memory_ledger.domain import MemoryItem
 from memory_ledger.erasure import erase_items
-from memory_ledger.errors import InvalidTransition, InvalidWrite, NotFound
+from memory_ledger.errors import InvalidTransition, InvalidWrite, NotFound, StaleDerivation
 from memory_ledger.event_log import ERASED, EventLog
 from memory_ledger.keystore import KeyDestruction, NewKey
 from memory_ledger.principal import Principal
@@ -53,15 +53,22 @@ class MemoryService:
         self.settings = settings
         self.dev_key_created = False
         if master is None:
-            master, self.dev_key_created = load_master_key(settings.data_dir)
-        with settings.schema_lock():
-            self.log = EventLog(settings, master)
-            try:
-                self.engine = make_engine(settings)
-                self.runner = ProjectionRunner(self.log, self.engine)
-            except Exception:
-                self.log.close()
-                raise
+            master, self.dev_key_created = load_master_key(
+                settings.data_dir, allow_dev_key=not settings.store_exists()
+            )
+        try:
+            with settings.schema_lock():
+                self.log = EventLog(settings, master)
+                try:
+                    self.engine = make_engine(settings)
+                    self.runner = ProjectionRunner(self.log, self.engine)
+                except Exception:
+                    self.log.close()
+                    raise
+        except Exception:
+            if self.dev_key_created:  # a failed open leaves no key behind
+                (settings.data_dir / DEV_KEY_FILE).unlink(missing_ok=True)
+            raise
 
     @classmethod
     def open(cls, data_dir: str | Path | None = None, url: str | None = None) -> MemoryService:
@@ -145,8 +152,21 @@ class MemoryLedger:
         return [Remembered(str(i.id), i.version, i.kind, position) for i in items]
 
     def _check_inputs(self, write: MemoryWrite) -> None:
+        """A derived write must cite inputs exactly as they are now, and usable."""
         for ref in write.derived_from:
-            self._owned(ref.item_id)
+            item = self._owned(ref.item_id)
+            if item.erased or item.suppressed or item.version != ref.version:
+                state = (
+                    "erased"
+                    if item.erased
+                    else "suppressed"
+                    if item.suppressed
+                    else (f"at version {item.version}")
+                )
+                raise StaleDerivation(
+                    f"derived write refused: input {ref.item_id} (read at version {ref.version}) "
+                    f"is now {state}; nothing was stored"
+                )
 
     def _new_item(self, write: MemoryWrite) -> tuple[MemoryItem, NewKey]:
         item_id = uuid4()
@@ -233,6 +253,8 @@ class MemoryLedger:
         """Erase items of this namespace; see `memory_ledger.erasure` for the steps."""
         if not item_ids:
             raise InvalidWrite("forget needs at least one item id")
+        if request_id is not None:
+            _validate_identifier("request_id", request_id)  # it is stored in clear
         items = [self._owned(i) for i in dict.fromkeys(str(i) for i in item_ids)]
         return erase_items(self.service, items, request_id)
 

@@ -5,6 +5,7 @@ principal instead). Human tables by default, `--json` for machines."""
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -14,7 +15,9 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from memory_ledger.api import MemoryLedger, MemoryService
 from memory_ledger.config import DATA_DIR_ENV, URL_ENV
@@ -45,7 +48,10 @@ Json = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 Namespace = Annotated[
     str,
     typer.Option(
-        "--namespace", "-n", envvar="MEMORY_LEDGER_NAMESPACE", help="tenant/user[/project]"
+        "--namespace",
+        "-n",
+        envvar="MEMORY_LEDGER_NAMESPACE",
+        help="tenant/user or tenant/user/project",
     ),
 ]
 
@@ -55,7 +61,7 @@ def _fail(exc: MemoryLedgerError, as_json: bool) -> None:
         problems = getattr(exc, "problems", [])
         print(json.dumps({"error": str(exc), "type": type(exc).__name__, "problems": problems}))
     else:
-        err.print(f"[bold red]error:[/] {exc}", highlight=False)
+        err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
     raise typer.Exit(exc.exit_code)
 
 
@@ -100,16 +106,17 @@ def _emit(as_json: bool, data: Any, human: Callable[[], None]) -> None:
 
 
 def _memories_table(memories: list[Memory], title: str) -> Table:
-    table = Table(title=title, show_lines=False)
+    table = Table(title=escape(title), show_lines=False)
     for column in ("id", "kind", "subject", "predicate", "text", "origin", "status", "valid from"):
         table.add_column(column, overflow="fold")
     for m in memories:
+        text = Text(m.text) if m.text is not None else Text("ERASED", style="dim")
         table.add_row(
             m.item_id[:8],
             m.kind,
-            m.subject,
-            m.predicate,
-            m.text or "[dim]ERASED[/]",
+            Text(m.subject),
+            Text(m.predicate),
+            text,
             m.origin,
             m.status,
             (m.valid_from or "")[:19],
@@ -272,7 +279,7 @@ def update(
         _emit(
             as_json,
             {"item_id": item_id, "version": version},
-            lambda: out.print(f"updated {item_id} to version {version}"),
+            lambda: out.print(f"updated {escape(item_id)} to version {version}"),
         )
 
 
@@ -291,7 +298,7 @@ def suppress(
         _emit(
             as_json,
             {"item_id": item_id, "version": version, "suppressed": True},
-            lambda: out.print(f"suppressed {item_id} (data kept; use forget to delete)"),
+            lambda: out.print(f"suppressed {escape(item_id)} (data kept; use forget to delete)"),
         )
 
 
@@ -309,7 +316,7 @@ def unsuppress(
         _emit(
             as_json,
             {"item_id": item_id, "version": version, "suppressed": False},
-            lambda: out.print(f"unsuppressed {item_id}"),
+            lambda: out.print(f"unsuppressed {escape(item_id)}"),
         )
 
 
@@ -328,7 +335,7 @@ def redact(
         _emit(
             as_json,
             {"item_id": item_id, "version": version, "fields": field},
-            lambda: out.print(f"redacted {', '.join(field)} of {item_id}"),
+            lambda: out.print(escape(f"redacted {', '.join(field)} of {item_id}")),
         )
 
 
@@ -342,7 +349,7 @@ def forget(
     url: Url = None,
     as_json: Json = False,
 ) -> None:
-    """Erase one item: tombstone, key destruction, projection purge, verification."""
+    """Erase items: tombstone, key destruction, projection purge, verification."""
     with _ledger(namespace, data_dir, url, as_json) as ledger:
         report = ledger.forget(*memory)
 
@@ -352,14 +359,24 @@ def forget(
             table.add_column("absent")
             table.add_column("evidence")
             for check in report.checks:
-                table.add_row(check.store, "yes" if check.absent else "[red]NO[/]", check.evidence)
+                table.add_row(
+                    check.store, "yes" if check.absent else "[red]NO[/]", Text(check.evidence)
+                )
+            if report.residue_files:
+                files_ok = "[red]NO[/]"
+            else:
+                files_ok = "yes" if report.residue_checked else "not checked"
             residue = ", ".join(report.residue_files) or "none"
             table.add_row(
                 "files (byte scan)",
-                "yes" if not report.residue_files else "[red]NO[/]",
-                f"{report.residue_scan}: {report.residue_scanned_files} files; "
-                f"residue in: {residue}",
+                files_ok,
+                Text(
+                    f"{report.residue_scan}; {report.residue_scanned_files} files; "
+                    f"residue in: {residue}"
+                ),
             )
+            for line in report.compaction:
+                table.add_row("compaction", "", Text(line))
             out.print(table)
             verdict = "[green]verified[/]" if report.verified else "[red]NOT verified[/]"
             out.print(f"erasure {verdict}")
@@ -418,6 +435,7 @@ def run(
     """Keep projections caught up in the background (APScheduler)."""
     from jobs.projection_catchup import run_catchup_job
 
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     with _service(data_dir, url, False) as service:
         run_catchup_job(service, interval=interval, duration=duration)
 

@@ -8,10 +8,12 @@ then the environment, so SQLite vs PostgreSQL never needs a code change.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from memory_ledger.errors import BackendUnavailable, ConfigurationError
@@ -117,6 +119,31 @@ class Settings:
             return self.postgres.sqlalchemy_url()
         return f"sqlite:///{self.projections_path}"
 
+    def _pg_connect(self) -> Any:
+        import psycopg
+
+        pg = self.postgres
+        assert pg is not None
+        return psycopg.connect(
+            host=pg.host,
+            port=pg.port,
+            dbname=pg.dbname,
+            user=pg.user,
+            password=pg.password or None,
+            connect_timeout=5,
+            autocommit=True,
+        )
+
+    def store_exists(self) -> bool:
+        """Whether a store was already created here (so a new dev key must not be made)."""
+        if self.postgres is None:
+            return self.events_path.exists() and self.events_path.stat().st_size > 0
+        with self._pg_connect() as conn:
+            found = conn.execute(
+                "SELECT to_regclass(%s)", (f'"{self.postgres.schema}".memory_ledger_meta',)
+            ).fetchone()
+        return bool(found and found[0])
+
     @contextmanager
     def schema_lock(self) -> Iterator[None]:
         """Serialise table creation across processes.
@@ -128,20 +155,10 @@ class Settings:
         if self.postgres is None:
             yield
             return
-        import psycopg
-
-        pg = self.postgres
-        with psycopg.connect(
-            host=pg.host,
-            port=pg.port,
-            dbname=pg.dbname,
-            user=pg.user,
-            password=pg.password or None,
-            connect_timeout=5,
-            autocommit=True,
-        ) as conn:
+        with self._pg_connect() as conn:
             conn.execute("SELECT pg_advisory_lock(%s)", (SCHEMA_LOCK_ID,))
             try:
+                conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.postgres.schema}"')
                 yield
             finally:
                 conn.execute("SELECT pg_advisory_unlock(%s)", (SCHEMA_LOCK_ID,))
@@ -153,21 +170,13 @@ class Settings:
             return
         import psycopg
 
-        pg = self.postgres
         try:
-            with psycopg.connect(
-                host=pg.host,
-                port=pg.port,
-                dbname=pg.dbname,
-                user=pg.user,
-                password=pg.password or None,
-                connect_timeout=5,
-            ):
+            with self._pg_connect():
                 pass
         except psycopg.Error as exc:
             reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise BackendUnavailable(
-                f"cannot connect to {pg.masked()}: {reason}; nothing was changed"
+                f"cannot connect to {self.postgres.masked()}: {reason}; nothing was changed"
             ) from None
 
 
@@ -191,7 +200,7 @@ def _parse_postgres(url: str) -> PostgresLocation:
         raise ConfigurationError("the PostgreSQL URL must name a database: postgresql://host/db")
     query = parse_qs(parts.query)
     schema = query.get("schema", ["public"])[0]
-    if not schema.replace("_", "").isalnum():
+    if not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", schema):
         raise ConfigurationError(f"invalid schema name {schema!r}")
     return PostgresLocation(
         host=parts.hostname or "127.0.0.1",

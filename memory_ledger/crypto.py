@@ -24,6 +24,7 @@ from memory_ledger.errors import ConfigurationError, CorruptKeyEntry, WrongMaste
 KEY_BYTES = 32
 NONCE_BYTES = 12
 MASTER_KEY_ENV = "MEMORY_LEDGER_MASTER_KEY"
+DEV_KEY_FILE = "dev-master.key"
 _KEY_CHECK_LABEL = b"memory-ledger/master-key-check/v1"
 
 
@@ -124,11 +125,14 @@ def load_master_key(data_dir: Path | None, *, allow_dev_key: bool = True) -> tup
         raise ConfigurationError(
             f"no master key: set {MASTER_KEY_ENV} to a base64-encoded 32-byte key"
         )
-    key_file = data_dir / "dev-master.key"
+    key_file = data_dir / DEV_KEY_FILE
     if key_file.exists():
         return MasterKey.from_base64(key_file.read_text(), str(key_file)), False
     if not allow_dev_key:
-        raise ConfigurationError(f"no master key: set {MASTER_KEY_ENV} or create {key_file}")
+        raise ConfigurationError(
+            f"no master key: this store was created with one; set {MASTER_KEY_ENV} "
+            f"or restore {key_file}. Nothing was read or changed"
+        )
     data_dir.mkdir(parents=True, exist_ok=True)
     key = MasterKey.generate(str(key_file))
     fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

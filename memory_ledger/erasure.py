@@ -32,8 +32,9 @@ def erase_items(
     service: MemoryService, items: list[MemoryItem], request_id: str | None
 ) -> ErasureReport:
     needles = needles_for(plaintext_copies(service, items))
+    keys = service.log.keys_for([str(i.id) for i in items])
     erased = [
-        ErasedItem(str(i.id), i.kind, i.erased, 0 if i.erased else i.key_generation) for i in items
+        ErasedItem(str(i.id), i.kind, i.erased, keys.live_generations(str(i.id))) for i in items
     ]
     for item in items:
         item.erase(reason="user_request", request_id=request_id)
@@ -42,8 +43,11 @@ def erase_items(
     compaction = service.compact()
     residue_files: list[str] = []
     scanned = 0
-    scope = "not run: PostgreSQL files live on the server; VACUUM ran on the affected tables"
-    if service.settings.postgres is None:
+    if service.settings.postgres is not None:
+        scope = "not run: PostgreSQL files live on the server; VACUUM ran on the affected tables"
+    elif not needles:
+        scope = "not run: no content left to search for (already erased, or under 4 bytes)"
+    else:
         paths = files_under(service.settings.data_dir)
         residue_files = sorted({f.path for f in scan(paths, needles)})
         scanned = len(paths)
@@ -53,9 +57,10 @@ def erase_items(
         tombstone_position=position,
         checks=check_absent(service, [e.item_id for e in erased]),
         compaction=compaction,
+        residue_checked=scanned > 0,
+        residue_scan=scope,
         residue_files=residue_files,
         residue_scanned_files=scanned,
-        residue_scan=scope,
     )
     log.info("erased %d item(s); tombstones up to position %s", len(items), position)
     return report

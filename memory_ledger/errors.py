@@ -55,3 +55,10 @@ class InvalidTransition(MemoryLedgerError):
     """The operation does not apply to the item's current state (e.g. update after erase)."""
 
     exit_code = 6
+
+
+class StaleDerivation(InvalidTransition):
+    """A derived write read an input that has since been erased, suppressed or changed.
+
+    Refusing it is what keeps background work from writing deleted data back.
+    """

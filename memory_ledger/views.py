@@ -87,12 +87,15 @@ class ErasureReport:
     tombstone_position: int
     checks: list[StoreCheck] = field(default_factory=list)
     compaction: list[str] = field(default_factory=list)
+    residue_checked: bool = False
+    residue_scan: str = ""
     residue_files: list[str] = field(default_factory=list)
     residue_scanned_files: int = 0
-    residue_scan: str = "bytes of every file in the data directory"
 
     @property
     def verified(self) -> bool:
+        """Every store check passed and no residue was found. When the byte scan could
+        not run (`residue_checked` is false), `residue_scan` says why."""
         return all(c.absent for c in self.checks) and not self.residue_files
 
     def to_dict(self) -> dict[str, Any]:

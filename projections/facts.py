@@ -4,10 +4,14 @@ Resolution between items about the same (namespace, subject, predicate) uses onl
 attributes (origin and valid_from), never the values: erased values cannot be read during
 a rebuild, so a rule that compared values would rebuild to a different view.
 
-- a more authoritative origin (explicit > observed > inferred) supersedes a less one;
-- at equal authority the later valid_from supersedes the earlier;
+A newcomer is compared with every live (current or conflict) fact of its key:
+- it supersedes those it outranks: a less authoritative origin (explicit > observed >
+  inferred), or equal authority and an earlier valid_from;
 - equal authority and equal valid_from cannot be decided: both become `conflict`;
-- a less authoritative newcomer is stored as `conflict`, the current fact stays.
+- if a fact of equal authority is later, the newcomer is history (superseded);
+- otherwise, if a more authoritative fact exists, the newcomer is a `conflict`.
+Each pair's outcome depends only on the pair, so the result is independent of the order
+in which rows are visited.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ facts = Table(
 )
 
 KEY_COLUMNS = ("namespace", "subject", "predicate")
+LIVE_STATUSES = ("current", "conflict")
 
 
 class FactsProjection(Projection):
@@ -68,7 +73,7 @@ class FactsProjection(Projection):
         for start in range(0, len(keys), 300):
             query = select(facts).where(
                 keys_in(facts, KEY_COLUMNS, keys[start : start + 300]),
-                facts.c.status == "current",
+                facts.c.status.in_(LIVE_STATUSES),
             )
             for r in conn.execute(query).mappings():
                 if (r["item_id"], r["version"]) not in seen:
@@ -140,19 +145,23 @@ class FactsProjection(Projection):
             "position": event.position,
         }
         key = tuple(new[c] for c in KEY_COLUMNS)
-        rank = AUTHORITY[new["origin"]]
-        for other in rows.values():
-            if other["status"] != "current" or tuple(other[c] for c in KEY_COLUMNS) != key:
-                continue
+        rank, since = AUTHORITY[new["origin"]], new["valid_from"]
+        rivals = [
+            r
+            for r in rows.values()
+            if r["status"] in LIVE_STATUSES and tuple(r[c] for c in KEY_COLUMNS) == key
+        ]
+        later_peers = []
+        for other in rivals:
             other_rank = AUTHORITY[other["origin"]]
-            if rank > other_rank or (
-                rank == other_rank and new["valid_from"] > other["valid_from"]
-            ):
-                other["status"], other["valid_to"] = "superseded", new["valid_from"]
-            elif rank == other_rank and new["valid_from"] == other["valid_from"]:
-                other["status"], new["status"] = "conflict", "conflict"
-            elif rank < other_rank:
+            if rank > other_rank or (rank == other_rank and since > other["valid_from"]):
+                other["status"], other["valid_to"] = "superseded", since
+            elif rank == other_rank and since == other["valid_from"]:
+                other["status"] = new["status"] = "conflict"
+            elif rank == other_rank:
+                later_peers.append(other["valid_from"])
+            else:
                 new["status"] = "conflict"
-            else:  # same authority, older: history that was already overtaken
-                new["status"], new["valid_to"] = "superseded", other["valid_from"]
+        if later_peers:  # history that was already overtaken by a later statement
+            new["status"], new["valid_to"] = "superseded", min(later_peers)
         rows[(event.item_id, event.version)] = new

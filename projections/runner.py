@@ -64,7 +64,12 @@ def make_engine(settings: Settings) -> Engine:
             cursor.close()
 
         return engine
-    return create_engine(settings.projections_url(), pool_pre_ping=True)
+    schema = settings.postgres.schema
+    return create_engine(
+        settings.projections_url(),
+        pool_pre_ping=True,
+        connect_args={"options": f"-csearch_path={schema}"},
+    )
 
 
 @dataclass(frozen=True)

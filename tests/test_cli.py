@@ -26,7 +26,7 @@ def where(settings: Settings) -> list[str]:
 
 def cli(*args: str) -> tuple[int, str]:
     """Exit code, and stdout for --json calls (so warnings on stderr don't break parsing)."""
-    result = runner.invoke(app, list(args))
+    result = runner.invoke(app, list(args), env={"COLUMNS": "240"})
     return result.exit_code, result.stdout if "--json" in args else result.output
 
 
@@ -203,3 +203,55 @@ def test_environment_configures_the_location(
     monkeypatch.setenv("MEMORY_LEDGER_DATA_DIR", str(tmp_path / "env-dir"))
     code, output = cli("status", "--json")
     assert code == 0 and json.loads(output)["location"] == str((tmp_path / "env-dir").resolve())
+
+
+def test_help_works_for_every_command() -> None:
+    for command in (
+        "remember",
+        "recall",
+        "history",
+        "show",
+        "update",
+        "suppress",
+        "unsuppress",
+        "redact",
+        "forget",
+        "status",
+        "rebuild",
+        "run",
+        "demo",
+    ):
+        code, output = cli(command, "--help")
+        assert code == 0 and "Usage" in output, (command, output)
+
+
+def test_text_that_looks_like_markup_is_shown_verbatim(where: list[str]) -> None:
+    remember(
+        where,
+        "--kind",
+        "fact",
+        "--subject",
+        "user",
+        "--predicate",
+        "note",
+        "--value",
+        "[bold]not bold[/bold] and [/x]",
+    )
+    code, output = cli("recall", *NS, *where)
+    assert code == 0 and "[bold]not" in output
+    code, output = cli("recall", *NS, *where, "--subject", "[/x]")
+    assert code == 2 and "invalid subject" in output
+
+
+def test_another_namespaces_id_looks_like_a_missing_one(where: list[str]) -> None:
+    item = remember(
+        where, "--kind", "fact", "--subject", "user", "--predicate", "city", "--value", "Hangzhou"
+    )
+    theirs = runner.invoke(app, ["show", "--namespace", "acme/bob", *where, item])
+    missing = runner.invoke(
+        app, ["show", "--namespace", "acme/bob", *where, "00000000-0000-4000-8000-000000000000"]
+    )
+    assert theirs.exit_code == missing.exit_code == 5
+    assert theirs.output.replace(item, "ID") == missing.output.replace(
+        "00000000-0000-4000-8000-000000000000", "ID"
+    )

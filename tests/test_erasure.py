@@ -78,6 +78,8 @@ def test_forget_is_idempotent(alice: MemoryLedger, service: MemoryService) -> No
     assert again.verified
     assert again.items[0].already_erased
     assert again.items[0].key_generations_destroyed == 0
+    assert not again.residue_checked, "nothing is left to search for; the report must say so"
+    assert again.residue_scan.startswith("not run")
 
 
 def test_an_erased_item_cannot_be_updated_or_suppressed(alice: MemoryLedger) -> None:
@@ -193,7 +195,7 @@ def test_forget_after_every_kind_of_event(
     alice.redact(stored.item_id, ["value"])
     report = alice.forget(stored.item_id)
     assert report.verified
-    assert report.items[0].key_generations_destroyed == 2
+    assert report.items[0].key_generations_destroyed == 1  # the redaction destroyed gen 1
     assert alice.recall() == []
     if settings.postgres is None:
         assert file_bytes_contain(sqlite_files(settings), "Haisong") == []

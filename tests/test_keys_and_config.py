@@ -152,3 +152,49 @@ def test_settings_come_from_the_environment(
     assert settings.postgres is not None
     assert (settings.postgres.port, settings.postgres.schema) == (6543, "ml")
     assert settings.describe() == "postgresql://u:***@db.example:6543/mem"
+
+
+def test_no_new_dev_key_for_an_existing_store(tmp_path: Path) -> None:
+    with MemoryService(Settings.resolve(tmp_path)) as service:
+        service.for_principal(ALICE).remember(fact("city", "Hangzhou"))
+    (tmp_path / "dev-master.key").unlink()
+    with pytest.raises(ConfigurationError, match="created with one"):
+        MemoryService(Settings.resolve(tmp_path))
+    assert not (tmp_path / "dev-master.key").exists()
+
+
+def test_a_failed_open_leaves_no_dev_key(tmp_path: Path) -> None:
+    key_dir = tmp_path / "keys"
+    settings = Settings.resolve(key_dir, "postgresql://nobody@127.0.0.1:1/none")
+    with pytest.raises(BackendUnavailable):
+        MemoryService(settings)
+    assert not (key_dir / "dev-master.key").exists()
+
+
+def test_postgres_schema_holds_every_table(pg_url: str, tmp_path: Path) -> None:
+    import psycopg
+
+    with MemoryService(Settings.resolve(tmp_path / "a", pg_url)) as public:
+        public.for_principal(ALICE).remember(fact("city", "Hangzhou"))
+    with MemoryService(Settings.resolve(tmp_path / "b", pg_url + "?schema=tenant_two")) as other:
+        carol = other.for_principal(Principal("acme", "carol"))
+        carol.remember(fact("city", "Ningbo"))
+        assert [m.text for m in carol.recall()] == ["Ningbo"]
+    with MemoryService(Settings.resolve(tmp_path / "a", pg_url)) as public:
+        assert [m.text for m in public.for_principal(ALICE).recall()] == ["Hangzhou"]
+        assert public.for_principal(Principal("acme", "carol")).recall() == []
+    with psycopg.connect(pg_url) as conn:
+        tables = {
+            r[0]
+            for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'tenant_two'")
+        }
+    expected = {
+        "facts",
+        "transcripts",
+        "preferences",
+        "projection_tracking",
+        "memory_keys",
+        "memory_ledger_meta",
+        "stored_events",
+    }
+    assert expected <= tables, tables

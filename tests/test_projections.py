@@ -173,3 +173,12 @@ def test_rebuild_after_redacting_one_of_two_equal_values(
     incremental = service.runner.snapshot()
     service.rebuild()
     assert service.runner.snapshot() == incremental
+
+
+def test_a_later_explicit_statement_resolves_a_conflict(alice: MemoryLedger) -> None:
+    alice.remember(fact("employer", "Acme"))
+    alice.remember(fact("employer", "Globex"))
+    alice.remember(fact("employer", "Initech", at=later(7)))
+    assert [(m.text, m.status) for m in alice.recall(predicate="employer")] == [
+        ("Initech", "current")
+    ]

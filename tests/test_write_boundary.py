@@ -129,3 +129,31 @@ def test_update_validates_too(alice: MemoryLedger, service: MemoryService) -> No
     with pytest.raises(InvalidWrite):
         alice.update("not-a-uuid", {"value": "Ningbo", "provenance": provenance()})
     assert service.log.max_position() == before
+
+
+def test_derived_write_must_cite_live_inputs_at_their_current_version(
+    alice: MemoryLedger, service: MemoryService
+) -> None:
+    from memory_ledger.errors import StaleDerivation
+
+    source = alice.remember(fact("city", "Hangzhou"))
+    inferred = {
+        **fact("timezone", "Asia/Shanghai", origin="inferred"),
+        "derived_from": [{"item_id": source.item_id, "version": 1}],
+    }
+    alice.remember(inferred)  # cites the input as it is: accepted
+    alice.update(source.item_id, {"value": "Ningbo", "provenance": provenance(at=later(1))})
+    before = service.log.max_position()
+    with pytest.raises(StaleDerivation, match="version 2"):
+        alice.remember(inferred)
+    alice.forget(source.item_id)
+    with pytest.raises(StaleDerivation, match="erased"):
+        alice.remember({**inferred, "derived_from": [{"item_id": source.item_id, "version": 3}]})
+    assert service.log.max_position() == before + 1  # only the tombstone was appended
+
+
+def test_request_id_is_an_identifier(alice: MemoryLedger) -> None:
+    stored = alice.remember(fact("city", "Hangzhou"))
+    with pytest.raises(InvalidWrite, match="request_id"):
+        alice.forget(stored.item_id, request_id="user said: forget 18 Haisong Road")
+    assert alice.recall()
