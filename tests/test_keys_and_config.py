@@ -195,6 +195,7 @@ def test_postgres_schema_holds_every_table(pg_url: str, tmp_path: Path) -> None:
         "projection_tracking",
         "memory_keys",
         "memory_ledger_meta",
-        "stored_events",
+        "memory_ledger_events",
+        "memory_ledger_snapshots",
     }
     assert expected <= tables, tables
