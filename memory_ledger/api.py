@@ -32,7 +32,6 @@ from memory_ledger.write_policy import (
     MemoryUpdate,
     MemoryWrite,
     canonical_time,
-    event_dict,
     parse_update,
     parse_write,
 )
@@ -172,7 +171,6 @@ class MemoryLedger:
         item_id = uuid4()
         field_name = "content" if write.kind == "turn" else "value"
         sealed, key = self._log.seal_new(item_id, 1, {field_name: write.text})
-        provenance = event_dict(write.provenance)
         item = MemoryItem._create(
             MemoryItem.Recorded,
             id=item_id,
@@ -184,10 +182,10 @@ class MemoryLedger:
             origin=write.origin,
             confidence=write.confidence,
             sensitivity=write.sensitivity,
-            provenance=provenance,
-            retention=event_dict(write.retention),
-            redaction=event_dict(write.redaction),
-            derived_from=[event_dict(r) for r in write.derived_from],
+            provenance=write.provenance.event_data(),
+            retention=write.retention.event_data(),
+            redaction=write.redaction.event_data(),
+            derived_from=[r.event_data() for r in write.derived_from],
             scope=write.scope,
             strength=write.effective_strength,
             valid_from=_iso(write.valid_from or write.provenance.written_at),
@@ -205,7 +203,7 @@ class MemoryLedger:
         sealed = self._log.seal_existing(item.id, item.key_generation, {"value": parsed.value})
         item.supersede(
             sealed=sealed,
-            provenance=event_dict(parsed.provenance),
+            provenance=parsed.provenance.event_data(),
             confidence=parsed.confidence if parsed.confidence is not None else item.confidence,
             valid_from=_iso(parsed.valid_from or parsed.provenance.written_at),
         )

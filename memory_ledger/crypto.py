@@ -14,6 +14,7 @@ import hmac
 import os
 import secrets
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from cryptography.exceptions import InvalidTag
@@ -71,14 +72,18 @@ class MasterKey:
                 "created with; nothing was read or changed"
             )
 
+    @cached_property
+    def _cipher(self) -> AESGCM:
+        return AESGCM(self.material)
+
     def wrap(self, item_id: str, generation: int, data_key: bytes) -> bytes:
         nonce = secrets.token_bytes(NONCE_BYTES)
-        sealed = AESGCM(self.material).encrypt(nonce, data_key, _aad(item_id, generation, b"wrap"))
+        sealed = self._cipher.encrypt(nonce, data_key, _aad(item_id, generation, b"wrap"))
         return nonce + sealed
 
     def unwrap(self, item_id: str, generation: int, wrapped: bytes) -> bytes:
         try:
-            return AESGCM(self.material).decrypt(
+            return self._cipher.decrypt(
                 wrapped[:NONCE_BYTES], wrapped[NONCE_BYTES:], _aad(item_id, generation, b"wrap")
             )
         except (InvalidTag, ValueError) as exc:

@@ -36,13 +36,16 @@ class KeyDestruction:
 
 class Cursorish(Protocol):
     def execute(self, *args: Any, **kwargs: Any) -> Any: ...
+    def executemany(self, *args: Any, **kwargs: Any) -> Any: ...
     def fetchall(self) -> Any: ...
 
 
 class KeySQL:
     """The few statements the key store needs, in the backend's parameter style."""
 
-    def __init__(self, param: str, blob_type: str, keys_table: str, meta_table: str) -> None:
+    def __init__(
+        self, param: str, blob_type: str, keys_table: str, meta_table: str, table_options: str = ""
+    ) -> None:
         self.param = param
         self.keys_table = keys_table
         self.meta_table = meta_table
@@ -50,19 +53,18 @@ class KeySQL:
             f"CREATE TABLE IF NOT EXISTS {keys_table} ("
             "item_id TEXT NOT NULL, generation INTEGER NOT NULL, "
             f"wrapped {blob_type}, created_at TEXT NOT NULL, destroyed_at TEXT, "
-            "PRIMARY KEY (item_id, generation))",
+            f"PRIMARY KEY (item_id, generation)){table_options}",
             f"CREATE TABLE IF NOT EXISTS {meta_table} (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
         ]
 
     def insert_keys(self, cursor: Cursorish, keys: Sequence[NewKey]) -> None:
         p = self.param
         now = _now()
-        for key in keys:
-            cursor.execute(
-                f"INSERT INTO {self.keys_table} (item_id, generation, wrapped, created_at) "
-                f"VALUES ({p}, {p}, {p}, {p})",
-                (key.item_id, key.generation, key.wrapped, now),
-            )
+        cursor.executemany(
+            f"INSERT INTO {self.keys_table} (item_id, generation, wrapped, created_at) "
+            f"VALUES ({p}, {p}, {p}, {p})",
+            [(key.item_id, key.generation, key.wrapped, now) for key in keys],
+        )
 
     def destroy_keys(self, cursor: Cursorish, destructions: Sequence[KeyDestruction]) -> None:
         p = self.param

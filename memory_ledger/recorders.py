@@ -20,7 +20,9 @@ from memory_ledger.keystore import KEYS_TABLE, META_TABLE, KeyDestruction, KeySQ
 
 class SQLiteMemoryRecorder(SQLiteApplicationRecorder):
     def __init__(self, datastore: SQLiteDatastore, events_table_name: str = "stored_events"):
-        self.key_sql = KeySQL("?", "BLOB", KEYS_TABLE, META_TABLE)
+        # WITHOUT ROWID: one B-tree instead of a table plus its primary-key index, so
+        # each save writes fewer pages.
+        self.key_sql = KeySQL("?", "BLOB", KEYS_TABLE, META_TABLE, " WITHOUT ROWID")
         super().__init__(datastore, events_table_name)
 
     def construct_create_table_statements(self) -> list[str]:

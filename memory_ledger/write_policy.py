@@ -77,15 +77,33 @@ class Provenance(_Strict):
             )
         return self
 
+    def event_data(self) -> dict[str, Any]:
+        """As stored in events: identifiers and a canonical timestamp, nothing else."""
+        return {
+            "writer": self.writer,
+            "written_at": canonical_time(self.written_at),
+            "turn_id": self.turn_id,
+            "session_id": self.session_id,
+            "tool_call_id": self.tool_call_id,
+            "consent_ref": self.consent_ref,
+        }
+
 
 class Retention(_Strict):
     basis: RetentionBasis = "indefinite"
     expires_at: AwareDatetime | None = None
 
+    def event_data(self) -> dict[str, Any]:
+        expires = canonical_time(self.expires_at) if self.expires_at else None
+        return {"basis": self.basis, "expires_at": expires}
+
 
 class Redaction(_Strict):
     state: RedactionState = "none"
     fields: tuple[Identifier, ...] = ()
+
+    def event_data(self) -> dict[str, Any]:
+        return {"state": self.state, "fields": list(self.fields)}
 
 
 class DerivedRef(_Strict):
@@ -93,6 +111,9 @@ class DerivedRef(_Strict):
 
     item_id: UUID
     version: Annotated[int, Field(ge=1)]
+
+    def event_data(self) -> dict[str, Any]:
+        return {"item_id": str(self.item_id), "version": self.version}
 
 
 class MemoryWrite(_Strict):
@@ -175,23 +196,6 @@ def canonical_time(value: datetime) -> str:
     A fixed width makes string order equal time order on every backend.
     """
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def event_dict(model: BaseModel) -> dict[str, Any]:
-    """A model as plain JSON-able data for an event, with times in canonical form."""
-
-    def convert(value: Any) -> Any:
-        if isinstance(value, datetime):
-            return canonical_time(value)
-        if isinstance(value, UUID):
-            return str(value)
-        if isinstance(value, dict):
-            return {k: convert(v) for k, v in value.items()}
-        if isinstance(value, list | tuple):
-            return [convert(v) for v in value]
-        return value
-
-    return convert(model.model_dump(mode="python"))  # type: ignore[no-any-return]
 
 
 def _check_size(name: str, text: str, limit: int) -> None:

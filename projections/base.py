@@ -48,17 +48,17 @@ class Projection(ABC):
         relevant = [e for e in events if self.wants(e)]
         if not relevant:
             return
-        rows = {self.pk(r): r for r in self.load(conn, relevant)}
-        original = {k: dict(v) for k, v in rows.items()}
-        purged: set[str] = set()
+        batch = Batch(self.primary_key, self.load(conn, relevant))
+        self.prepare(batch)
         for event in relevant:
             if event.name == "Erased":
-                purged.add(event.item_id)
-                for key in [k for k, r in rows.items() if r["item_id"] == event.item_id]:
-                    del rows[key]
+                batch.purge(event.item_id)
             else:
-                self.handle(event, rows)
-        self._flush(conn, rows, original, purged)
+                self.handle(event, batch)
+        self._flush(conn, batch)
+
+    def prepare(self, batch: Batch) -> None:  # noqa: B027 - an optional hook
+        """Hook: build any per-batch index a projection needs before handling events."""
 
     def wants(self, event: ProjectedEvent) -> bool:
         """Recorded events of our kind, and every later event of items we hold."""
@@ -84,16 +84,11 @@ class Projection(ABC):
         return self.rows_of_items(conn, {e.item_id for e in events if e.name != "Recorded"})
 
     @abstractmethod
-    def handle(self, event: ProjectedEvent, rows: dict[tuple[Any, ...], Row]) -> None: ...
+    def handle(self, event: ProjectedEvent, batch: Batch) -> None: ...
 
-    def _flush(
-        self,
-        conn: Connection,
-        rows: dict[tuple[Any, ...], Row],
-        original: dict[tuple[Any, ...], Row],
-        purged: set[str],
-    ) -> None:
+    def _flush(self, conn: Connection, batch: Batch) -> None:
         table = self.table
+        rows, original, purged = batch.rows, batch.original, batch.purged
         if purged:
             ids = sorted(purged)
             for start in range(0, len(ids), 500):
@@ -111,7 +106,15 @@ class Projection(ABC):
             )
         inserts = [r for k, r in rows.items() if k not in original or k in changed]
         if inserts:
-            conn.execute(table.insert(), inserts)
+            # Straight to the driver's executemany: SQLAlchemy's per-row parameter
+            # processing would cost more than the insert itself during a rebuild.
+            names = [c.name for c in table.columns]
+            mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+            sql = (
+                f"INSERT INTO {table.name} ({', '.join(names)}) "
+                f"VALUES ({', '.join([mark] * len(names))})"
+            )
+            conn.exec_driver_sql(sql, [tuple(r[n] for n in names) for r in inserts])
 
     def count_rows(self, conn: Connection, item_ids: Sequence[str]) -> int:
         query = (
@@ -130,6 +133,33 @@ class Projection(ABC):
         """Every row, ordered: used to prove a rebuild equals the incremental view."""
         order = [self.table.c[c] for c in self.primary_key]
         return [dict(r) for r in conn.execute(select(self.table).order_by(*order)).mappings()]
+
+
+class Batch:
+    """The rows one batch touches, indexed by item, with what they were when loaded."""
+
+    def __init__(self, primary_key: tuple[str, ...], loaded: Iterable[Row]) -> None:
+        self.primary_key = primary_key
+        self.rows: dict[tuple[Any, ...], Row] = {}
+        self.by_item: dict[str, list[tuple[Any, ...]]] = {}
+        self.purged: set[str] = set()
+        for row in loaded:
+            self.add(row)
+        self.original = {k: dict(v) for k, v in self.rows.items()}
+
+    def add(self, row: Row) -> None:
+        key = tuple(row[c] for c in self.primary_key)
+        if key not in self.rows:
+            self.by_item.setdefault(row["item_id"], []).append(key)
+        self.rows[key] = row
+
+    def of_item(self, item_id: str) -> list[Row]:
+        return [self.rows[k] for k in self.by_item.get(item_id, ())]
+
+    def purge(self, item_id: str) -> None:
+        self.purged.add(item_id)
+        for key in self.by_item.pop(item_id, ()):
+            del self.rows[key]
 
 
 def keys_in(table: Table, columns: Sequence[str], keys: Sequence[tuple[Any, ...]]) -> Any:

@@ -7,6 +7,7 @@ in one query and opened once, and an event whose key was destroyed arrives with
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -15,17 +16,18 @@ from typing import Any
 from eventsourcing.persistence import Notification
 
 from memory_ledger.event_log import ERASED, EventLog
+from memory_ledger.write_policy import canonical_time
 
 _ENVELOPE = {"originator_id", "originator_version", "timestamp", "originator_topic"}
 
 
-@dataclass(frozen=True)
+@dataclass
 class ProjectedEvent:
     position: int
     item_id: str
     version: int
     name: str
-    timestamp: datetime
+    timestamp: str  # canonical UTC text
     attrs: dict[str, Any]
     fields: dict[str, str] | None
 
@@ -34,27 +36,58 @@ class ProjectedEvent:
 
 
 def decode_batch(log: EventLog, notifications: Sequence[Notification]) -> list[ProjectedEvent]:
-    decoded = [(n.id, log.decode(n)) for n in notifications]
-    sealed_ids = sorted({str(e.originator_id) for _, e in decoded if getattr(e, "sealed", None)})
+    """Decode a batch, opening every sealed field with one key query for the batch."""
+    decode = _decode_json if _is_plain_json(log) else _decode_with_library
+    decoded = [decode(log, n) for n in notifications]
+    sealed_ids = sorted({e.item_id for e in decoded if "sealed" in e.attrs})
     keys = log.keys_for(sealed_ids)
-    out = []
-    for position, event in decoded:
-        item_id = str(event.originator_id)
-        attrs = {k: v for k, v in event.__dict__.items() if k not in _ENVELOPE}
-        sealed = attrs.pop("sealed", None)
-        fields = None
+    for event in decoded:
+        sealed = event.attrs.pop("sealed", None)
         if sealed is not None:
-            opened = log.open_fields(keys, item_id, attrs["key_generation"], sealed)
-            fields = None if opened is ERASED else opened  # type: ignore[assignment]
-        out.append(
-            ProjectedEvent(
-                position=position,
-                item_id=item_id,
-                version=event.originator_version,
-                name=type(event).__name__,
-                timestamp=event.timestamp,
-                attrs=attrs,
-                fields=fields,  # type: ignore[arg-type]
-            )
-        )
-    return out
+            opened = log.open_fields(keys, event.item_id, event.attrs["key_generation"], sealed)
+            event.fields = None if opened is ERASED else opened  # type: ignore[assignment]
+    return decoded
+
+
+def _is_plain_json(log: EventLog) -> bool:
+    mapper = log.app.mapper
+    return mapper.cipher is None and mapper.compressor is None
+
+
+def _decode_json(log: EventLog, n: Notification) -> ProjectedEvent:
+    """Read the stored JSON directly: about five times cheaper than rebuilding event
+    objects through the library's mapper, which matters for full rebuilds. Used only
+    when no cipher or compressor wraps the stored state."""
+    attrs = json.loads(n.state)
+    stamp = attrs.pop("timestamp")["_data_"]
+    attrs.pop("originator_topic", None)
+    return ProjectedEvent(
+        position=n.id,
+        item_id=str(n.originator_id),
+        version=n.originator_version,
+        name=n.topic.rsplit(".", 1)[-1],
+        timestamp=_canonical(stamp),
+        attrs=attrs,
+        fields=None,
+    )
+
+
+def _decode_with_library(log: EventLog, n: Notification) -> ProjectedEvent:
+    event = log.decode(n)
+    attrs = {k: v for k, v in event.__dict__.items() if k not in _ENVELOPE}
+    return ProjectedEvent(
+        position=n.id,
+        item_id=str(event.originator_id),
+        version=event.originator_version,
+        name=type(event).__name__,
+        timestamp=canonical_time(event.timestamp),
+        attrs=attrs,
+        fields=None,
+    )
+
+
+def _canonical(stamp: str) -> str:
+    # The library writes datetime.isoformat(); ours is the same instant ending in "Z".
+    if len(stamp) == 32 and stamp.endswith("+00:00"):
+        return stamp[:26] + "Z"
+    return canonical_time(datetime.fromisoformat(stamp))

@@ -17,11 +17,11 @@ in which rows are visited.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from sqlalchemy import Boolean, Column, Connection, Float, Index, Integer, Table, Text, select
 
-from projections.base import Projection, Row, iso, keys_in, metadata, provenance_json
+from projections.base import Batch, Projection, Row, iso, keys_in, metadata, provenance_json
 from projections.events import ProjectedEvent
 from projections.transcripts import content_of
 
@@ -80,13 +80,16 @@ class FactsProjection(Projection):
                     rows.append(dict(r))
         return rows
 
-    def handle(self, event: ProjectedEvent, rows: dict[tuple[Any, ...], Row]) -> None:
+    def prepare(self, batch: Batch) -> None:
+        self._by_key: dict[tuple[str, ...], list[Row]] = {}
+        for row in batch.rows.values():
+            self._by_key.setdefault(_key(row), []).append(row)
+
+    def handle(self, event: ProjectedEvent, batch: Batch) -> None:
         if event.name == "Recorded":
-            self._record(event, rows)
+            self._record(event, batch)
             return
-        versions = sorted(
-            (r for r in rows.values() if r["item_id"] == event.item_id), key=lambda r: r["version"]
-        )
+        versions = sorted(batch.of_item(event.item_id), key=lambda r: r["version"])
         if not versions:
             return
         a = event.attrs
@@ -102,11 +105,12 @@ class FactsProjection(Projection):
                 confidence=a["confidence"],
                 valid_from=valid_from,
                 provenance=provenance_json(a),
-                recorded_at=iso(event.timestamp),
+                recorded_at=event.timestamp,
                 position=event.position,
             )
             previous["status"], previous["valid_to"] = "superseded", valid_from
-            rows[(event.item_id, event.version)] = new
+            batch.add(new)
+            self._by_key.setdefault(_key(new), []).append(new)
         elif event.name in ("Suppressed", "Unsuppressed"):
             for row in versions:
                 row["suppressed"] = event.name == "Suppressed"
@@ -119,7 +123,7 @@ class FactsProjection(Projection):
             latest["value"], latest["value_state"] = content_of(event, "value")
             latest["redacted_fields"] = fields
 
-    def _record(self, event: ProjectedEvent, rows: dict[tuple[Any, ...], Row]) -> None:
+    def _record(self, event: ProjectedEvent, batch: Batch) -> None:
         a = event.attrs
         value, state = content_of(event, "value")
         new: Row = {
@@ -141,21 +145,20 @@ class FactsProjection(Projection):
             "expires_at": iso(a["retention"].get("expires_at")),
             "redacted_fields": "",
             "provenance": provenance_json(a),
-            "recorded_at": iso(event.timestamp),
+            "recorded_at": event.timestamp,
             "position": event.position,
         }
-        key = tuple(new[c] for c in KEY_COLUMNS)
         rank, since = AUTHORITY[new["origin"]], new["valid_from"]
+        same_key = self._by_key.setdefault(_key(new), [])
         rivals = [
-            r
-            for r in rows.values()
-            if r["status"] in LIVE_STATUSES and tuple(r[c] for c in KEY_COLUMNS) == key
+            r for r in same_key if r["status"] in LIVE_STATUSES and r["item_id"] not in batch.purged
         ]
         later_peers = []
         for other in rivals:
             other_rank = AUTHORITY[other["origin"]]
             if rank > other_rank or (rank == other_rank and since > other["valid_from"]):
-                other["status"], other["valid_to"] = "superseded", since
+                # An earlier but more authoritative fact closes the other at its own start.
+                other["status"], other["valid_to"] = "superseded", max(since, other["valid_from"])
             elif rank == other_rank and since == other["valid_from"]:
                 other["status"] = new["status"] = "conflict"
             elif rank == other_rank:
@@ -164,4 +167,9 @@ class FactsProjection(Projection):
                 new["status"] = "conflict"
         if later_peers:  # history that was already overtaken by a later statement
             new["status"], new["valid_to"] = "superseded", min(later_peers)
-        rows[(event.item_id, event.version)] = new
+        batch.add(new)
+        same_key.append(new)
+
+
+def _key(row: Row) -> tuple[str, ...]:
+    return (row["namespace"], row["subject"], row["predicate"])

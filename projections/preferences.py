@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from sqlalchemy import Boolean, Column, Float, Index, Integer, Table, Text
 
-from projections.base import Projection, Row, iso, metadata, provenance_json
+from projections.base import Batch, Projection, iso, metadata, provenance_json
 from projections.events import ProjectedEvent
 from projections.transcripts import content_of
 
@@ -43,36 +43,38 @@ class PreferencesProjection(Projection):
     primary_key = ("item_id",)
     plaintext_columns = ("value",)
 
-    def handle(self, event: ProjectedEvent, rows: dict[tuple[Any, ...], Row]) -> None:
+    def handle(self, event: ProjectedEvent, batch: Batch) -> None:
         a = event.attrs
-        key = (event.item_id,)
         if event.name == "Recorded":
             value, state = content_of(event, "value")
-            rows[key] = {
-                "item_id": event.item_id,
-                "namespace": a["namespace"],
-                "subject": a["subject"],
-                "predicate": a["predicate"],
-                "value": value,
-                "value_state": state,
-                "scope": a["scope"],
-                "strength": a["strength"],
-                "origin": a["origin"],
-                "confidence": a["confidence"],
-                "category": a["category"],
-                "sensitivity": a["sensitivity"],
-                "suppressed": False,
-                "expires_at": iso(a["retention"].get("expires_at")),
-                "valid_from": iso(a["valid_from"]),
-                "redacted_fields": "",
-                "provenance": provenance_json(a),
-                "version": event.version,
-                "position": event.position,
-            }
+            batch.add(
+                {
+                    "item_id": event.item_id,
+                    "namespace": a["namespace"],
+                    "subject": a["subject"],
+                    "predicate": a["predicate"],
+                    "value": value,
+                    "value_state": state,
+                    "scope": a["scope"],
+                    "strength": a["strength"],
+                    "origin": a["origin"],
+                    "confidence": a["confidence"],
+                    "category": a["category"],
+                    "sensitivity": a["sensitivity"],
+                    "suppressed": False,
+                    "expires_at": iso(a["retention"].get("expires_at")),
+                    "valid_from": iso(a["valid_from"]),
+                    "redacted_fields": "",
+                    "provenance": provenance_json(a),
+                    "version": event.version,
+                    "position": event.position,
+                }
+            )
             return
-        row = rows.get(key)
-        if row is None:
+        found = batch.of_item(event.item_id)
+        if not found:
             return
+        row = found[0]
         row["version"] = event.version
         if event.name == "Superseded":
             row["value"], row["value_state"] = content_of(event, "value")

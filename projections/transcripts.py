@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from sqlalchemy import Boolean, Column, Index, Integer, Table, Text
 
-from projections.base import Projection, Row, iso, metadata, provenance_json
+from projections.base import Batch, Projection, iso, metadata, provenance_json
 from projections.events import ProjectedEvent
 
 transcripts = Table(
@@ -45,35 +45,37 @@ class TranscriptsProjection(Projection):
     primary_key = ("item_id",)
     plaintext_columns = ("content",)
 
-    def handle(self, event: ProjectedEvent, rows: dict[tuple[Any, ...], Row]) -> None:
+    def handle(self, event: ProjectedEvent, batch: Batch) -> None:
         a = event.attrs
-        key = (event.item_id,)
         if event.name == "Recorded":
             content, state = content_of(event, "content")
             prov = a["provenance"]
-            rows[key] = {
-                "item_id": event.item_id,
-                "namespace": a["namespace"],
-                "session_id": prov["session_id"],
-                "turn_id": prov["turn_id"],
-                "speaker": a["subject"],
-                "content": content,
-                "content_state": state,
-                "category": a["category"],
-                "sensitivity": a["sensitivity"],
-                "origin": a["origin"],
-                "suppressed": False,
-                "expires_at": iso(a["retention"].get("expires_at")),
-                "written_at": iso(prov["written_at"]),
-                "redacted_fields": "",
-                "provenance": provenance_json(a),
-                "version": event.version,
-                "position": event.position,
-            }
+            batch.add(
+                {
+                    "item_id": event.item_id,
+                    "namespace": a["namespace"],
+                    "session_id": prov["session_id"],
+                    "turn_id": prov["turn_id"],
+                    "speaker": a["subject"],
+                    "content": content,
+                    "content_state": state,
+                    "category": a["category"],
+                    "sensitivity": a["sensitivity"],
+                    "origin": a["origin"],
+                    "suppressed": False,
+                    "expires_at": iso(a["retention"].get("expires_at")),
+                    "written_at": iso(prov["written_at"]),
+                    "redacted_fields": "",
+                    "provenance": provenance_json(a),
+                    "version": event.version,
+                    "position": event.position,
+                }
+            )
             return
-        row = rows.get(key)
-        if row is None:
+        found = batch.of_item(event.item_id)
+        if not found:
             return
+        row = found[0]
         row["version"] = event.version
         if event.name in ("Suppressed", "Unsuppressed"):
             row["suppressed"] = event.name == "Suppressed"
