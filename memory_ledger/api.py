@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID, uuid4
 
+from pydantic import TypeAdapter, ValidationError
 from sqlalchemy import select
 
 from memory_ledger.config import Settings
@@ -154,14 +155,8 @@ class MemoryLedger:
         """A derived write must cite inputs exactly as they are now, and usable."""
         for ref in write.derived_from:
             item = self._owned(ref.item_id)
-            if item.erased or item.suppressed or item.version != ref.version:
-                state = (
-                    "erased"
-                    if item.erased
-                    else "suppressed"
-                    if item.suppressed
-                    else (f"at version {item.version}")
-                )
+            state = _unusable_state(item, ref.version)
+            if state is not None:
                 raise StaleDerivation(
                     f"derived write refused: input {ref.item_id} (read at version {ref.version}) "
                     f"is now {state}; nothing was stored"
@@ -366,6 +361,20 @@ class MemoryLedger:
         return item
 
 
+def _unusable_state(item: MemoryItem, read_version: int) -> str | None:
+    """Why an input can no longer feed a derivation, or None if it still can."""
+    if item.erased:
+        return "erased"
+    if item.suppressed:
+        return "suppressed"
+    expires = item.retention.get("expires_at")
+    if expires is not None and expires <= canonical_time(datetime.now(UTC)):
+        return "expired"
+    if item.version != read_version:
+        return f"at version {item.version}"
+    return None
+
+
 def _memory(kind: str, row: dict[str, Any]) -> Memory:
     return Memory(
         item_id=row["item_id"],
@@ -398,12 +407,14 @@ def _code(text: str) -> str:
     return text
 
 
-def _validate_identifier(name: str, value: str) -> None:
-    from pydantic import TypeAdapter, ValidationError
+_IDENTIFIER = TypeAdapter(Identifier)
 
+
+def _validate_identifier(name: str, value: str) -> None:
     try:
-        TypeAdapter(Identifier).validate_python(value)
+        _IDENTIFIER.validate_python(value)
     except ValidationError:
         raise InvalidWrite(
-            f"invalid {name} {value!r}: use an identifier (letters, digits, _.:-)"
+            # The value is not echoed: a rejected identifier may be free text.
+            f"invalid {name}: use an identifier (letters, digits, _.:-, at most 128)"
         ) from None

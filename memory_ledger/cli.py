@@ -21,7 +21,7 @@ from rich.text import Text
 
 from memory_ledger.api import MemoryLedger, MemoryService
 from memory_ledger.config import DATA_DIR_ENV, URL_ENV
-from memory_ledger.crypto import MASTER_KEY_ENV
+from memory_ledger.crypto import DEV_KEY_FILE, MASTER_KEY_ENV
 from memory_ledger.errors import InvalidWrite, MemoryLedgerError
 from memory_ledger.principal import Principal
 from memory_ledger.views import Memory
@@ -74,8 +74,8 @@ def _service(data_dir: Path | None, url: str | None, as_json: bool) -> Iterator[
     if service.dev_key_created:
         err.print(
             f"[yellow]warning:[/] no {MASTER_KEY_ENV} set; generated a development master key "
-            f"at {service.settings.data_dir / 'dev-master.key'}. A key stored beside the data "
-            "does not protect it at rest: set the variable in production.",
+            f"at {escape(str(service.settings.data_dir / DEV_KEY_FILE))}. A key stored beside "
+            "the data does not protect it at rest: set the variable in production.",
             highlight=False,
         )
     try:
@@ -394,7 +394,8 @@ def status(data_dir: DataDir = None, url: Url = None, as_json: Json = False) -> 
 
         def human() -> None:
             out.print(
-                f"backend [bold]{info['backend']}[/] at {info['location']}; {info['events']} events"
+                f"backend [bold]{info['backend']}[/] at {escape(info['location'])}; "
+                f"{info['events']} events"
             )
             table = Table("projection", "position", "behind")
             for p in info["projections"]:
@@ -436,6 +437,7 @@ def run(
     from jobs.projection_catchup import run_catchup_job
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)  # not two lines per tick
     with _service(data_dir, url, False) as service:
         run_catchup_job(service, interval=interval, duration=duration)
 

@@ -158,7 +158,12 @@ class Settings:
         with self._pg_connect() as conn:
             conn.execute("SELECT pg_advisory_lock(%s)", (SCHEMA_LOCK_ID,))
             try:
-                conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.postgres.schema}"')
+                schema = self.postgres.schema
+                # Only when missing: CREATE needs a privilege a least-privilege role lacks.
+                if not conn.execute(
+                    "SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)
+                ).fetchone():
+                    conn.execute(f'CREATE SCHEMA "{schema}"')
                 yield
             finally:
                 conn.execute("SELECT pg_advisory_unlock(%s)", (SCHEMA_LOCK_ID,))

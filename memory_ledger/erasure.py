@@ -46,7 +46,10 @@ def erase_items(
     if service.settings.postgres is not None:
         scope = "not run: PostgreSQL files live on the server; VACUUM ran on the affected tables"
     elif not needles:
-        scope = "not run: no content left to search for (already erased, or under 4 bytes)"
+        scope = (
+            "not run: no readable content to search for "
+            "(already erased, unreadable, or under 4 bytes)"
+        )
     else:
         paths = files_under(service.settings.data_dir)
         residue_files = sorted({f.path for f in scan(paths, needles)})

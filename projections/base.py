@@ -93,16 +93,14 @@ class Projection(ABC):
             ids = sorted(purged)
             for start in range(0, len(ids), 500):
                 conn.execute(delete(table).where(table.c.item_id.in_(ids[start : start + 500])))
-        changed = [k for k, r in rows.items() if k in original and original[k] != r]
-        stale = [k for k in original if k not in rows and original[k]["item_id"] not in purged]
-        replace = changed + stale
-        if replace:
+        changed = {k for k, r in rows.items() if k in original and original[k] != r}
+        if changed:
             cols = [table.c[c] for c in self.primary_key]
             names = [f"b_{c}" for c in self.primary_key]
             condition = and_(*(col == bindparam(n) for col, n in zip(cols, names, strict=True)))
             conn.execute(
                 delete(table).where(condition),
-                [dict(zip(names, k, strict=True)) for k in replace],
+                [dict(zip(names, k, strict=True)) for k in changed],
             )
         inserts = [r for k, r in rows.items() if k not in original or k in changed]
         if inserts:

@@ -240,7 +240,7 @@ def test_text_that_looks_like_markup_is_shown_verbatim(where: list[str]) -> None
     code, output = cli("recall", *NS, *where)
     assert code == 0 and "[bold]not" in output
     code, output = cli("recall", *NS, *where, "--subject", "[/x]")
-    assert code == 2 and "invalid subject" in output
+    assert code == 2 and "invalid subject" in output and "[/x]" not in output
 
 
 def test_another_namespaces_id_looks_like_a_missing_one(where: list[str]) -> None:

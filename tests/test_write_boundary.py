@@ -157,3 +157,30 @@ def test_request_id_is_an_identifier(alice: MemoryLedger) -> None:
     with pytest.raises(InvalidWrite, match="request_id"):
         alice.forget(stored.item_id, request_id="user said: forget 18 Haisong Road")
     assert alice.recall()
+
+
+def test_expired_inputs_cannot_feed_a_derivation(alice: MemoryLedger) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from memory_ledger.errors import StaleDerivation
+
+    written = datetime.now(UTC) - timedelta(days=2)
+    source = fact("mood", "tired", at=written)
+    source["retention"] = {
+        "basis": "session",
+        "expires_at": (written + timedelta(days=1)).isoformat(),
+    }
+    stored = alice.remember(source)
+    with pytest.raises(StaleDerivation, match="expired"):
+        alice.remember(
+            {
+                **fact("energy", "low", origin="inferred"),
+                "derived_from": [{"item_id": stored.item_id, "version": 1}],
+            }
+        )
+
+
+def test_rejected_identifiers_are_not_echoed(alice: MemoryLedger) -> None:
+    with pytest.raises(InvalidWrite) as refused:
+        alice.recall(subject="my address is 18 Haisong Road")
+    assert "Haisong" not in str(refused.value)
