@@ -22,12 +22,15 @@ from sqlalchemy import select
 from memory_ledger.config import Settings
 from memory_ledger.crypto import DEV_KEY_FILE, MasterKey, load_master_key
 from memory_ledger.domain import MemoryItem
-from memory_ledger.erasure import erase_items
 from memory_ledger.errors import InvalidTransition, InvalidWrite, NotFound, StaleDerivation
 from memory_ledger.event_log import ERASED, EventLog
+from memory_ledger.forget_requests import ForgetRequests, RequestReport
+from memory_ledger.forget_scope import ForgetScope
 from memory_ledger.keystore import KeyDestruction, NewKey
+from memory_ledger.ledger import LifecycleLedger
 from memory_ledger.principal import Principal
-from memory_ledger.views import ErasureReport, ItemState, Memory, Remembered
+from memory_ledger.stores import default_registry, extra_store_factories
+from memory_ledger.views import ItemState, Memory, Remembered
 from memory_ledger.write_policy import (
     Identifier,
     MemoryUpdate,
@@ -62,6 +65,7 @@ class MemoryService:
                 try:
                     self.engine = make_engine(settings)
                     self.runner = ProjectionRunner(self.log, self.engine)
+                    self.ledger = LifecycleLedger(settings)
                 except Exception:
                     self.log.close()
                     raise
@@ -69,6 +73,12 @@ class MemoryService:
             if self.dev_key_created:  # a failed open leaves no key behind
                 (settings.data_dir / DEV_KEY_FILE).unlink(missing_ok=True)
             raise
+        self.stores = default_registry(self)
+        for factory in extra_store_factories():
+            self.stores.register(factory(self))
+        self.requests = ForgetRequests(self, self.ledger)
+        # A request interrupted by a crash is finished before anything else happens.
+        self.requests.resume_unfinished()
 
     @classmethod
     def open(cls, data_dir: str | Path | None = None, url: str | None = None) -> MemoryService:
@@ -94,6 +104,7 @@ class MemoryService:
         return self.log.compact() + self.runner.compact()
 
     def close(self) -> None:
+        self.ledger.close()
         self.engine.dispose()
         self.log.close()
 
@@ -242,14 +253,23 @@ class MemoryLedger:
         self.service.compact()
         return item.version
 
-    def forget(self, *item_ids: str | UUID, request_id: str | None = None) -> ErasureReport:
-        """Erase items of this namespace; see `memory_ledger.erasure` for the steps."""
+    def forget(self, *item_ids: str | UUID) -> RequestReport:
+        """Erase items of this namespace by id: a forget request of kind `item`."""
         if not item_ids:
             raise InvalidWrite("forget needs at least one item id")
-        if request_id is not None:
-            _validate_identifier("request_id", request_id)  # it is stored in clear
-        items = [self._owned(i) for i in dict.fromkeys(str(i) for i in item_ids)]
-        return erase_items(self.service, items, request_id)
+        ids = [self._owned(i).id for i in dict.fromkeys(str(i) for i in item_ids)]
+        return self.forget_scope({"kind": "item", "item_ids": ids})
+
+    def forget_scope(
+        self, scope: ForgetScope | dict[str, Any], *, dry_run: bool = False
+    ) -> RequestReport:
+        """Resolve a scope to explicit items, then erase them from every store.
+
+        `dry_run` resolves and records the request without destroying anything.
+        """
+        return self.service.requests.submit(
+            self.namespace, scope, dry_run=dry_run, requested_by=self.principal.user
+        )
 
     # -- reads -------------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ import logging
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -23,6 +24,7 @@ from memory_ledger.api import MemoryLedger, MemoryService
 from memory_ledger.config import DATA_DIR_ENV, URL_ENV
 from memory_ledger.crypto import DEV_KEY_FILE, MASTER_KEY_ENV
 from memory_ledger.errors import InvalidWrite, MemoryLedgerError
+from memory_ledger.forget_requests import RequestReport
 from memory_ledger.principal import Principal
 from memory_ledger.views import Memory
 
@@ -339,51 +341,194 @@ def redact(
         )
 
 
+EXIT_FOR_STATUS = {
+    "completed": 0,
+    "dry_run": 0,
+    "nothing_matched": 0,
+    "partial": 7,
+    "pending": 7,
+    "needs_clarification": 8,
+}
+
+
 @app.command()
 def forget(
     namespace: Namespace,
     memory: Annotated[
-        list[str], typer.Option("--memory", help="Id of an item to erase (repeatable).")
-    ],
+        list[str] | None, typer.Option("--memory", help="Id of an item to erase (repeatable).")
+    ] = None,
+    subject: Annotated[str | None, typer.Option(help="With --predicate: all versions.")] = None,
+    predicate: Annotated[str | None, typer.Option()] = None,
+    which: Annotated[str, typer.Option(help="all | current | previous (predicate)")] = "all",
+    turn_id: Annotated[str | None, typer.Option(help="Everything from this turn.")] = None,
+    session_id: Annotated[str | None, typer.Option(help="Everything from this session.")] = None,
+    tool_call_id: Annotated[str | None, typer.Option()] = None,
+    category: Annotated[str | None, typer.Option()] = None,
+    sensitivity: Annotated[str | None, typer.Option()] = None,
+    since: Annotated[str | None, typer.Option(help="ISO time with zone (inclusive).")] = None,
+    until: Annotated[str | None, typer.Option(help="ISO time with zone (exclusive).")] = None,
+    everything: Annotated[
+        bool, typer.Option("--everything", help="The whole namespace (the user).")
+    ] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Resolve only; erase nothing.")
+    ] = False,
+    resume: Annotated[str | None, typer.Option(help="Retry an unfinished request.")] = None,
     data_dir: DataDir = None,
     url: Url = None,
     as_json: Json = False,
 ) -> None:
-    """Erase items: tombstone, key destruction, projection purge, verification."""
+    """Erase by scope: resolve, fan out to every store, verify, record receipts."""
+    given = {
+        "item": bool(memory),
+        "predicate": bool(subject or predicate),
+        "source": bool(turn_id or session_id or tool_call_id),
+        "category": bool(category),
+        "sensitivity": bool(sensitivity),
+        "time_range": bool(since or until),
+        "namespace": everything,
+    }
+    kinds = [k for k, on in given.items() if on]
+    if resume is None and len(kinds) != 1:
+        _fail(
+            InvalidWrite(
+                "name exactly one scope: --memory, --subject/--predicate, "
+                "--turn-id/--session-id/--tool-call-id, --category, --sensitivity, "
+                "--since/--until or --everything"
+            ),
+            as_json,
+        )
     with _ledger(namespace, data_dir, url, as_json) as ledger:
-        report = ledger.forget(*memory)
+        if resume is not None:
+            report = ledger.service.requests.resume(resume)
+        else:
+            scope = {
+                "kind": kinds[0],
+                "item_ids": memory or [],
+                "subject": subject,
+                "predicate": predicate,
+                "turn_id": turn_id,
+                "session_id": session_id,
+                "tool_call_id": tool_call_id,
+                "category": category,
+                "sensitivity": sensitivity,
+                "since": since,
+                "until": until,
+            }
+            if kinds[0] == "predicate":
+                scope["which"] = which
+            scope = {k: v for k, v in scope.items() if v not in (None, [])}
+            report = ledger.forget_scope(scope, dry_run=dry_run)
+        _emit(as_json, report.to_dict(), lambda: _print_request(report))
+        raise typer.Exit(EXIT_FOR_STATUS.get(report.status, 1))
+
+
+def _print_request(report: RequestReport) -> None:
+    out.print(f"request [bold]{report.request_id}[/]: {escape(report.status)}")
+    if report.targets or report.cascaded:
+        table = Table("item", "why")
+        for item in report.targets:
+            table.add_row(item, "in scope")
+        for item in report.cascaded:
+            table.add_row(item, "derived from or carrying a target")
+        out.print(table)
+    if report.candidates:
+        table = Table("candidate item", "valid from", "valid to")
+        for c in report.candidates:
+            table.add_row(c.item_id, c.valid_from, c.valid_to or "")
+        out.print(table)
+    if report.receipts:
+        table = Table("store", "action", "status", "evidence")
+        for r in report.receipts:
+            status = "ok" if r.status == "ok" else f"[red]{escape(r.status)}[/]"
+            evidence = ", ".join(f"{k}={v}" for k, v in r.evidence.items())
+            table.add_row(r.store, r.action, status, Text(evidence))
+        out.print(table)
+    if report.residue_scan:
+        out.print(Text(f"byte scan: {report.residue_scan}"))
+    out.print(Text(report.message))
+
+
+@app.command()
+def requests(data_dir: DataDir = None, url: Url = None, as_json: Json = False) -> None:
+    """Every forget request in the lifecycle ledger, with its latest status."""
+    with _service(data_dir, url, as_json) as service:
+        rows = [service.requests.report(r) for r in service.ledger.request_ids()]
+        data = [
+            {
+                "request_id": r.request_id,
+                "namespace": r.namespace,
+                "status": r.status,
+                "scope": r.scope,
+                "targets": len(r.targets) + len(r.cascaded),
+            }
+            for r in rows
+        ]
 
         def human() -> None:
-            table = Table(title="erasure of " + ", ".join(i.item_id for i in report.items))
-            table.add_column("store")
-            table.add_column("absent")
-            table.add_column("evidence")
-            for check in report.checks:
+            table = Table("request", "namespace", "scope", "targets", "status")
+            for d in data:
                 table.add_row(
-                    check.store, "yes" if check.absent else "[red]NO[/]", Text(check.evidence)
+                    d["request_id"],
+                    d["namespace"],
+                    d["scope"].get("kind", ""),
+                    str(d["targets"]),
+                    d["status"],
                 )
-            if report.residue_files:
-                files_ok = "[red]NO[/]"
-            else:
-                files_ok = "yes" if report.residue_checked else "not checked"
-            residue = ", ".join(report.residue_files) or "none"
-            table.add_row(
-                "files (byte scan)",
-                files_ok,
-                Text(
-                    f"{report.residue_scan}; {report.residue_scanned_files} files; "
-                    f"residue in: {residue}"
-                ),
-            )
-            for line in report.compaction:
-                table.add_row("compaction", "", Text(line))
             out.print(table)
-            verdict = "[green]verified[/]" if report.verified else "[red]NOT verified[/]"
-            out.print(f"erasure {verdict}")
 
-        _emit(as_json, report.to_dict(), human)
-        if not report.verified:
+        _emit(as_json, data, human)
+
+
+@app.command()
+def receipts(
+    request_id: str, data_dir: DataDir = None, url: Url = None, as_json: Json = False
+) -> None:
+    """The recorded receipts of one request, store by store."""
+    with _service(data_dir, url, as_json) as service:
+        report = service.requests.report(request_id)
+        _emit(as_json, report.to_dict(), lambda: _print_request(report))
+
+
+@app.command()
+def verify(
+    request_id: str, data_dir: DataDir = None, url: Url = None, as_json: Json = False
+) -> None:
+    """Ask every store again for evidence that a request's targets are gone."""
+    with _service(data_dir, url, as_json) as service:
+        report = service.requests.verify(request_id)
+        _emit(as_json, report.to_dict(), lambda: _print_request(report))
+        if report.failed_stores:
             raise typer.Exit(7)
+
+
+@app.command()
+def stores(data_dir: DataDir = None, url: Url = None, as_json: Json = False) -> None:
+    """The data map: every registered store and what it holds."""
+    with _service(data_dir, url, as_json) as service:
+        data = [{"store": s.name, "holds": s.holds} for s in service.stores]
+
+        def human() -> None:
+            table = Table("store", "holds")
+            for d in data:
+                table.add_row(d["store"], Text(d["holds"]))
+            out.print(table)
+
+        _emit(as_json, data, human)
+
+
+audit = typer.Typer(help="Check the lifecycle ledger.", no_args_is_help=True)
+app.add_typer(audit, name="audit")
+
+
+@audit.command("verify")
+def audit_verify(data_dir: DataDir = None, url: Url = None, as_json: Json = False) -> None:
+    """Recompute the ledger's hash chain; any tampering makes this fail."""
+    with _service(data_dir, url, as_json) as service:
+        result = service.ledger.verify()
+        _emit(as_json, asdict(result), lambda: out.print(Text(str(result))))
+        if not result.ok:
+            raise typer.Exit(9)
 
 
 @app.command()

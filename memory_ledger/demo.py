@@ -146,30 +146,39 @@ def run_demo(data_dir: Path | None = None) -> int:
 
         console.rule('2. "Please delete my old address."')
         console.print(
-            "The request is resolved to the address fact and the transcript turn it "
-            "came from (provenance turn t1). Seat preference and trip are out of scope."
+            "The request names a scope (subject user, predicate home_address). It resolves "
+            "to the address fact, plus the transcript turn it was taken from (turn t1), "
+            "which carries the same words. Seat preference and trip are out of scope."
         )
-        report = mem.forget(address.item_id, turns[0].item_id)
-        table = Table(title="what was deleted")
+        report = mem.forget_scope(
+            {"kind": "predicate", "subject": "user", "predicate": "home_address"}
+        )
+        table = Table(title=f"what was deleted (request {report.request_id})")
         table.add_column("item")
-        table.add_column("kind")
-        table.add_column("key generations destroyed")
-        for erased in report.items:
-            table.add_row(erased.item_id, erased.kind, str(erased.key_generations_destroyed))
+        table.add_column("why")
+        for item in report.targets:
+            table.add_row(item, "in scope: home_address")
+        for item in report.cascaded:
+            table.add_row(item, "transcript turn carrying it")
         console.print(table)
-        table = Table(title="verification, per store")
-        for column in ("store", "target absent", "evidence"):
+        table = Table(title="receipts, one per store")
+        for column in ("store", "action", "status", "evidence"):
             table.add_column(column)
-        for check in report.checks:
-            table.add_row(check.store, "yes" if check.absent else "[red]NO[/]", check.evidence)
-        table.add_row(
-            "files",
-            "yes" if not report.residue_files else "[red]NO[/]",
-            f"{report.residue_scanned_files} files byte-scanned, residue in "
-            f"{len(report.residue_files)}",
-        )
+        for r in report.receipts:
+            evidence = ", ".join(f"{k}={v}" for k, v in r.evidence.items())
+            table.add_row(r.store, r.action, r.status, evidence)
         console.print(table)
-        checks.append(("erasure verified in every store and every file", report.verified))
+        console.print(f"The assistant may answer: [italic]{report.message}[/]")
+        checks.append(("request completed, with a receipt from every store", report.completed))
+        checks.append(
+            ("the confirmation does not repeat the address", "Haisong" not in report.message)
+        )
+        checks.append(
+            (
+                "the address's transcript turn was found and erased",
+                turns[0].item_id in report.cascaded,
+            )
+        )
         state = mem.get(address.item_id)
         console.print(
             f"Reading the erased item from the log now gives: [bold]{state.text or 'ERASED'}[/] "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 
@@ -59,46 +59,3 @@ class ItemState:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-@dataclass(frozen=True)
-class StoreCheck:
-    store: str
-    absent: bool
-    evidence: str
-
-
-@dataclass(frozen=True)
-class ErasedItem:
-    item_id: str
-    kind: str
-    already_erased: bool
-    key_generations_destroyed: int
-
-
-@dataclass(frozen=True)
-class ErasureReport:
-    """What an erasure did, and what was checked afterwards.
-
-    Holds ids, counts and file names only: never the erased content.
-    """
-
-    items: list[ErasedItem]
-    tombstone_position: int
-    checks: list[StoreCheck] = field(default_factory=list)
-    compaction: list[str] = field(default_factory=list)
-    residue_checked: bool = False
-    residue_scan: str = ""
-    residue_files: list[str] = field(default_factory=list)
-    residue_scanned_files: int = 0
-
-    @property
-    def verified(self) -> bool:
-        """Every store check passed and no residue was found. When the byte scan could
-        not run (`residue_checked` is false), `residue_scan` says why."""
-        return all(c.absent for c in self.checks) and not self.residue_files
-
-    def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["verified"] = self.verified
-        return out

@@ -55,11 +55,11 @@ def _aware(value: datetime) -> datetime:
 AwareDatetime = Annotated[datetime, AfterValidator(_aware)]
 
 
-class _Strict(BaseModel):
+class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class Provenance(_Strict):
+class Provenance(StrictModel):
     """Where a memory came from, so a later request can find everything it produced."""
 
     writer: Identifier
@@ -89,7 +89,7 @@ class Provenance(_Strict):
         }
 
 
-class Retention(_Strict):
+class Retention(StrictModel):
     basis: RetentionBasis = "indefinite"
     expires_at: AwareDatetime | None = None
 
@@ -98,7 +98,7 @@ class Retention(_Strict):
         return {"basis": self.basis, "expires_at": expires}
 
 
-class Redaction(_Strict):
+class Redaction(StrictModel):
     state: RedactionState = "none"
     fields: tuple[Identifier, ...] = ()
 
@@ -106,7 +106,7 @@ class Redaction(_Strict):
         return {"state": self.state, "fields": list(self.fields)}
 
 
-class DerivedRef(_Strict):
+class DerivedRef(StrictModel):
     """An input of a derived item, pinned to the version that was read."""
 
     item_id: UUID
@@ -116,7 +116,7 @@ class DerivedRef(_Strict):
         return {"item_id": str(self.item_id), "version": self.version}
 
 
-class MemoryWrite(_Strict):
+class MemoryWrite(StrictModel):
     """One memory as an agent or service proposes it."""
 
     kind: Kind
@@ -176,7 +176,7 @@ class MemoryWrite(_Strict):
         return 1.0 if self.origin == "explicit" else 0.3
 
 
-class MemoryUpdate(_Strict):
+class MemoryUpdate(StrictModel):
     """A new version of an existing item's value: the old version stays as history."""
 
     value: str

@@ -43,6 +43,8 @@ class Projection(ABC):
     primary_key: ClassVar[tuple[str, ...]]
     #: Columns that hold decrypted personal content: what erasure must make disappear.
     plaintext_columns: ClassVar[tuple[str, ...]]
+    #: What the store holds, for the data map (`memory-ledger stores`).
+    holds: ClassVar[str]
 
     def apply(self, conn: Connection, events: Sequence[ProjectedEvent]) -> None:
         relevant = [e for e in events if self.wants(e)]
@@ -90,9 +92,7 @@ class Projection(ABC):
         table = self.table
         rows, original, purged = batch.rows, batch.original, batch.purged
         if purged:
-            ids = sorted(purged)
-            for start in range(0, len(ids), 500):
-                conn.execute(delete(table).where(table.c.item_id.in_(ids[start : start + 500])))
+            self.purge(conn, sorted(purged))
         changed = {k for k, r in rows.items() if k in original and original[k] != r}
         if changed:
             cols = [table.c[c] for c in self.primary_key]
@@ -114,6 +114,12 @@ class Projection(ABC):
             )
             conn.exec_driver_sql(sql, [tuple(r[n] for n in names) for r in inserts])
 
+    def purge(self, conn: Connection, item_ids: Sequence[str]) -> None:
+        ids = list(item_ids)
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            conn.execute(delete(self.table).where(self.table.c.item_id.in_(chunk)))
+
     def count_rows(self, conn: Connection, item_ids: Sequence[str]) -> int:
         query = (
             select(func.count())
@@ -123,6 +129,8 @@ class Projection(ABC):
         return int(conn.execute(query).scalar_one())
 
     def plaintext_of(self, conn: Connection, item_ids: Sequence[str]) -> list[str]:
+        if not self.plaintext_columns:
+            return []
         columns = [self.table.c[c] for c in self.plaintext_columns]
         query = select(*columns).where(self.table.c.item_id.in_(list(item_ids)))
         return [v for row in conn.execute(query) for v in row if v is not None]

@@ -63,6 +63,7 @@ class FactsProjection(Projection):
     table = facts
     primary_key = ("item_id", "version")
     plaintext_columns = ("value",)
+    holds = "decrypted fact values, every version, with validity"
 
     def load(self, conn: Connection, events: Sequence[ProjectedEvent]) -> list[Row]:
         rows = super().load(conn, events)

@@ -42,6 +42,7 @@ class PreferencesProjection(Projection):
     table = preferences
     primary_key = ("item_id",)
     plaintext_columns = ("value",)
+    holds = "decrypted preference values with scope and strength"
 
     def handle(self, event: ProjectedEvent, batch: Batch) -> None:
         a = event.attrs

@@ -31,6 +31,7 @@ from memory_ledger.errors import BackendUnavailable
 from memory_ledger.event_log import EventLog
 from memory_ledger.residue import checkpoint_evidence
 from projections.base import Projection, metadata
+from projections.catalog import CatalogProjection
 from projections.events import decode_batch
 from projections.facts import FactsProjection
 from projections.preferences import PreferencesProjection
@@ -44,10 +45,16 @@ tracking = Table(
 )
 
 DEFAULT_BATCH = 1000
+LOCK_ROW = "__runner_lock__"
 
 
 def all_projections() -> list[Projection]:
-    return [TranscriptsProjection(), FactsProjection(), PreferencesProjection()]
+    return [
+        TranscriptsProjection(),
+        FactsProjection(),
+        PreferencesProjection(),
+        CatalogProjection(),
+    ]
 
 
 def make_engine(settings: Settings) -> Engine:
@@ -101,9 +108,8 @@ class ProjectionRunner:
     def _ensure_tracking_rows(self) -> None:
         with self.engine.begin() as conn:
             present = set(conn.execute(select(tracking.c.name)).scalars())
-            missing = [
-                {"name": p.name, "position": 0} for p in self.projections if p.name not in present
-            ]
+            wanted = [LOCK_ROW, *(p.name for p in self.projections)]
+            missing = [{"name": n, "position": 0} for n in wanted if n not in present]
             if missing:
                 try:
                     conn.execute(tracking.insert(), missing)
@@ -120,12 +126,14 @@ class ProjectionRunner:
     def _lock(self, conn: Connection) -> dict[str, int]:
         """Serialise runners across processes, then read positions under the lock.
 
-        The no-op UPDATE takes SQLite's write lock or PostgreSQL's row locks before we
-        read, so two runners can never apply the same batch twice.
+        A no-op UPDATE of one sentinel row takes SQLite's write lock or a PostgreSQL row
+        lock before we read; one row, so two runners can never deadlock on lock order,
+        and never apply the same batch twice.
         """
-        names = [p.name for p in self.projections]
         conn.execute(
-            tracking.update().where(tracking.c.name.in_(names)).values(position=tracking.c.position)
+            tracking.update()
+            .where(tracking.c.name == LOCK_ROW)
+            .values(position=tracking.c.position)
         )
         return self.positions(conn)
 

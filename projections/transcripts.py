@@ -44,6 +44,7 @@ class TranscriptsProjection(Projection):
     table = transcripts
     primary_key = ("item_id",)
     plaintext_columns = ("content",)
+    holds = "decrypted transcript turns by session"
 
     def handle(self, event: ProjectedEvent, batch: Batch) -> None:
         a = event.attrs

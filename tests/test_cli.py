@@ -87,7 +87,7 @@ def test_suppress_unsuppress_and_forget(where: list[str]) -> None:
     code, output = cli("forget", *NS, *where, "--memory", item, "--json")
     assert code == 0, output
     report = json.loads(output)
-    assert report["verified"] is True
+    assert report["status"] == "completed"
     assert "window seat please" not in output
     code, output = cli("show", *NS, *where, item, "--json")
     assert json.loads(output)["erased"] is True and json.loads(output)["text"] is None

@@ -1,0 +1,328 @@
+"""Forget requests: resolve, fan out to every store, collect receipts, verify, record.
+
+Every step is written to the lifecycle ledger as it happens (ids, codes and counts
+only), so a request interrupted by a crash is found `pending` at the next start and
+finished from its recorded targets; a store that fails leaves the request `partial`,
+listing that store, and a retry repeats the (idempotent) fan-out. Only `completed` is
+ever reported as done.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+from memory_ledger.domain import MemoryItem
+from memory_ledger.errors import CorruptKeyEntry, NotFound
+from memory_ledger.event_log import ERASED
+from memory_ledger.forget_scope import Candidate, ForgetScope, Resolution, parse_scope, resolve
+from memory_ledger.residue import files_under, needles_for, scan
+from memory_ledger.stores import Receipt
+
+if TYPE_CHECKING:
+    from memory_ledger.api import MemoryService
+    from memory_ledger.ledger import LifecycleLedger
+
+log = logging.getLogger("memory_ledger.forget")
+UNFINISHED = ("pending", "partial")
+
+
+@dataclass
+class RequestReport:
+    """The answer to a forget request. It names items by id and never repeats content."""
+
+    request_id: str
+    namespace: str
+    status: str
+    scope: dict[str, Any]
+    targets: list[str] = field(default_factory=list)
+    cascaded: list[str] = field(default_factory=list)
+    candidates: list[Candidate] = field(default_factory=list)
+    receipts: list[Receipt] = field(default_factory=list)
+    failed_stores: list[str] = field(default_factory=list)
+    residue_checked: bool = False
+    residue_scan: str = ""
+    residue_files: list[str] = field(default_factory=list)
+
+    @property
+    def completed(self) -> bool:
+        return self.status == "completed"
+
+    @property
+    def message(self) -> str:
+        """What an agent may tell the user: counts and state, never what was erased."""
+        count = len(self.targets) + len(self.cascaded)
+        return {
+            "completed": f"Done: {count} item(s) erased from every store and verified.",
+            "partial": f"Not finished: {len(self.failed_stores)} store(s) still to confirm; "
+            "the request will be retried.",
+            "pending": "In progress.",
+            "needs_clarification": f"That could mean {len(self.candidates)} different "
+            "items; please say which.",
+            "nothing_matched": "Nothing stored matches that request; nothing was erased.",
+            "dry_run": f"{count} item(s) would be erased; nothing was changed.",
+        }.get(self.status, self.status)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["message"] = self.message
+        return out
+
+
+class ForgetRequests:
+    def __init__(self, service: MemoryService, ledger: LifecycleLedger) -> None:
+        self.service = service
+        self.ledger = ledger
+
+    def submit(
+        self,
+        namespace: str,
+        scope: ForgetScope | dict[str, Any],
+        *,
+        dry_run: bool = False,
+        requested_by: str = "api",
+    ) -> RequestReport:
+        parsed = parse_scope(scope)
+        if parsed.kind == "item":
+            self._check_owned(namespace, parsed)
+        try:
+            self.service.runner.catch_up()
+        except CorruptKeyEntry:
+            # Named items can still be erased (that is how a corrupted entry is cleared);
+            # a scope cannot be resolved from projections that are behind.
+            if parsed.kind != "item":
+                raise
+        with self.service.engine.connect() as conn:
+            resolution = resolve(conn, namespace, parsed)
+        if parsed.kind == "item":  # already-erased items stay in scope: a retry is harmless
+            resolution = _with_erased_items(resolution, parsed)
+        request_id = f"req-{uuid.uuid4().hex[:16]}"
+        params = parsed.ledger_parameters()
+        self.ledger.append(
+            request_id,
+            "request",
+            {
+                "namespace": namespace,
+                "scope": params,
+                "dry_run": dry_run,
+                "requested_by": requested_by,
+            },
+        )
+        report = RequestReport(
+            request_id,
+            namespace,
+            resolution.status,
+            params,
+            resolution.targets,
+            resolution.cascaded,
+            resolution.candidates,
+        )
+        if resolution.status == "needs_clarification":
+            self.ledger.append(
+                request_id,
+                "needs_clarification",
+                {"candidates": [c.item_id for c in resolution.candidates]},
+            )
+        if resolution.status != "resolved":
+            self.ledger.append(request_id, "status", {"status": resolution.status})
+            return report
+        self.ledger.append(
+            request_id,
+            "resolved",
+            {
+                "targets": resolution.targets,
+                "cascaded": resolution.cascaded,
+            },
+        )
+        if dry_run:
+            report.status = "dry_run"
+            self.ledger.append(request_id, "status", {"status": "dry_run"})
+            return report
+        self.ledger.append(request_id, "status", {"status": "pending"})
+        return self._execute(report)
+
+    def resume(self, request_id: str) -> RequestReport:
+        report = self.report(request_id)
+        if report.status not in UNFINISHED:
+            return report
+        return self._execute(report)
+
+    def resume_unfinished(self) -> list[RequestReport]:
+        return [
+            self.resume(r)
+            for r in self.ledger.request_ids()
+            if self.ledger.latest_status(r) in UNFINISHED
+        ]
+
+    def report(self, request_id: str) -> RequestReport:
+        """Rebuild a request's report from the ledger alone."""
+        entries = self.ledger.entries(request_id)
+        if not entries:
+            raise NotFound(f"no forget request {request_id}")
+        report = RequestReport(request_id, "", "pending", {})
+        for entry in entries:
+            p = entry.payload
+            if entry.entry_type == "request":
+                report.namespace, report.scope = p["namespace"], p["scope"]
+            elif entry.entry_type == "resolved":
+                report.targets, report.cascaded = list(p["targets"]), list(p["cascaded"])
+            elif entry.entry_type == "needs_clarification":
+                report.candidates = [Candidate(i, "", None) for i in p["candidates"]]
+            elif entry.entry_type == "receipt":
+                report.receipts.append(
+                    Receipt(
+                        p["store"],
+                        p["action"],
+                        p["targets"],
+                        p["status"],
+                        dict(p["evidence"]),
+                        entry.recorded_at,
+                    )
+                )
+            elif entry.entry_type == "status":
+                report.status = p["status"]
+                report.failed_stores = list(p.get("failed_stores", []))
+        return report
+
+    def verify(self, request_id: str) -> RequestReport:
+        """Ask every store again for evidence that the request's targets are absent."""
+        report = self.report(request_id)
+        targets = report.targets + report.cascaded
+        report.receipts = (
+            [
+                Receipt(
+                    e.store,
+                    "verified",
+                    len(targets),
+                    "ok" if e.absent else "failed",
+                    dict(e.detail),
+                )
+                for e in (store.verify_absent(targets) for store in self.service.stores)
+            ]
+            if targets
+            else []
+        )
+        report.failed_stores = [r.store for r in report.receipts if r.status != "ok"]
+        report.residue_scan = (
+            "not run: the erased content is destroyed and cannot be searched for again; "
+            "the scan at erasure time is in the request's receipts"
+        )
+        return report
+
+    # -- the fan-out -------------------------------------------------------------------
+
+    def _execute(self, report: RequestReport) -> RequestReport:
+        targets = report.targets + [c for c in report.cascaded if c not in report.targets]
+        items = [self.service.log.get(UUID(t)) for t in targets]
+        needles = needles_for(plaintext_copies(self.service, items))  # memory only
+        receipts: list[Receipt] = []
+        for store in self.service.stores:
+            receipts.append(_erase_at(store, targets))
+        compaction = self.service.compact()
+        report.residue_checked, report.residue_scan, report.residue_files = self._scan(needles)
+        receipts.append(
+            Receipt(
+                "files",
+                "residue_scan",
+                len(targets),
+                "failed" if report.residue_files else "ok",
+                {
+                    "checked": report.residue_checked,
+                    "files_with_residue": len(report.residue_files),
+                    "compaction_steps": len(compaction),
+                },
+            )
+        )
+        for receipt in receipts:
+            self.ledger.append(report.request_id, "receipt", _receipt_payload(receipt))
+        report.receipts = receipts
+        report.failed_stores = [r.store for r in receipts if r.status != "ok"]
+        report.status = "partial" if report.failed_stores else "completed"
+        self.ledger.append(
+            report.request_id,
+            "status",
+            {"status": report.status, "failed_stores": report.failed_stores},
+        )
+        log.info(
+            "forget request %s: %s (%d targets)", report.request_id, report.status, len(targets)
+        )
+        return report
+
+    def _scan(self, needles: list[bytes]) -> tuple[bool, str, list[str]]:
+        settings = self.service.settings
+        if settings.postgres is not None:
+            return False, "not run: PostgreSQL files live on the server; VACUUM ran", []
+        if not needles:
+            return (
+                False,
+                (
+                    "not run: no readable content to search for "
+                    "(already erased, unreadable, or under 4 bytes)"
+                ),
+                [],
+            )
+        paths = files_under(settings.data_dir)
+        found = sorted({f.path for f in scan(paths, needles)})
+        return True, f"bytes of {len(paths)} files under {settings.data_dir}", found
+
+    def _check_owned(self, namespace: str, scope: ForgetScope) -> None:
+        for item_id in scope.item_ids:
+            try:
+                item = self.service.log.get(item_id)
+            except NotFound:
+                raise NotFound(f"no memory item {item_id}") from None
+            if item.namespace != namespace:
+                log.warning("refused a forget request for an item outside namespace %s", namespace)
+                raise NotFound(f"no memory item {item_id}")
+
+
+def _erase_at(store: Any, targets: list[str]) -> Receipt:
+    try:
+        return store.erase(targets)  # type: ignore[no-any-return]
+    except Exception as exc:  # a failed store leaves the request partial, never half-done
+        log.warning("store %s failed during erasure: %s", store.name, type(exc).__name__)
+        return Receipt(store.name, "erase", len(targets), "failed", {"error": type(exc).__name__})
+
+
+def _receipt_payload(receipt: Receipt) -> dict[str, Any]:
+    return {
+        "store": receipt.store,
+        "action": receipt.action,
+        "targets": receipt.targets,
+        "status": receipt.status,
+        "evidence": receipt.evidence,
+    }
+
+
+def _with_erased_items(resolution: Resolution, scope: ForgetScope) -> Resolution:
+    wanted = [str(i) for i in scope.item_ids]
+    targets = sorted(set(resolution.targets) | set(wanted))
+    return Resolution("resolved", targets, [c for c in resolution.cascaded if c not in targets])
+
+
+def plaintext_copies(service: MemoryService, items: list[MemoryItem]) -> list[str]:
+    """Every copy of the items' content we can find, for the residue scan only: each
+    readable version in the log, plus what the projections hold (which still works when
+    a key entry is corrupted). The texts never leave this process's memory."""
+    live = [i for i in items if not i.erased]
+    ids = [str(i.id) for i in live]
+    texts: list[str] = []
+    try:
+        keys = service.log.keys_for(ids)
+        for item in live:
+            for event in service.log.events_of(item.id):
+                sealed = getattr(event, "sealed", None)
+                if sealed is not None:
+                    generation = event.key_generation
+                    opened = service.log.open_fields(keys, str(item.id), generation, sealed)
+                    if opened is not ERASED:
+                        texts.extend(opened.values())  # type: ignore[union-attr]
+    except CorruptKeyEntry:
+        log.warning("a key entry is corrupted; the residue scan relies on projection copies")
+    with service.engine.connect() as conn:
+        for projection in service.runner.projections:
+            texts.extend(projection.plaintext_of(conn, ids))
+    return texts

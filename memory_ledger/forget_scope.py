@@ -1,0 +1,224 @@
+"""What a forget request covers, and how it turns into an explicit set of items.
+
+Resolution happens before anything is destroyed, from clear attributes only (the
+catalog projection), and it never widens a scope silently: "my previous address" with
+two previous addresses is answered with `needs_clarification` and the candidates.
+Items derived from a target (an inference, a consolidation) and the transcript turns a
+target was taken from are added as `cascaded`: they carry the same content.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+from uuid import UUID
+
+from pydantic import ValidationError, model_validator
+from sqlalchemy import Connection, select
+
+from memory_ledger.errors import InvalidWrite
+from memory_ledger.write_policy import (
+    AwareDatetime,
+    Identifier,
+    Sensitivity,
+    StrictModel,
+    canonical_time,
+)
+from projections.catalog import catalog
+from projections.facts import facts
+
+ScopeKind = Literal[
+    "item", "predicate", "source", "category", "sensitivity", "time_range", "namespace"
+]
+
+
+class ForgetScope(StrictModel):
+    """One explicit scope. Exactly the parameters of its kind must be given."""
+
+    kind: ScopeKind
+    item_ids: tuple[UUID, ...] = ()
+    subject: Identifier | None = None
+    predicate: Identifier | None = None
+    which: Literal["all", "current", "previous"] = "all"
+    turn_id: Identifier | None = None
+    session_id: Identifier | None = None
+    tool_call_id: Identifier | None = None
+    category: Identifier | None = None
+    sensitivity: Sensitivity | None = None
+    since: AwareDatetime | None = None
+    until: AwareDatetime | None = None
+
+    @model_validator(mode="after")
+    def _parameters_match_kind(self) -> ForgetScope:
+        needs: dict[str, tuple[str, ...]] = {
+            "item": ("item_ids",),
+            "predicate": ("subject", "predicate"),
+            "category": ("category",),
+            "sensitivity": ("sensitivity",),
+        }
+        for name in needs.get(self.kind, ()):
+            if not getattr(self, name):
+                raise ValueError(f"a {self.kind} scope needs {name}")
+        if self.kind == "source" and not (self.turn_id or self.session_id or self.tool_call_id):
+            raise ValueError("a source scope needs turn_id, session_id or tool_call_id")
+        if self.kind == "time_range":
+            if not (self.since or self.until):
+                raise ValueError("a time_range scope needs since and/or until")
+            if self.since and self.until and self.since >= self.until:
+                raise ValueError("time_range: since must be before until")
+        if self.which != "all" and self.kind != "predicate":
+            raise ValueError("'which' applies to predicate scopes only")
+        return self
+
+    def ledger_parameters(self) -> dict[str, Any]:
+        """The scope as the ledger records it: identifiers and timestamps only."""
+        out: dict[str, Any] = {"kind": self.kind}
+        for name in (
+            "subject",
+            "predicate",
+            "turn_id",
+            "session_id",
+            "tool_call_id",
+            "category",
+            "sensitivity",
+        ):
+            if getattr(self, name):
+                out[name] = getattr(self, name)
+        if self.kind == "predicate":
+            out["which"] = self.which
+        if self.item_ids:
+            out["item_ids"] = [str(i) for i in self.item_ids]
+        for name in ("since", "until"):
+            if getattr(self, name):
+                out[name] = canonical_time(getattr(self, name))
+        return out
+
+
+def parse_scope(data: ForgetScope | dict[str, Any]) -> ForgetScope:
+    if isinstance(data, ForgetScope):
+        return data
+    if isinstance(data, dict) and "namespace" in data:
+        raise InvalidWrite("a forget request must not name a namespace: it is the principal's")
+    try:
+        return ForgetScope.model_validate(data)
+    except ValidationError as exc:
+        problems = [
+            f"{'.'.join(str(p) for p in e['loc']) or 'scope'}: "
+            + e["msg"].removeprefix("Value error, ")
+            for e in exc.errors(include_url=False, include_input=False)
+        ]
+        raise InvalidWrite("invalid forget scope: " + "; ".join(problems), problems) from None
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One of several items a vague scope could mean. Ids and times only."""
+
+    item_id: str
+    valid_from: str
+    valid_to: str | None
+
+
+@dataclass(frozen=True)
+class Resolution:
+    status: str  # resolved | needs_clarification | nothing_matched
+    targets: list[str] = field(default_factory=list)
+    cascaded: list[str] = field(default_factory=list)
+    candidates: list[Candidate] = field(default_factory=list)
+
+    @property
+    def all_targets(self) -> list[str]:
+        return self.targets + [c for c in self.cascaded if c not in self.targets]
+
+
+def resolve(conn: Connection, namespace: str, scope: ForgetScope) -> Resolution:
+    """The explicit target set for a scope within one namespace."""
+    if scope.kind == "predicate" and scope.which != "all":
+        found = _versions_of(conn, namespace, scope)
+        if isinstance(found, Resolution):
+            return found
+        targets = found
+    else:
+        targets = _matching_items(conn, namespace, scope)
+    if not targets:
+        return Resolution("nothing_matched")
+    affected = _derived_from(conn, namespace, targets)
+    affected += [t for t in _carrier_turns(conn, namespace, targets) if t not in affected]
+    return Resolution("resolved", targets, sorted(affected))
+
+
+def _matching_items(conn: Connection, namespace: str, scope: ForgetScope) -> list[str]:
+    c = catalog.c
+    query = select(c.item_id).where(c.namespace == namespace)
+    if scope.kind == "item":
+        query = query.where(c.item_id.in_([str(i) for i in scope.item_ids]))
+    elif scope.kind == "predicate":
+        query = query.where(c.subject == scope.subject, c.predicate == scope.predicate)
+    elif scope.kind == "source":
+        for name in ("turn_id", "session_id", "tool_call_id"):
+            if getattr(scope, name):
+                query = query.where(c[name] == getattr(scope, name))
+    elif scope.kind == "category":
+        query = query.where(c.category == scope.category)
+    elif scope.kind == "sensitivity":
+        query = query.where(c.sensitivity == scope.sensitivity)
+    elif scope.kind == "time_range":
+        if scope.since:
+            query = query.where(c.written_at >= canonical_time(scope.since))
+        if scope.until:
+            query = query.where(c.written_at < canonical_time(scope.until))
+    return sorted(conn.execute(query.order_by(c.item_id)).scalars())
+
+
+def _versions_of(conn: Connection, namespace: str, scope: ForgetScope) -> list[str] | Resolution:
+    """`current` is the live value; `previous` is a value no longer current. Two or more
+    previous values is ambiguous, and we ask rather than erase them all."""
+    f = facts.c
+    rows = conn.execute(
+        select(f.item_id, f.status, f.valid_from, f.valid_to).where(
+            f.namespace == namespace, f.subject == scope.subject, f.predicate == scope.predicate
+        )
+    ).all()
+    latest: dict[str, Any] = {}
+    for row in rows:  # an item's standing is its newest version's
+        if row.item_id not in latest or row.valid_from >= latest[row.item_id].valid_from:
+            latest[row.item_id] = row
+    wanted = ("current", "conflict") if scope.which == "current" else ("superseded",)
+    chosen = sorted((r for r in latest.values() if r.status in wanted), key=lambda r: r.valid_from)
+    if scope.which == "previous" and len(chosen) > 1:
+        return Resolution(
+            "needs_clarification",
+            candidates=[Candidate(r.item_id, r.valid_from, r.valid_to) for r in chosen],
+        )
+    return [r.item_id for r in chosen]
+
+
+def _carrier_turns(conn: Connection, namespace: str, targets: list[str]) -> list[str]:
+    """Transcript turns a target was taken from: they carry the same words."""
+    c = catalog.c
+    turns = set(
+        conn.execute(
+            select(c.turn_id).where(c.item_id.in_(targets), c.turn_id.is_not(None))
+        ).scalars()
+    )
+    if not turns:
+        return []
+    query = select(c.item_id).where(
+        c.namespace == namespace, c.kind == "turn", c.turn_id.in_(sorted(turns))
+    )
+    return sorted(set(conn.execute(query).scalars()) - set(targets))
+
+
+def _derived_from(conn: Connection, namespace: str, targets: list[str]) -> list[str]:
+    """Items whose inputs include a target, transitively: they may embed its content."""
+    c = catalog.c
+    rows = conn.execute(
+        select(c.item_id, c.derived_from).where(c.namespace == namespace, c.derived_from != "[]")
+    ).all()
+    inputs = {item_id: set(json.loads(raw)) for item_id, raw in rows}
+    reached, frontier = set(targets), set(targets)
+    while frontier:
+        frontier = {i for i, sources in inputs.items() if sources & frontier} - reached
+        reached |= frontier
+    return sorted(reached - set(targets))

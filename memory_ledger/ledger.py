@@ -1,0 +1,776 @@
+"""The lifecycle ledger: an append-only, hash-chained record of deletion requests.
+
+Why separate: the ledger is the evidence that a deletion happened. It must outlive a
+restore of the memory store (restore replays the tombstones recorded here), so it is
+never in the store's backups and never rewritten with it. It lives in its own SQLite
+file (`ledger.sqlite`: not events.sqlite, not projections.sqlite), in its own PostgreSQL
+schema (`<schema>_ledger`), or wherever an explicit `ledger_url` points.
+
+Why no content: a deletion record that repeats what was deleted undoes the deletion, and
+an unkeyed hash of a short text (an address, a phone number) is confirmed by guessing.
+So every payload passes a per-type model that admits identifiers, UUIDs, counts, flags,
+canonical timestamps and fixed codes only. Free text is refused with `InvalidWrite`
+before anything is written, and `verify` re-validates every stored payload.
+
+Why a chain: each entry's hash covers its predecessor's hash, its seq and its fields, so
+changing, removing, inserting or reordering a row breaks the chain at that row. The
+database itself refuses UPDATE and DELETE (and TRUNCATE) by trigger; `verify` catches
+what a privileged user does around the triggers. Removing the newest entries leaves a
+valid shorter chain: that is visible only against a head recorded earlier, which is why
+`AuditResult` carries `head_seq`/`head_hash` and `verify` takes them back as `anchor`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any, Literal
+from uuid import UUID
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    StrictBool,
+    StrictInt,
+    StringConstraints,
+    TypeAdapter,
+    ValidationError,
+    model_validator,
+)
+
+from memory_ledger.config import Settings
+from memory_ledger.errors import (
+    BackendUnavailable,
+    ConfigurationError,
+    InvalidWrite,
+    MemoryLedgerError,
+)
+from memory_ledger.write_policy import AwareDatetime, Identifier, Sensitivity, canonical_time
+
+LEDGER_FILE = "ledger.sqlite"
+SCHEMA_SUFFIX = "_ledger"
+TABLE = "ledger_entries"
+GENESIS_HASH = "0" * 64
+_SETUP_LOCK_CLASS = 0x6C656467  # "ledg": serialises ledger schema creation on PostgreSQL
+_SQLITE_TIMEOUT = 30.0
+_COLUMNS = "seq, request_id, entry_type, payload, recorded_at, prev_hash, entry_hash"
+
+
+class EntryType(StrEnum):
+    REQUEST = "request"
+    RESOLVED = "resolved"
+    NEEDS_CLARIFICATION = "needs_clarification"
+    TOMBSTONE = "tombstone"
+    RECEIPT = "receipt"
+    STATUS = "status"
+    REFUSAL = "refusal"
+
+
+# -- what a payload may hold ---------------------------------------------------------------
+
+_DIGEST = re.compile(r"[0-9A-Fa-f]{40,}")
+
+
+def _not_a_digest(value: str) -> str:
+    # A SHA-1/SHA-2 hex digest fits identifier syntax; refusing it keeps a hash of
+    # content (confirmable by guessing) out of identifier fields. 32 hex digits stay
+    # allowed: they are indistinguishable from a UUID.
+    if _DIGEST.search(value):
+        raise ValueError("looks like a hash (40+ hex digits); the ledger keeps no hashes")
+    return value
+
+
+_PART = r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}"
+LedgerId = Annotated[Identifier, AfterValidator(_not_a_digest)]
+Code = Annotated[
+    str, StringConstraints(pattern=r"^[a-z][a-z0-9_.:\-]{0,63}$"), AfterValidator(_not_a_digest)
+]
+Namespace = Annotated[
+    str, StringConstraints(pattern=rf"^{_PART}(/{_PART}){{1,2}}$"), AfterValidator(_not_a_digest)
+]
+Actor = Annotated[  # an identifier, or a principal's namespace form (tenant/user)
+    str,
+    StringConstraints(pattern=rf"^[A-Za-z0-9][A-Za-z0-9_.:\-]{{0,127}}(/{_PART}){{0,2}}$"),
+    AfterValidator(_not_a_digest),
+]
+Timestamp = Annotated[AwareDatetime, PlainSerializer(canonical_time, return_type=str)]
+Count = Annotated[int, Field(strict=True, ge=0)]
+Position = Annotated[int, Field(strict=True, ge=1)]
+EvidenceValue = StrictBool | StrictInt | LedgerId
+ScopeKind = Literal[
+    "item", "predicate", "source", "category", "sensitivity", "time_range", "namespace"
+]
+RequestStatus = Literal[
+    "pending",
+    "partial",
+    "completed",
+    "needs_clarification",
+    "refused",
+    "dry_run",
+    "nothing_matched",
+]
+Basis = Literal["user_request", "retention_expiry", "operator_request"]
+RefusalReason = Literal[
+    "namespace_mismatch",
+    "not_found",
+    "invalid_scope",
+    "consent_required",
+    "protected",
+    "duplicate_request",
+    "unauthorized",
+]
+
+_SCOPE_PARAMETERS: dict[str, tuple[str, ...]] = {
+    "item": ("item_ids",),
+    "predicate": ("subject", "predicate", "which"),
+    "source": ("turn_id", "session_id", "tool_call_id"),
+    "category": ("category",),
+    "sensitivity": ("sensitivity",),
+    "time_range": ("since", "until"),
+    "namespace": (),
+}
+
+
+class _Payload(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class LedgerScope(_Payload):
+    """A resolved-to-be scope as recorded: the parameters of its kind, identifiers only."""
+
+    kind: ScopeKind
+    item_ids: tuple[UUID, ...] | None = None
+    subject: LedgerId | None = None
+    predicate: LedgerId | None = None
+    which: Literal["all", "current", "previous"] | None = None
+    turn_id: LedgerId | None = None
+    session_id: LedgerId | None = None
+    tool_call_id: LedgerId | None = None
+    category: LedgerId | None = None
+    sensitivity: Sensitivity | None = None
+    since: Timestamp | None = None
+    until: Timestamp | None = None
+
+    @model_validator(mode="after")
+    def _parameters_fit_kind(self) -> LedgerScope:
+        allowed = _SCOPE_PARAMETERS[self.kind]
+        given = {n for n in self.model_fields_set - {"kind"} if getattr(self, n) not in (None, ())}
+        if given - set(allowed):
+            raise ValueError(f"a {self.kind} scope takes only: {', '.join(allowed) or 'nothing'}")
+        if self.kind == "predicate" and not (self.subject and self.predicate):
+            raise ValueError("a predicate scope needs subject and predicate")
+        if allowed and not given:
+            raise ValueError(f"a {self.kind} scope needs one of: {', '.join(allowed)}")
+        return self
+
+
+class RequestPayload(_Payload):
+    """A deletion request as filed: whose, what scope, by whom, and on what basis."""
+
+    request_id: LedgerId | None = None  # optional echo; must equal the entry's request id
+    namespace: Namespace
+    scope: LedgerScope
+    requested_by: Actor
+    dry_run: StrictBool = False
+    basis: Basis = "user_request"
+
+
+class ResolvedPayload(_Payload):
+    """The explicit target set a scope resolved to, plus what cascades from it."""
+
+    targets: tuple[UUID, ...]
+    cascaded: tuple[UUID, ...] = ()
+    counts: dict[Code, Count] | None = None
+
+
+class NeedsClarificationPayload(_Payload):
+    """The scope was ambiguous: the candidates, by id. Nothing was erased."""
+
+    candidates: Annotated[tuple[UUID, ...], Field(min_length=1)]
+
+
+class TombstonePayload(_Payload):
+    """An item's tombstone and its log position: restore replays these after a restore point."""
+
+    item_id: UUID
+    position: Position
+
+
+class ReceiptPayload(_Payload):
+    """What one store did and what it checked. Evidence is codes or code -> id/count/flag."""
+
+    store: Code
+    action: Code
+    targets: Count
+    status: Literal["ok", "failed"]
+    evidence: tuple[Code, ...] | dict[Code, EvidenceValue] = {}
+    attempt: Position = 1
+
+
+class StatusPayload(_Payload):
+    """Where the request stands; only `completed` means done everywhere."""
+
+    status: RequestStatus
+    failed_stores: tuple[Code, ...] = ()
+
+    @model_validator(mode="after")
+    def _failed_stores_fit(self) -> StatusPayload:
+        if self.status == "partial" and not self.failed_stores:
+            raise ValueError("a partial status names its failed stores")
+        if self.status == "completed" and self.failed_stores:
+            raise ValueError("a completed status has no failed stores")
+        return self
+
+
+class RefusalPayload(_Payload):
+    """Why a request was refused, as a fixed code: never the caller's words."""
+
+    reason: RefusalReason
+
+
+PAYLOAD_MODELS: dict[EntryType, type[_Payload]] = {
+    EntryType.REQUEST: RequestPayload,
+    EntryType.RESOLVED: ResolvedPayload,
+    EntryType.NEEDS_CLARIFICATION: NeedsClarificationPayload,
+    EntryType.TOMBSTONE: TombstonePayload,
+    EntryType.RECEIPT: ReceiptPayload,
+    EntryType.STATUS: StatusPayload,
+    EntryType.REFUSAL: RefusalPayload,
+}
+_REQUEST_ID: TypeAdapter[str] = TypeAdapter(LedgerId)
+
+
+# -- records -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    """One stored entry. `payload_json` is the exact canonical text the hash covers."""
+
+    seq: int
+    request_id: str
+    entry_type: EntryType
+    payload_json: str
+    recorded_at: str
+    prev_hash: str
+    entry_hash: str
+
+    @property
+    def payload(self) -> dict[str, Any]:
+        """A fresh dict each time, so the entry itself stays immutable."""
+        return dict(json.loads(self.payload_json))
+
+
+AUDIT_REASONS = {
+    "seq_gap": "seqs are not 1, 2, 3, ...: an entry was removed, or one was renumbered",
+    "prev_hash_mismatch": "the entry does not link to its predecessor: rows were inserted, "
+    "removed, reordered, or prev_hash was forged",
+    "entry_hash_mismatch": "the entry's fields do not produce its stored hash: its payload, "
+    "ids, time, seq or hash were changed",
+    "invalid_entry": "the entry's type, request id or payload is not one the ledger accepts",
+    "truncated": "the chain ends before the anchor: newest entries were removed",
+    "anchor_mismatch": "the entry at the anchor's seq is not the one recorded earlier",
+}
+
+
+@dataclass(frozen=True)
+class AuditResult:
+    """The outcome of `verify`. `head_seq`/`head_hash` are the last entry that verified:
+    keep them outside the ledger and pass them back as `anchor` to detect truncation."""
+
+    ok: bool
+    entries_checked: int  # entries that verified (all of them when ok)
+    first_bad_seq: int | None = None  # where the chain first breaks (a gap: the first missing)
+    reason: str | None = None  # a key of AUDIT_REASONS
+    head_seq: int = 0
+    head_hash: str = GENESIS_HASH
+    location: str = ""
+
+    @property
+    def explanation(self) -> str:
+        if self.ok:
+            return f"{self.entries_checked} entries verified"
+        return f"seq {self.first_bad_seq}: {AUDIT_REASONS.get(self.reason or '', self.reason)}"
+
+
+def entry_hash(
+    prev_hash: str, seq: int, request_id: str, entry_type: str, recorded_at: str, payload: str
+) -> str:
+    """The chain link. Identifiers and codes only: no field can hold memory content."""
+    text = "\n".join((prev_hash, str(seq), request_id, entry_type, recorded_at, payload))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def canonical_payload(entry_type: EntryType | str, payload: Mapping[str, Any]) -> str:
+    """Validate a payload for its entry type and return the canonical JSON that is stored.
+
+    Raises InvalidWrite (naming fields, never echoing values) when anything in it is not
+    an identifier, UUID, count, flag, canonical timestamp or known code.
+    """
+    kind = _entry_type(entry_type)
+    if not isinstance(payload, Mapping):
+        raise InvalidWrite(f"a {kind} payload must be a mapping; nothing was appended")
+    try:
+        model = PAYLOAD_MODELS[kind].model_validate(dict(payload))
+    except ValidationError as exc:
+        problems = _problems(exc)
+        raise InvalidWrite(
+            f"invalid {kind} entry for the lifecycle ledger; nothing was appended: "
+            + "; ".join(problems),
+            problems,
+        ) from None
+    data = model.model_dump(mode="json", exclude_none=True)
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+# -- the ledger ----------------------------------------------------------------------------
+
+
+class LifecycleLedger:
+    """The append-only, hash-chained record of deletion requests.
+
+    Thread-safe (one lock around one connection); appends are serialised across
+    processes by the database (SQLite BEGIN IMMEDIATE; PostgreSQL LOCK TABLE), so seq
+    and the chain never fork.
+    """
+
+    def __init__(self, settings: Settings, ledger_url: str | None = None) -> None:
+        self._lock = threading.RLock()
+        self._db = _open_backend(settings, ledger_url)
+
+    @property
+    def location(self) -> str:
+        """Where the ledger lives, for people: a file path or a masked URL and schema."""
+        return self._db.location
+
+    def append(
+        self, request_id: str, entry_type: EntryType | str, payload: Mapping[str, Any]
+    ) -> LedgerEntry:
+        """Validate, then append one entry atomically at the end of the chain.
+
+        A request starts with its `request` entry (recorded once); every other entry
+        type needs that entry first, so the ledger never holds orphaned receipts.
+        """
+        kind = _entry_type(entry_type)
+        rid = _request_id(request_id)
+        body = canonical_payload(kind, payload)
+        if kind is EntryType.REQUEST and json.loads(body).get("request_id", rid) != rid:
+            raise InvalidWrite(
+                "the payload's request_id differs from the entry's; nothing was appended"
+            )
+        db, t, p = self._db, self._db.table, self._db.param
+        with self._lock, self._guard("append to"), db.write() as cur:
+            self._check_order(cur, rid, kind)
+            last = cur.execute(f"SELECT seq, entry_hash FROM {t} ORDER BY seq DESC LIMIT 1")
+            row = last.fetchone()
+            seq, prev = (int(row[0]) + 1, str(row[1])) if row else (1, GENESIS_HASH)
+            at = canonical_time(datetime.now(UTC))  # taken under the lock: time follows seq
+            digest = entry_hash(prev, seq, rid, kind.value, at, body)
+            cur.execute(
+                f"INSERT INTO {t} ({_COLUMNS}) VALUES ({', '.join([p] * 7)})",
+                (seq, rid, kind.value, body, at, prev, digest),
+            )
+        return LedgerEntry(seq, rid, kind, body, at, prev, digest)
+
+    def entries(self, request_id: str | None = None) -> list[LedgerEntry]:
+        """Entries in chain order, all of them or one request's."""
+        sql = f"SELECT {_COLUMNS} FROM {self._db.table}"
+        params: tuple[Any, ...] = ()
+        if request_id is not None:
+            sql += f" WHERE request_id = {self._db.param}"
+            params = (request_id,)
+        with self._lock, self._guard("read"):
+            rows = self._db.read(sql + " ORDER BY seq", params)
+        return [_entry(row) for row in rows]
+
+    def request_ids(self) -> list[str]:
+        """Every request recorded, in the order they were filed."""
+        sql = f"SELECT request_id FROM {self._db.table} GROUP BY request_id ORDER BY MIN(seq)"
+        with self._lock, self._guard("read"):
+            return [str(row[0]) for row in self._db.read(sql, ())]
+
+    def latest_status(self, request_id: str) -> str | None:
+        """The newest `status` entry's status, or None if none was recorded yet."""
+        p = self._db.param
+        sql = (
+            f"SELECT payload FROM {self._db.table} WHERE request_id = {p} AND entry_type = {p} "
+            "ORDER BY seq DESC LIMIT 1"
+        )
+        with self._lock, self._guard("read"):
+            rows = self._db.read(sql, (request_id, EntryType.STATUS.value))
+        if not rows:
+            return None
+        status = json.loads(rows[0][0]).get("status")
+        return str(status) if status is not None else None
+
+    def verify(self, anchor: tuple[int, str] | None = None) -> AuditResult:
+        """Recompute the whole chain from the first entry. A broken chain is reported in
+        the result, not raised: an auditor needs the answer, not an exception.
+
+        `anchor` is a (head_seq, head_hash) kept from an earlier audit; it turns removal
+        of the newest entries, which leaves a valid shorter chain, into a finding.
+        """
+        sql = f"SELECT {_COLUMNS} FROM {self._db.table} ORDER BY seq"
+        prev, checked = GENESIS_HASH, 0
+        anchored = GENESIS_HASH if anchor and anchor[0] == 0 else None  # an empty ledger's head
+        with self._lock, self._guard("read"), self._db.scan(sql) as rows:
+            for row in rows:
+                seq, rid, kind, payload, at, prev_hash, stored = row
+                expected = checked + 1
+                reason = None
+                if seq != expected:
+                    reason, seq = "seq_gap", expected
+                elif prev_hash != prev:
+                    reason = "prev_hash_mismatch"
+                elif entry_hash(prev_hash, seq, rid, kind, at, payload) != stored:
+                    reason = "entry_hash_mismatch"
+                elif not _well_formed(rid, kind, payload):
+                    reason = "invalid_entry"
+                if reason:
+                    return self._audit(False, checked, prev, seq, reason)
+                prev, checked = stored, expected
+                if anchor and seq == anchor[0]:
+                    anchored = stored
+        if anchor and anchored is None:
+            return self._audit(False, checked, prev, anchor[0], "truncated")
+        if anchor and anchored != anchor[1]:
+            return self._audit(False, checked, prev, anchor[0], "anchor_mismatch")
+        return self._audit(True, checked, prev)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def __enter__(self) -> LifecycleLedger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _check_order(self, cur: Any, request_id: str, kind: EntryType) -> None:
+        p = self._db.param
+        found = cur.execute(
+            f"SELECT entry_type FROM {self._db.table} WHERE request_id = {p} ORDER BY seq LIMIT 1",
+            (request_id,),
+        ).fetchone()
+        if kind is EntryType.REQUEST and found:
+            raise InvalidWrite(f"request {request_id} is already recorded; nothing was appended")
+        if kind is not EntryType.REQUEST and not found:
+            raise InvalidWrite(
+                f"no request {request_id} in the ledger: its request entry comes first; "
+                "nothing was appended"
+            )
+
+    def _audit(
+        self, ok: bool, checked: int, head: str, bad: int | None = None, reason: str | None = None
+    ) -> AuditResult:
+        return AuditResult(ok, checked, bad, reason, checked, head, self.location)
+
+    @contextmanager
+    def _guard(self, action: str) -> Iterator[None]:
+        try:
+            yield
+        except self._db.unavailable as exc:
+            raise BackendUnavailable(
+                f"cannot {action} the lifecycle ledger at {self.location}: {_first_line(exc)}"
+                + ("; nothing was appended" if action == "append to" else "")
+            ) from None
+
+
+# -- backends ------------------------------------------------------------------------------
+
+
+def _open_backend(settings: Settings, ledger_url: str | None) -> _SQLiteBackend | _PgBackend:
+    """Default: beside the store but apart from it. An explicit URL or directory wins."""
+    if ledger_url is None:
+        where = settings
+    elif not ledger_url.strip():
+        raise ConfigurationError("ledger_url is empty: give a postgresql:// URL or a directory")
+    elif "://" in ledger_url:
+        where = Settings.resolve(settings.data_dir, ledger_url)
+    else:  # a directory (not via Settings.resolve, which would consult the environment)
+        return _SQLiteBackend(Path(ledger_url).expanduser().resolve() / LEDGER_FILE)
+    if where.postgres is None:
+        return _SQLiteBackend(where.data_dir / LEDGER_FILE)
+    schema = where.postgres.schema + SCHEMA_SUFFIX
+    if len(schema) > 63:
+        raise ConfigurationError(f"ledger schema name {schema!r} exceeds 63 characters")
+    return _PgBackend(where, schema)
+
+
+_SQLITE_DDL = [
+    f"CREATE TABLE IF NOT EXISTS {TABLE} (seq INTEGER PRIMARY KEY, request_id TEXT NOT NULL, "
+    "entry_type TEXT NOT NULL, payload TEXT NOT NULL, recorded_at TEXT NOT NULL, "
+    "prev_hash TEXT NOT NULL, entry_hash TEXT NOT NULL)",
+    f"CREATE INDEX IF NOT EXISTS {TABLE}_by_request ON {TABLE} (request_id, seq)",
+    f"CREATE TRIGGER IF NOT EXISTS {TABLE}_no_update BEFORE UPDATE ON {TABLE} "
+    "BEGIN SELECT RAISE(ABORT, 'the lifecycle ledger is append-only: UPDATE refused'); END",
+    f"CREATE TRIGGER IF NOT EXISTS {TABLE}_no_delete BEFORE DELETE ON {TABLE} "
+    "BEGIN SELECT RAISE(ABORT, 'the lifecycle ledger is append-only: DELETE refused'); END",
+    # Also closes INSERT OR REPLACE, whose implicit delete fires no DELETE trigger.
+    f"CREATE TRIGGER IF NOT EXISTS {TABLE}_chain BEFORE INSERT ON {TABLE} "
+    f"WHEN NEW.seq IS NOT (SELECT COALESCE(MAX(seq), 0) + 1 FROM {TABLE}) "
+    f"OR NEW.prev_hash IS NOT COALESCE((SELECT entry_hash FROM {TABLE} ORDER BY seq DESC "
+    f"LIMIT 1), '{GENESIS_HASH}') "
+    "BEGIN SELECT RAISE(ABORT, 'a ledger entry must extend the chain'); END",
+]
+
+
+class _SQLiteBackend:
+    """Its own file, WAL with synchronous=FULL: an acknowledged entry survives power loss."""
+
+    param = "?"
+    table = TABLE
+    unavailable: tuple[type[Exception], ...] = (sqlite3.OperationalError,)
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.location = str(path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.conn = sqlite3.connect(
+                path, timeout=_SQLITE_TIMEOUT, isolation_level=None, check_same_thread=False
+            )
+        except (OSError, sqlite3.Error) as exc:
+            raise BackendUnavailable(
+                f"cannot open the lifecycle ledger at {path}: {_first_line(exc)}"
+            ) from None
+        try:
+            self._use_wal()
+            self.conn.execute("PRAGMA synchronous=FULL")
+            with self.write() as cur:
+                for statement in _SQLITE_DDL:
+                    cur.execute(statement)
+        except sqlite3.Error as exc:
+            self.conn.close()
+            raise BackendUnavailable(
+                f"cannot open the lifecycle ledger at {path}: {_first_line(exc)}"
+            ) from None
+
+    def _use_wal(self) -> None:
+        # Switching a new file to WAL does not wait on the busy handler: when several
+        # processes open a fresh ledger at once, the losers see "database is locked".
+        deadline = time.monotonic() + _SQLITE_TIMEOUT
+        while True:
+            try:
+                self.conn.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.01)
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        self.conn.execute("BEGIN IMMEDIATE")  # the write lock, before reading the head
+        try:
+            yield self.conn
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+
+    def read(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        return self.conn.execute(sql, params).fetchall()
+
+    @contextmanager
+    def scan(self, sql: str) -> Iterator[Iterator[tuple[Any, ...]]]:
+        cursor = self.conn.execute(sql)
+        try:
+            yield iter(cursor)
+        finally:
+            cursor.close()
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def _pg_ddl(schema: str) -> list[str]:
+    s = f'"{schema}"'
+    t = f"{s}.{TABLE}"
+    return [
+        f"CREATE TABLE {t} (seq BIGINT PRIMARY KEY, request_id TEXT NOT NULL, "
+        "entry_type TEXT NOT NULL, payload TEXT NOT NULL, recorded_at TEXT NOT NULL, "
+        "prev_hash TEXT NOT NULL, entry_hash TEXT NOT NULL)",
+        f"CREATE INDEX {TABLE}_by_request ON {t} (request_id, seq)",
+        f"CREATE FUNCTION {s}.ledger_refuse_change() RETURNS trigger LANGUAGE plpgsql AS $$ "
+        "BEGIN RAISE EXCEPTION 'the lifecycle ledger is append-only: % refused', TG_OP; END $$",
+        f"CREATE FUNCTION {s}.ledger_check_link() RETURNS trigger LANGUAGE plpgsql AS $$ "
+        "DECLARE last_seq BIGINT; last_hash TEXT; BEGIN "
+        f"SELECT seq, entry_hash INTO last_seq, last_hash FROM {t} ORDER BY seq DESC LIMIT 1; "
+        "IF NEW.seq IS DISTINCT FROM COALESCE(last_seq, 0) + 1 OR NEW.prev_hash IS DISTINCT "
+        f"FROM COALESCE(last_hash, '{GENESIS_HASH}') THEN "
+        "RAISE EXCEPTION 'a ledger entry must extend the chain'; END IF; RETURN NEW; END $$",
+        f"CREATE TRIGGER {TABLE}_no_change BEFORE UPDATE OR DELETE ON {t} "
+        f"FOR EACH ROW EXECUTE FUNCTION {s}.ledger_refuse_change()",
+        f"CREATE TRIGGER {TABLE}_no_truncate BEFORE TRUNCATE ON {t} "
+        f"FOR EACH STATEMENT EXECUTE FUNCTION {s}.ledger_refuse_change()",
+        f"CREATE TRIGGER {TABLE}_chain BEFORE INSERT ON {t} "
+        f"FOR EACH ROW EXECUTE FUNCTION {s}.ledger_check_link()",
+    ]
+
+
+class _PgBackend:
+    """A schema of its own, so the store's dumps and restores never touch it."""
+
+    param = "%s"
+
+    def __init__(self, settings: Settings, schema: str) -> None:
+        import psycopg
+
+        assert settings.postgres is not None
+        self.unavailable: tuple[type[Exception], ...] = (psycopg.OperationalError,)
+        self.settings = settings
+        self.schema = schema
+        self.table = f'"{schema}".{TABLE}'
+        self.location = f"{settings.postgres.masked()} (schema {schema})"
+        self.conn: Any = None
+        try:
+            self._connection()
+            self._create_if_missing()
+        except psycopg.Error as exc:
+            self.close()
+            raise BackendUnavailable(
+                f"cannot open the lifecycle ledger at {self.location}: {_first_line(exc)}"
+            ) from None
+
+    def _connection(self) -> Any:
+        if self.conn is None or self.conn.closed:  # reconnect after a dropped connection
+            self.conn = self.settings._pg_connect()
+        return self.conn
+
+    def _create_if_missing(self) -> None:
+        conn = self._connection()
+        # A plain query of pg_class, not to_regclass: after waiting on the advisory lock,
+        # the catalog cache may not yet show a table another process just committed.
+        exists = (
+            "SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = %s AND c.relname = %s"
+        )
+        if conn.execute(exists, (self.schema, TABLE)).fetchone():
+            return
+        with conn.transaction():
+            # Concurrent CREATE ... of the same objects fails in PostgreSQL: take turns.
+            conn.execute(
+                "SELECT pg_advisory_xact_lock(%s::int4, hashtext(%s))",
+                (_SETUP_LOCK_CLASS, self.schema),
+            )
+            if conn.execute(exists, (self.schema, TABLE)).fetchone():
+                return
+            # Only when missing: CREATE SCHEMA needs a privilege a least-privilege role lacks.
+            if not conn.execute(
+                "SELECT 1 FROM pg_namespace WHERE nspname = %s", (self.schema,)
+            ).fetchone():
+                conn.execute(f'CREATE SCHEMA "{self.schema}"')
+            for statement in _pg_ddl(self.schema):
+                conn.execute(statement)
+
+    @contextmanager
+    def write(self) -> Iterator[Any]:
+        conn = self._connection()
+        with conn.transaction(), conn.cursor() as cur:
+            # EXCLUSIVE blocks other writers until commit and still lets readers read.
+            cur.execute(f"LOCK TABLE {self.table} IN EXCLUSIVE MODE")
+            yield cur
+
+    def read(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        return list(self._connection().execute(sql, params).fetchall())
+
+    @contextmanager
+    def scan(self, sql: str) -> Iterator[Iterator[tuple[Any, ...]]]:
+        conn = self._connection()
+        with conn.transaction(), conn.cursor(name="ledger_scan") as cur:
+            cur.itersize = 2000  # a server-side cursor: memory stays flat on long ledgers
+            cur.execute(sql)
+            yield iter(cur)
+
+    def close(self) -> None:
+        if self.conn is not None and not self.conn.closed:
+            self.conn.close()
+
+
+# -- helpers -------------------------------------------------------------------------------
+
+
+def _entry_type(value: EntryType | str) -> EntryType:
+    try:
+        return EntryType(value)
+    except ValueError:
+        known = ", ".join(t.value for t in EntryType)
+        raise InvalidWrite(
+            f"unknown ledger entry type; expected one of {known}; nothing was appended"
+        ) from None
+
+
+def _request_id(value: str) -> str:
+    try:
+        return _REQUEST_ID.validate_python(value)
+    except ValidationError:
+        raise InvalidWrite(
+            "invalid request_id: use identifier syntax (letters, digits, '_', '.', ':', '-'); "
+            "nothing was appended",
+            ["request_id: not an identifier"],
+        ) from None
+
+
+def _well_formed(request_id: str, entry_type: str, payload: str) -> bool:
+    """An entry the ledger could have accepted: catches direct inserts of free text."""
+    try:
+        _request_id(request_id)
+        canonical_payload(entry_type, json.loads(payload))
+    except (InvalidWrite, ValueError):
+        return False
+    return True
+
+
+def _entry(row: tuple[Any, ...]) -> LedgerEntry:
+    seq, rid, kind, payload, at, prev, digest = row
+    try:
+        entry_type = EntryType(kind)
+    except ValueError:
+        raise MemoryLedgerError(
+            f"ledger entry {seq} has an unknown type: the ledger was altered; run verify"
+        ) from None
+    return LedgerEntry(int(seq), str(rid), entry_type, str(payload), str(at), str(prev), digest)
+
+
+_SAFE_LOC = re.compile(r"^[a-z][a-z0-9_]{0,40}$")
+
+
+def _problems(exc: ValidationError) -> list[str]:
+    """Field paths and reasons, never values: a refused payload may be the very content
+    the ledger must not hold, so it must not reappear in an error message or a log."""
+    out: list[str] = []
+    for error in exc.errors(include_url=False, include_input=False, include_context=False):
+        parts: list[str] = []
+        for part in error["loc"]:
+            text = str(part) if isinstance(part, int) or _SAFE_LOC.match(str(part)) else "*"
+            if not (text == "*" and parts and parts[-1] == "*"):
+                parts.append(text)
+        message = error["msg"].removeprefix("Value error, ")
+        if error["type"].endswith("_parsing"):  # e.g. uuid_parsing quotes an input character
+            message = message.split(",")[0]
+        problem = f"{'.'.join(parts) or 'payload'}: {message}"
+        if problem not in out:
+            out.append(problem)
+    return out
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

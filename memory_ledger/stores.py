@@ -1,0 +1,213 @@
+"""The data map: every place that holds user data, behind one small protocol.
+
+A forget request fans out to every registered store and waits for each one's receipt;
+`verify` asks each store for evidence that the targets are absent. Adding a place that
+keeps copies (an index, a cache, a subscriber, a backup) means registering a store here,
+and the shared contract tests then hold it to the same promises as the rest.
+
+Receipts and evidence carry ids, counts and codes only: never content.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from uuid import UUID
+
+from memory_ledger.errors import ConfigurationError
+from memory_ledger.keystore import KeyDestruction
+from memory_ledger.write_policy import canonical_time
+
+if TYPE_CHECKING:
+    from memory_ledger.api import MemoryService
+    from projections.base import Projection
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What a store found when asked whether targets are absent."""
+
+    store: str
+    absent: bool
+    detail: dict[str, int | bool | str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """What a store did for a request, and what it checked afterwards."""
+
+    store: str
+    action: str
+    targets: int
+    status: str  # ok | failed
+    evidence: dict[str, int | bool | str] = field(default_factory=dict)
+    at: str = field(default_factory=lambda: canonical_time(datetime.now(UTC)))
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@runtime_checkable
+class Store(Protocol):
+    """One place that holds user data.
+
+    `erase` must be idempotent (a retry after a crash or a failure repeats it safely),
+    `verify_absent` must not rely on the store's own bookkeeping of what it erased, and
+    `rebuild` must never bring back an erased item.
+    """
+
+    name: str
+    holds: str
+
+    def erase(self, item_ids: Sequence[str]) -> Receipt: ...
+
+    def verify_absent(self, item_ids: Sequence[str]) -> Evidence: ...
+
+    def rebuild(self) -> int: ...
+
+
+class EventLogStore:
+    """The event log: erasure appends a tombstone; the sealed events stay, unreadable."""
+
+    name = "event_log"
+    holds = "sealed events (ciphertext only) and tombstones"
+
+    def __init__(self, service: MemoryService) -> None:
+        self.service = service
+
+    def erase(self, item_ids: Sequence[str]) -> Receipt:
+        log = self.service.log
+        items = [log.get(UUID(i)) for i in item_ids]
+        pending = [i for i in items if not i.erased]
+        for item in pending:
+            item.erase(reason="user_request", request_id=None)
+        if pending:
+            log.save(pending, destroy=[KeyDestruction(str(i.id), None) for i in pending])
+        return Receipt(
+            self.name, "tombstoned", len(item_ids), "ok", {"new_tombstones": len(pending)}
+        )
+
+    def verify_absent(self, item_ids: Sequence[str]) -> Evidence:
+        log = self.service.log
+        live = sum(1 for i in item_ids if not log.get(UUID(i)).erased)
+        return Evidence(self.name, live == 0, {"tombstoned": len(item_ids) - live})
+
+    def rebuild(self) -> int:
+        return 0  # the log is the source of truth; nothing to rebuild
+
+
+class KeyStoreStore:
+    """Wrapped data keys: destroying them is what makes the sealed events unreadable."""
+
+    name = "key_store"
+    holds = "wrapped data keys, one per item and key generation"
+
+    def __init__(self, service: MemoryService) -> None:
+        self.service = service
+
+    def erase(self, item_ids: Sequence[str]) -> Receipt:
+        # Keys are destroyed in the tombstone's transaction (EventLogStore.erase); this
+        # repeats the destruction for any item whose tombstone predates a partial run.
+        log = self.service.log
+        log.save([], destroy=[KeyDestruction(i, None) for i in item_ids])
+        evidence = self.verify_absent(item_ids)
+        return Receipt(
+            self.name,
+            "keys_destroyed",
+            len(item_ids),
+            "ok" if evidence.absent else "failed",
+            dict(evidence.detail),
+        )
+
+    def verify_absent(self, item_ids: Sequence[str]) -> Evidence:
+        keys = self.service.log.keys_for(list(item_ids))
+        live = [i for i in item_ids if not keys.is_destroyed(i)]
+        return Evidence(self.name, not live, {"items_with_live_keys": len(live)})
+
+    def rebuild(self) -> int:
+        return 0  # keys cannot be rebuilt: that is the point of destroying them
+
+
+class ProjectionStore:
+    """A read model: erasure purges its rows, and a rebuild replays only tombstoned data
+    as unreadable, so erased items never come back."""
+
+    def __init__(self, service: MemoryService, projection: Projection) -> None:
+        self.service = service
+        self.projection = projection
+        self.name = projection.name
+        self.holds = projection.holds
+
+    def erase(self, item_ids: Sequence[str]) -> Receipt:
+        runner = self.service.runner
+        runner.catch_up()  # applies the tombstones, which purge the rows
+        with self.service.engine.begin() as conn:
+            self.projection.purge(conn, item_ids)  # and a direct purge, for idempotence
+        evidence = self.verify_absent(item_ids)
+        return Receipt(
+            self.name,
+            "purged",
+            len(item_ids),
+            "ok" if evidence.absent else "failed",
+            dict(evidence.detail),
+        )
+
+    def verify_absent(self, item_ids: Sequence[str]) -> Evidence:
+        with self.service.engine.connect() as conn:
+            count = self.projection.count_rows(conn, item_ids)
+        return Evidence(self.name, count == 0, {"rows_left": count})
+
+    def rebuild(self) -> int:
+        return self.service.runner.rebuild([self.name])
+
+
+class StoreRegistry:
+    """The ordered data map. Order matters: the log and keys first, copies after."""
+
+    def __init__(self) -> None:
+        self._stores: dict[str, Store] = {}
+
+    def register(self, store: Store) -> None:
+        if not isinstance(store, Store):
+            raise TypeError(f"{store!r} does not implement the Store protocol")
+        if store.name in self._stores:
+            raise ValueError(f"a store named {store.name!r} is already registered")
+        self._stores[store.name] = store
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(list(self._stores.values()))
+
+    def names(self) -> list[str]:
+        return list(self._stores)
+
+    def get(self, name: str) -> Store:
+        return self._stores[name]
+
+
+def default_registry(service: MemoryService) -> StoreRegistry:
+    registry = StoreRegistry()
+    registry.register(EventLogStore(service))
+    registry.register(KeyStoreStore(service))
+    for projection in service.runner.projections:
+        registry.register(ProjectionStore(service, projection))
+    return registry
+
+
+EXTRA_STORES_ENV = "MEMORY_LEDGER_EXTRA_STORES"
+
+
+def extra_store_factories() -> list[Callable[[MemoryService], Store]]:
+    """Stores named in the environment as `module:factory` (comma-separated): how a
+    deployment registers a subscriber or cache that keeps its own copies."""
+    factories = []
+    for spec in filter(None, (s.strip() for s in os.environ.get(EXTRA_STORES_ENV, "").split(","))):
+        module_name, _, attribute = spec.partition(":")
+        try:
+            factories.append(getattr(importlib.import_module(module_name), attribute))
+        except (ImportError, AttributeError) as exc:
+            raise ConfigurationError(f"{EXTRA_STORES_ENV}: cannot load {spec!r}: {exc}") from None
+    return factories

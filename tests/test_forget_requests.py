@@ -1,0 +1,295 @@
+"""Forget requests by scope: resolution, clarification, cascade, receipts, recovery."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from factories import (
+    T0,
+    fact,
+    file_bytes_contain,
+    later,
+    preference,
+    provenance,
+    sqlite_files,
+    turn,
+)
+
+from memory_ledger.api import MemoryLedger, MemoryService
+from memory_ledger.config import Settings
+from memory_ledger.errors import InvalidWrite, NotFound
+from memory_ledger.principal import Principal
+
+ALICE = Principal("acme", "alice")
+
+
+def test_dry_run_resolves_without_erasing(alice: MemoryLedger, service: MemoryService) -> None:
+    stored = alice.remember(fact("home_address", "18 Haisong Road"))
+    events = service.log.max_position()
+    report = alice.forget_scope(
+        {"kind": "predicate", "subject": "user", "predicate": "home_address"}, dry_run=True
+    )
+    assert report.status == "dry_run" and report.targets == [stored.item_id]
+    assert service.log.max_position() == events
+    assert [m.text for m in alice.recall()] == ["18 Haisong Road"]
+    assert service.ledger.latest_status(report.request_id) == "dry_run"
+
+
+def test_predicate_scope_erases_every_version_and_the_carrying_turn(
+    alice: MemoryLedger, settings: Settings
+) -> None:
+    said = alice.remember(turn("I live at 18 Haisong Road", turn_id="t1"))
+    old = alice.remember(fact("home_address", "18 Haisong Road", turn="t1"))
+    alice.update(old.item_id, {"value": "18 Haisong Rd.", "provenance": provenance(at=later(1))})
+    moved = alice.remember(fact("home_address", "7 Binjiang Avenue", at=later(30), turn="t9"))
+    seat = alice.remember(preference("seat", "window"))
+    report = alice.forget_scope(
+        {"kind": "predicate", "subject": "user", "predicate": "home_address"}
+    )
+    assert report.completed
+    assert sorted(report.targets) == sorted([old.item_id, moved.item_id])
+    assert report.cascaded == [said.item_id]
+    assert [m.item_id for m in alice.recall()] == [seat.item_id]
+    assert "Haisong" not in report.message and "Binjiang" not in report.message
+    if settings.postgres is None:
+        files = sqlite_files(settings)
+        assert file_bytes_contain(files, "Haisong") == [] == file_bytes_contain(files, "Binjiang")
+
+
+def test_previous_value_with_two_candidates_needs_clarification(alice: MemoryLedger) -> None:
+    alice.remember(fact("home_address", "1 First Street", at=T0))
+    alice.remember(fact("home_address", "2 Second Street", at=later(10)))
+    current = alice.remember(fact("home_address", "3 Third Street", at=later(20)))
+    report = alice.forget_scope(
+        {"kind": "predicate", "subject": "user", "predicate": "home_address", "which": "previous"}
+    )
+    assert report.status == "needs_clarification"
+    assert len(report.candidates) == 2 and report.targets == []
+    assert current.item_id not in [c.item_id for c in report.candidates]
+    assert len(alice.history(subject="user", predicate="home_address")) == 3  # nothing erased
+
+
+def test_previous_value_with_one_candidate_is_erased(alice: MemoryLedger) -> None:
+    old = alice.remember(fact("home_address", "1 First Street", at=T0))
+    alice.remember(fact("home_address", "2 Second Street", at=later(10)))
+    report = alice.forget_scope(
+        {"kind": "predicate", "subject": "user", "predicate": "home_address", "which": "previous"}
+    )
+    assert report.completed and report.targets == [old.item_id]
+    assert [m.text for m in alice.recall()] == ["2 Second Street"]
+
+
+def test_source_scope_takes_everything_from_one_turn(alice: MemoryLedger) -> None:
+    alice.remember_many(
+        [
+            turn("I'm vegetarian and I live in Hangzhou", turn_id="t7"),
+            fact("diet", "vegetarian", turn="t7"),
+            fact("city", "Hangzhou", turn="t7"),
+            fact("employer", "Acme Corp", turn="t8"),
+        ]
+    )
+    report = alice.forget_scope({"kind": "source", "turn_id": "t7"})
+    assert report.completed and len(report.targets) == 3
+    assert [m.text for m in alice.recall()] == ["Acme Corp"]
+
+
+def test_category_sensitivity_time_range_and_whole_namespace(
+    alice: MemoryLedger, bob: MemoryLedger
+) -> None:
+    alice.remember_many(
+        [
+            fact("blood_type", "AB negative", category="health", sensitivity="restricted"),
+            fact("allergy", "peanuts allergy", category="health", at=later(2)),
+            fact("city", "Hangzhou", category="contact", at=later(5)),
+            fact("team", "Rockets fan", category="leisure", sensitivity="public", at=later(9)),
+        ]
+    )
+    bob.remember(fact("city", "Ningbo"))
+    assert alice.forget_scope({"kind": "sensitivity", "sensitivity": "restricted"}).completed
+    assert alice.forget_scope({"kind": "category", "category": "health"}).completed
+    assert {m.text for m in alice.recall()} == {"Hangzhou", "Rockets fan"}
+    window = {"kind": "time_range", "since": later(4).isoformat(), "until": later(6).isoformat()}
+    assert alice.forget_scope(window).targets and alice.recall()[0].text == "Rockets fan"
+    assert alice.forget_scope({"kind": "namespace"}).completed
+    assert alice.recall() == []
+    assert [m.text for m in bob.recall()] == ["Ningbo"]
+
+
+def test_erasing_an_input_cascades_to_what_was_derived_from_it(alice: MemoryLedger) -> None:
+    city = alice.remember(fact("city", "Hangzhou"))
+    tz = alice.remember(
+        {
+            **fact("timezone", "Asia/Shanghai", origin="inferred"),
+            "derived_from": [{"item_id": city.item_id, "version": 1}],
+        }
+    )
+    kept = alice.remember(fact("employer", "Acme Corp"))
+    report = alice.forget(city.item_id)
+    assert report.completed and report.cascaded == [tz.item_id]
+    assert [m.item_id for m in alice.recall()] == [kept.item_id]
+
+
+def test_a_scope_that_matches_nothing_says_so(alice: MemoryLedger) -> None:
+    report = alice.forget_scope({"kind": "category", "category": "nonexistent"})
+    assert report.status == "nothing_matched" and "Nothing stored" in report.message
+
+
+@pytest.mark.parametrize(
+    "scope",
+    [
+        {"kind": "predicate", "subject": "user"},
+        {"kind": "time_range", "since": "2026-11-02T00:00:00Z", "until": "2026-11-01T00:00:00Z"},
+        {"kind": "time_range", "since": "not a time"},
+        {"kind": "source"},
+        {"kind": "galaxy"},
+        {"kind": "namespace", "namespace": "acme/bob"},
+        {"kind": "category", "category": "lives at 18 Haisong Road"},
+    ],
+)
+def test_malformed_scopes_are_refused(
+    scope: dict, alice: MemoryLedger, service: MemoryService
+) -> None:
+    alice.remember(fact("city", "Hangzhou"))
+    before = service.ledger.request_ids()
+    with pytest.raises(InvalidWrite):
+        alice.forget_scope(scope)
+    assert service.ledger.request_ids() == before
+    assert alice.recall()
+
+
+def test_another_namespaces_item_is_refused(alice: MemoryLedger, bob: MemoryLedger) -> None:
+    theirs = bob.remember(fact("city", "Ningbo"))
+    with pytest.raises(NotFound):
+        alice.forget_scope({"kind": "item", "item_ids": [theirs.item_id]})
+    assert [m.text for m in bob.recall()] == ["Ningbo"]
+
+
+FLAKY_STORE = '''
+from memory_ledger.stores import Evidence, Receipt
+
+class FlakyStore:
+    """A subscriber that keeps copies and fails its first acknowledgement."""
+    name = "flaky_subscriber"
+    holds = "copies kept by an external subscriber"
+
+    def __init__(self, service):
+        self.marker = service.settings.data_dir.parent / "flaky-failed-once"
+
+    def erase(self, item_ids):
+        if not self.marker.exists():
+            self.marker.write_text("x")
+            raise ConnectionError("subscriber unreachable")
+        return Receipt(self.name, "acknowledged", len(item_ids), "ok", {"acked": len(item_ids)})
+
+    def verify_absent(self, item_ids):
+        return Evidence(self.name, self.marker.exists(), {})
+
+    def rebuild(self):
+        return 0
+
+def factory(service):
+    return FlakyStore(service)
+
+SLOW_GATE = None
+
+class SlowStore(FlakyStore):
+    name = "slow_subscriber"
+
+    def erase(self, item_ids):
+        (self.marker.parent / "slow-store-entered").write_text("x")
+        import time
+        time.sleep(600)
+
+def slow(service):
+    return SlowStore(service)
+'''
+
+
+@pytest.fixture
+def plugin_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    (tmp_path / "ml_test_plugins.py").write_text(textwrap.dedent(FLAKY_STORE))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return tmp_path
+
+
+def test_a_failing_store_leaves_the_request_partial_and_a_retry_completes_it(
+    settings: Settings, plugin_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MEMORY_LEDGER_EXTRA_STORES", "ml_test_plugins:factory")
+    with MemoryService(settings) as service:
+        ledger = service.for_principal(ALICE)
+        stored = ledger.remember(fact("city", "Hangzhou"))
+        first = ledger.forget(stored.item_id)
+        assert first.status == "partial" and first.failed_stores == ["flaky_subscriber"]
+        assert "Not finished" in first.message
+        assert ledger.recall() == []  # every other store has already erased it
+        second = service.requests.resume(first.request_id)
+        assert second.completed and second.request_id == first.request_id
+        statuses = [
+            e.payload["status"]
+            for e in service.ledger.entries(first.request_id)
+            if e.entry_type == "status"
+        ]
+        assert statuses == ["pending", "partial", "completed"]
+
+
+def test_a_killed_fan_out_resumes_on_the_next_start(settings: Settings, plugin_path: Path) -> None:
+    with MemoryService(settings) as service:
+        stored = service.for_principal(ALICE).remember(fact("city", "Hangzhou"))
+    pg = settings.postgres
+    url = f"postgresql://{pg.user}@{pg.host}:{pg.port}/{pg.dbname}" if pg else ""
+    script = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(plugin_path)!r})
+        from memory_ledger.api import MemoryService
+        from memory_ledger.principal import Principal
+        with MemoryService.open({str(settings.data_dir)!r}, {url!r} or None) as service:
+            service.for_principal(Principal("acme", "alice")).forget({stored.item_id!r})
+    """)
+    env = {**__import__("os").environ, "MEMORY_LEDGER_EXTRA_STORES": "ml_test_plugins:slow"}
+    worker = subprocess.Popen(
+        [sys.executable, "-c", script], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    entered = plugin_path / "slow-store-entered"
+    for _ in range(600):
+        if entered.exists() or worker.poll() is not None:
+            break
+        __import__("time").sleep(0.05)
+    assert entered.exists(), worker.communicate()[1].decode()
+    worker.kill()  # SIGKILL mid fan-out: no cleanup runs
+    worker.wait()
+    with MemoryService(settings) as service:  # resumes unfinished requests on open
+        [request_id] = service.ledger.request_ids()
+        assert service.ledger.latest_status(request_id) == "completed"
+        assert service.for_principal(ALICE).recall() == []
+        report = service.requests.report(request_id)
+        assert report.targets == [stored.item_id]
+        assert {"event_log", "key_store", "facts"} <= {r.store for r in report.receipts}
+
+
+def test_verify_rechecks_every_store(alice: MemoryLedger, service: MemoryService) -> None:
+    stored = alice.remember(fact("city", "Hangzhou"))
+    report = alice.forget(stored.item_id)
+    again = service.requests.verify(report.request_id)
+    assert again.failed_stores == []
+    assert {r.store for r in again.receipts} >= {"event_log", "key_store", "facts", "catalog"}
+    assert all(r.action == "verified" for r in again.receipts)
+
+
+def test_the_ledger_and_receipts_hold_no_content(
+    alice: MemoryLedger, service: MemoryService, settings: Settings
+) -> None:
+    alice.remember(fact("home_address", "18 Haisong Road"))
+    report = alice.forget_scope(
+        {"kind": "predicate", "subject": "user", "predicate": "home_address"}
+    )
+    dumped = json.dumps([e.payload for e in service.ledger.entries()])
+    assert "Haisong" not in dumped and "Haisong" not in json.dumps(report.to_dict())
+    if settings.postgres is None:
+        ledger_files = [p for p in sqlite_files(settings) if p.name.startswith("ledger")]
+        assert ledger_files and file_bytes_contain(ledger_files, "Haisong") == []

@@ -1,0 +1,64 @@
+"""The shared contract every registered store keeps, on every backend.
+
+Like the `eventsourcing` library's recorder contract tests: one suite, run against each
+store of the data map, so a new store (an index, a cache, a subscriber) is held to the
+same promises the moment it is registered.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from factories import fact, preference, turn
+
+from memory_ledger.api import MemoryService
+from memory_ledger.principal import Principal
+from memory_ledger.stores import Store
+from projections.runner import all_projections
+
+STORE_NAMES = ["event_log", "key_store", *(p.name for p in all_projections())]
+SECRETS = ("18 Haisong Road", "window seat", "I live at 18 Haisong Road")
+
+
+@pytest.fixture
+def targets(service: MemoryService) -> list[str]:
+    ledger = service.for_principal(Principal("acme", "alice"))
+    stored = ledger.remember_many(
+        [
+            fact("home_address", SECRETS[0]),
+            preference("seat", SECRETS[1]),
+            turn(SECRETS[2]),
+        ]
+    )
+    ledger.remember(fact("employer", "Acme Corp"))  # a neighbour that must survive
+    service.runner.catch_up()
+    return [s.item_id for s in stored]
+
+
+def test_every_store_is_registered(service: MemoryService) -> None:
+    assert service.stores.names()[: len(STORE_NAMES)] == STORE_NAMES
+    assert all(isinstance(s, Store) and s.holds for s in service.stores)
+
+
+@pytest.mark.parametrize("name", STORE_NAMES)
+def test_store_contract(name: str, service: MemoryService, targets: list[str]) -> None:
+    store = service.stores.get(name)
+    assert not store.verify_absent(targets).absent, "the store must hold the targets first"
+
+    service.stores.get("event_log").erase(targets)  # fan-out order: tombstones first
+    receipt = store.erase(targets)
+    assert (receipt.store, receipt.status, receipt.targets) == (name, "ok", len(targets))
+    evidence = store.verify_absent(targets)
+    assert evidence.absent and evidence.store == name
+
+    again = store.erase(targets)  # idempotent: a retry is always safe
+    assert again.status == "ok"
+    store.rebuild()
+    service.runner.rebuild()
+    assert store.verify_absent(targets).absent, "a rebuild must not bring anything back"
+
+    dumped = json.dumps([receipt.to_dict(), again.to_dict(), evidence.detail])
+    assert not any(secret in dumped for secret in SECRETS)
+    ledger = service.for_principal(Principal("acme", "alice"))
+    assert [m.text for m in ledger.recall()] == ["Acme Corp"]
