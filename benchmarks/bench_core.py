@@ -84,23 +84,68 @@ QUICK_SIZES = Sizes(100, 500, 2, 5, 2_000, 200)
 EPOCH = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 SUBJECTS = ("user", "user.partner", "user.manager", "user.child", "user.home")
 FACT_PREDICATES = (
-    "home_city", "employer", "job_title", "birthday", "phone_model", "car", "allergy",
-    "dietary_need", "favourite_team", "gym", "doctor", "dentist", "bank", "school",
-    "native_language", "second_language", "pet_name", "pet_species", "hobby", "instrument",
-    "commute", "shoe_size", "blood_type", "timezone", "nickname", "partner_name",
-    "anniversary", "favourite_food", "favourite_book", "streaming_service", "airline",
-    "frequent_flyer", "hotel_chain", "coffee_order", "running_route", "club", "charity",
-    "volunteering", "religion", "political_party",
+    "home_city",
+    "employer",
+    "job_title",
+    "birthday",
+    "phone_model",
+    "car",
+    "allergy",
+    "dietary_need",
+    "favourite_team",
+    "gym",
+    "doctor",
+    "dentist",
+    "bank",
+    "school",
+    "native_language",
+    "second_language",
+    "pet_name",
+    "pet_species",
+    "hobby",
+    "instrument",
+    "commute",
+    "shoe_size",
+    "blood_type",
+    "timezone",
+    "nickname",
+    "partner_name",
+    "anniversary",
+    "favourite_food",
+    "favourite_book",
+    "streaming_service",
+    "airline",
+    "frequent_flyer",
+    "hotel_chain",
+    "coffee_order",
+    "running_route",
+    "club",
+    "charity",
+    "volunteering",
+    "religion",
+    "political_party",
 )
 PREFERENCE_PREDICATES = (
-    "seat", "tone", "reply_length", "units", "date_format", "language", "meeting_time",
-    "code_style", "editor", "notification",
+    "seat",
+    "tone",
+    "reply_length",
+    "units",
+    "date_format",
+    "language",
+    "meeting_time",
+    "code_style",
+    "editor",
+    "notification",
 )
 PHRASES = (
-    "Lives in Lyon near the old town", "Works at Northwind as an analyst",
-    "Prefers oat milk in every coffee", "Allergic to peanuts and shellfish",
-    "Supports Olympique Lyonnais FC", "Drives a grey 2019 Toyota Corolla",
-    "Birthday is on the third of May", "Speaks Portuguese with her mother",
+    "Lives in Lyon near the old town",
+    "Works at Northwind as an analyst",
+    "Prefers oat milk in every coffee",
+    "Allergic to peanuts and shellfish",
+    "Supports Olympique Lyonnais FC",
+    "Drives a grey 2019 Toyota Corolla",
+    "Birthday is on the third of May",
+    "Speaks Portuguese with her mother",
 )
 TURN_TEXT = (
     "Can you remind me what we decided about the quarterly budget review and who owns "
@@ -378,8 +423,9 @@ def rate_summary(count: int, seconds: Sequence[float], unit: str) -> dict[str, A
     }
 
 
-def bench_append(backend: str, pg_url: str, plan: Sequence[tuple[int, int]], sizes: Sizes,
-                 console: Console) -> list[dict[str, Any]]:
+def bench_append(
+    backend: str, pg_url: str, plan: Sequence[tuple[int, int]], sizes: Sizes, console: Console
+) -> list[dict[str, Any]]:
     """remember_many against bare Application.save: the same write dicts on both sides,
     in alternating rounds, each side in a store of its own. `plan`: (batch, items).
     The ratio is the median over rounds of (remember_many rate / bare rate)."""
@@ -434,17 +480,19 @@ def bench_append(backend: str, pg_url: str, plan: Sequence[tuple[int, int]], siz
                     f"{backend}: batch {batch}: remember_many {remember['items_per_s']:,.0f} "
                     f"items/s, bare {baseline['items_per_s']:,.0f} items/s, ratio {ratio:.2f}"
                 )
-                out.append({
-                    "batch": batch,
-                    "items": total,
-                    "saves": total // batch,
-                    "warmup_items": len(warmup),
-                    "remember_many": remember,
-                    "bare_eventsourcing": baseline,
-                    "ratio": ratio,
-                    "ratio_per_round": pair_ratios,
-                    "ratio_of_totals": remember["items_per_s"] / baseline["items_per_s"],
-                })
+                out.append(
+                    {
+                        "batch": batch,
+                        "items": total,
+                        "saves": total // batch,
+                        "warmup_items": len(warmup),
+                        "remember_many": remember,
+                        "bare_eventsourcing": baseline,
+                        "ratio": ratio,
+                        "ratio_per_round": pair_ratios,
+                        "ratio_of_totals": remember["items_per_s"] / baseline["items_per_s"],
+                    }
+                )
         finally:
             service.close()
             bare.close()
@@ -480,8 +528,9 @@ def projection_rows(service: MemoryService) -> dict[str, int]:
         }
 
 
-def bench_projections(backend: str, pg_url: str, sizes: Sizes, console: Console,
-                      profile_dir: Path | None) -> dict[str, Any]:
+def bench_projections(
+    backend: str, pg_url: str, sizes: Sizes, console: Console, profile_dir: Path | None
+) -> dict[str, Any]:
     # Warm-up on a small store of its own, so the measured store starts at position zero.
     with fresh_store(backend, pg_url) as store:
         service = open_service(store)
@@ -515,13 +564,17 @@ def bench_projections(backend: str, pg_url: str, sizes: Sizes, console: Console,
             catch_s, applied = timed(service.runner.catch_up)
             rows = projection_rows(service)
             result["catch_up"] = {
-                "events": applied, "seconds": catch_s, "events_per_s": applied / catch_s
+                "events": applied,
+                "seconds": catch_s,
+                "events_per_s": applied / catch_s,
             }
             console.log(f"{backend}: catch-up from zero: {applied / catch_s:,.0f} events/s")
 
             rebuild_s, rebuilt = timed(service.rebuild)
             result["rebuild"] = {
-                "events": rebuilt, "seconds": rebuild_s, "events_per_s": rebuilt / rebuild_s
+                "events": rebuilt,
+                "seconds": rebuild_s,
+                "events_per_s": rebuilt / rebuild_s,
             }
             console.log(f"{backend}: full rebuild: {rebuilt / rebuild_s:,.0f} events/s")
 
@@ -537,7 +590,9 @@ def bench_projections(backend: str, pg_url: str, sizes: Sizes, console: Console,
             for stage in STAGES:
                 seconds, count = timed(functools.partial(read_pass, service, stage))
                 result["stages"][stage] = {
-                    "events": count, "seconds": seconds, "events_per_s": count / seconds
+                    "events": count,
+                    "seconds": seconds,
+                    "events_per_s": count / seconds,
                 }
             console.log(
                 f"{backend}: read-only stages: "
@@ -575,8 +630,9 @@ def read_pass(service: MemoryService, stage: str) -> int:
         position = batch[-1].id
 
 
-def profile_rebuild(service: MemoryService, backend: str, profile_dir: Path,
-                    console: Console) -> dict[str, Any]:
+def profile_rebuild(
+    service: MemoryService, backend: str, profile_dir: Path, console: Console
+) -> dict[str, Any]:
     """One more (untimed) rebuild under cProfile; the figures above are not affected."""
     profile_dir.mkdir(parents=True, exist_ok=True)
     profiler = cProfile.Profile()
@@ -648,22 +704,26 @@ def goals_of(results: dict[str, Any]) -> list[dict[str, Any]]:
     goals = []
     for backend, res in results.items():
         for a in res["append"]:
-            goals.append({
-                "backend": backend,
-                "goal": f"remember_many / bare eventsourcing, batch {a['batch']}",
-                "target": RATIO_GOAL,
-                "value": a["ratio"],
-                "met": a["ratio"] >= RATIO_GOAL,
-            })
+            goals.append(
+                {
+                    "backend": backend,
+                    "goal": f"remember_many / bare eventsourcing, batch {a['batch']}",
+                    "target": RATIO_GOAL,
+                    "value": a["ratio"],
+                    "met": a["ratio"] >= RATIO_GOAL,
+                }
+            )
         if backend == "sqlite":
             rate = res["projections"]["rebuild"]["events_per_s"]
-            goals.append({
-                "backend": backend,
-                "goal": "full rebuild events/s",
-                "target": REBUILD_GOAL_SQLITE,
-                "value": rate,
-                "met": rate >= REBUILD_GOAL_SQLITE,
-            })
+            goals.append(
+                {
+                    "backend": backend,
+                    "goal": "full rebuild events/s",
+                    "target": REBUILD_GOAL_SQLITE,
+                    "value": rate,
+                    "met": rate >= REBUILD_GOAL_SQLITE,
+                }
+            )
     return goals
 
 
@@ -674,25 +734,43 @@ def _met(ok: bool) -> str:
 def render(results: dict[str, Any], console: Console) -> None:
     table = Table(title="memory-ledger core benchmark")
     for name, justify in (
-        ("Backend", "left"), ("Measurement", "left"), ("Size", "right"), ("Time s", "right"),
-        ("Rate /s", "right"), ("Bare es /s", "right"), ("Ratio", "right"),
-        ("Goal", "right"), ("Met", "center"),
+        ("Backend", "left"),
+        ("Measurement", "left"),
+        ("Size", "right"),
+        ("Time s", "right"),
+        ("Rate /s", "right"),
+        ("Bare es /s", "right"),
+        ("Ratio", "right"),
+        ("Goal", "right"),
+        ("Met", "center"),
     ):
         table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
     for backend, res in results.items():
         for a in res["append"]:
             rm, bare = a["remember_many"], a["bare_eventsourcing"]
             table.add_row(
-                backend, f"remember_many, batch {a['batch']}", f"{a['items']:,}",
-                f"{rm['seconds']:.2f}", f"{rm['items_per_s']:,.0f}",
-                f"{bare['items_per_s']:,.0f}", f"{a['ratio']:.3f}",
-                f">= {RATIO_GOAL:.2f}", _met(a["ratio"] >= RATIO_GOAL),
+                backend,
+                f"remember_many, batch {a['batch']}",
+                f"{a['items']:,}",
+                f"{rm['seconds']:.2f}",
+                f"{rm['items_per_s']:,.0f}",
+                f"{bare['items_per_s']:,.0f}",
+                f"{a['ratio']:.3f}",
+                f">= {RATIO_GOAL:.2f}",
+                _met(a["ratio"] >= RATIO_GOAL),
             )
         p = res["projections"]
         bulk = p["bulk_append"]
         table.add_row(
-            backend, f"remember_many, batch {bulk['batch']}", f"{bulk['items']:,}",
-            f"{bulk['seconds']:.2f}", f"{bulk['items_per_s']:,.0f}", "", "", "", "",
+            backend,
+            f"remember_many, batch {bulk['batch']}",
+            f"{bulk['items']:,}",
+            f"{bulk['seconds']:.2f}",
+            f"{bulk['items_per_s']:,.0f}",
+            "",
+            "",
+            "",
+            "",
         )
         for key, label in (("catch_up", "catch-up from zero"), ("rebuild", "full rebuild")):
             m = p[key]
@@ -701,14 +779,28 @@ def render(results: dict[str, Any], console: Console) -> None:
                 goal = f">= {REBUILD_GOAL_SQLITE:,.0f}"
                 met = _met(m["events_per_s"] >= REBUILD_GOAL_SQLITE)
             table.add_row(
-                backend, label, f"{m['events']:,}", f"{m['seconds']:.2f}",
-                f"{m['events_per_s']:,.0f}", "", "", goal, met,
+                backend,
+                label,
+                f"{m['events']:,}",
+                f"{m['seconds']:.2f}",
+                f"{m['events_per_s']:,.0f}",
+                "",
+                "",
+                goal,
+                met,
             )
         for stage, label in STAGES.items():
             m = p["stages"][stage]
             table.add_row(
-                backend, f"[dim]{label}[/dim]", f"{m['events']:,}", f"{m['seconds']:.2f}",
-                f"{m['events_per_s']:,.0f}", "", "", "", "",
+                backend,
+                f"[dim]{label}[/dim]",
+                f"{m['events']:,}",
+                f"{m['seconds']:.2f}",
+                f"{m['events_per_s']:,.0f}",
+                "",
+                "",
+                "",
+                "",
             )
         table.add_section()
     table.caption = (
@@ -726,18 +818,36 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         description="Append throughput vs bare eventsourcing, projection catch-up and rebuild.",
     )
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
-    parser.add_argument("--backends", default="sqlite,postgresql",
-                        help="comma-separated: sqlite,postgresql (default: both)")
-    parser.add_argument("--pg-url", default=DEFAULT_PG_URL,
-                        help="PostgreSQL server URL, used only to create and drop scratch "
-                             f"databases ml_bench_<random> (default: {DEFAULT_PG_URL})")
-    parser.add_argument("--events", type=int, default=None,
-                        help="log size for catch-up and rebuild "
-                             "(default 100000; 2000 with --quick)")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
-                        help="JSON results path (default: benchmarks/results/core.json)")
-    parser.add_argument("--profile", type=Path, default=None, metavar="DIR",
-                        help="also run one extra rebuild under cProfile and write the stats to DIR")
+    parser.add_argument(
+        "--backends",
+        default="sqlite,postgresql",
+        help="comma-separated: sqlite,postgresql (default: both)",
+    )
+    parser.add_argument(
+        "--pg-url",
+        default=DEFAULT_PG_URL,
+        help="PostgreSQL server URL, used only to create and drop scratch "
+        f"databases ml_bench_<random> (default: {DEFAULT_PG_URL})",
+    )
+    parser.add_argument(
+        "--events",
+        type=int,
+        default=None,
+        help="log size for catch-up and rebuild (default 100000; 2000 with --quick)",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=DEFAULT_OUT,
+        help="JSON results path (default: benchmarks/results/core.json)",
+    )
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="also run one extra rebuild under cProfile and write the stats to DIR",
+    )
     args = parser.parse_args(argv)
     args.backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     unknown = [b for b in args.backends if b not in BACKENDS]
@@ -773,8 +883,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         console.rule(f"{backend}")
         results[backend] = {
             "append": bench_append(
-                backend, args.pg_url, [(1, sizes.batch1_items), (10, sizes.batch10_items)],
-                sizes, console,
+                backend,
+                args.pg_url,
+                [(1, sizes.batch1_items), (10, sizes.batch10_items)],
+                sizes,
+                console,
             ),
             "projections": bench_projections(backend, args.pg_url, sizes, console, args.profile),
         }
