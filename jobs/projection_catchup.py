@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
@@ -17,12 +18,26 @@ from memory_ledger.errors import MemoryLedgerError
 log = logging.getLogger("memory_ledger.jobs")
 
 
-def start_catchup_scheduler(service: MemoryService, interval: float) -> BackgroundScheduler:
-    """Start a scheduler that runs projection catch-up every `interval` seconds.
+def start_catchup_scheduler(
+    service: MemoryService, interval: float, consolidate_every: float | None = None
+) -> BackgroundScheduler:
+    """Start a scheduler that runs projection catch-up every `interval` seconds, and
+    consolidation every `consolidate_every` seconds if given.
 
-    One instance at a time and coalescing: a slow catch-up is never run twice at once.
+    One instance at a time and coalescing: a slow run is never run twice at once.
     """
     scheduler = BackgroundScheduler(timezone="UTC")
+    if consolidate_every:
+        from jobs.consolidation import Consolidator
+
+        scheduler.add_job(
+            _guarded(Consolidator(service).run_all, "consolidation"),
+            "interval",
+            seconds=consolidate_every,
+            id="consolidation",
+            max_instances=1,
+            coalesce=True,
+        )
     scheduler.add_job(
         _catch_up,
         "interval",
@@ -37,17 +52,29 @@ def start_catchup_scheduler(service: MemoryService, interval: float) -> Backgrou
 
 
 def _catch_up(service: MemoryService) -> None:
-    try:
-        service.runner.catch_up()
-    except MemoryLedgerError as exc:
-        # One clear line per tick, not a traceback: e.g. a corrupted key entry blocks
-        # catch-up until an operator forgets or restores that item.
-        log.error("projection catch-up failed: %s", exc)
+    _guarded(service.runner.catch_up, "projection catch-up")()
 
 
-def run_catchup_job(service: MemoryService, interval: float, duration: float | None) -> None:
+def _guarded(job: Callable[[], object], name: str) -> Callable[[], None]:
+    def run() -> None:
+        try:
+            job()
+        except MemoryLedgerError as exc:
+            # One clear line per tick, not a traceback: e.g. a corrupted key entry blocks
+            # catch-up until an operator forgets or restores that item.
+            log.error("%s failed: %s", name, exc)
+
+    return run
+
+
+def run_catchup_job(
+    service: MemoryService,
+    interval: float,
+    duration: float | None,
+    consolidate_every: float | None = None,
+) -> None:
     stop = threading.Event()
-    scheduler = start_catchup_scheduler(service, interval)
+    scheduler = start_catchup_scheduler(service, interval, consolidate_every)
     log.info("projection catch-up every %ss", interval)
     try:
         stop.wait(duration)

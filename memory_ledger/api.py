@@ -159,7 +159,8 @@ class MemoryLedger:
             item, key = self._new_item(write)
             items.append(item)
             keys.append(key)
-        position = self._log.save(items, keys)
+        pinned = [(ref.item_id, ref.version) for w in parsed for ref in w.derived_from]
+        position = self._log.save(items, keys, expect_versions=pinned)
         return [Remembered(str(i.id), i.version, i.kind, position) for i in items]
 
     def _check_inputs(self, write: MemoryWrite) -> None:

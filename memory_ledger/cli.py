@@ -575,16 +575,35 @@ def rebuild(
 def run(
     interval: Annotated[float, typer.Option(help="Seconds between catch-ups.")] = 1.0,
     duration: Annotated[float | None, typer.Option(help="Stop after this many seconds.")] = None,
+    consolidate_every: Annotated[
+        float | None, typer.Option(help="Also run consolidation every N seconds.")
+    ] = None,
     data_dir: DataDir = None,
     url: Url = None,
 ) -> None:
-    """Keep projections caught up in the background (APScheduler)."""
+    """Keep projections caught up (and consolidate new turns) on a schedule (APScheduler)."""
     from jobs.projection_catchup import run_catchup_job
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("apscheduler").setLevel(logging.WARNING)  # not two lines per tick
     with _service(data_dir, url, False) as service:
-        run_catchup_job(service, interval=interval, duration=duration)
+        run_catchup_job(
+            service, interval=interval, duration=duration, consolidate_every=consolidate_every
+        )
+
+
+@app.command()
+def consolidate(data_dir: DataDir = None, url: Url = None, as_json: Json = False) -> None:
+    """Extract inferred facts and preferences from turns not consolidated yet, once."""
+    from jobs.consolidation import Consolidator
+
+    with _service(data_dir, url, as_json) as service:
+        written, refused = Consolidator(service).run_all()
+        _emit(
+            as_json,
+            {"written": written, "refused": refused},
+            lambda: out.print(f"consolidation wrote {written}, refused {refused} (stale)"),
+        )
 
 
 @app.command()

@@ -111,9 +111,19 @@ class EventLog:
         items: Sequence[MemoryItem],
         new_keys: Sequence[NewKey] = (),
         destroy: Sequence[KeyDestruction] = (),
+        expect_versions: Sequence[tuple[UUID, int]] = (),
     ) -> int:
-        """Append the items' pending events with key changes in one transaction."""
-        recordings = self.app.save(*items, data_keys=list(new_keys), destroy_keys=list(destroy))
+        """Append the items' pending events with key changes in one transaction.
+
+        `expect_versions` pins the inputs a derived write read: if any moved on, the
+        whole transaction is refused with StaleDerivation.
+        """
+        recordings = self.app.save(
+            *items,
+            data_keys=list(new_keys),
+            destroy_keys=list(destroy),
+            expect_versions=list(expect_versions),
+        )
         return recordings[-1].notification.id if recordings else self.max_position()
 
     # -- reading -----------------------------------------------------------------------

@@ -9,13 +9,22 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
+from uuid import UUID
 
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor, SQLiteDatastore
 from psycopg.sql import SQL
 
-from memory_ledger.keystore import KEYS_TABLE, META_TABLE, KeyDestruction, KeySQL, NewKey
+from memory_ledger.errors import StaleDerivation
+from memory_ledger.keystore import (
+    KEYS_TABLE,
+    META_TABLE,
+    KeyDestruction,
+    KeySQL,
+    NewKey,
+    values,
+)
 
 
 class SQLiteMemoryRecorder(SQLiteApplicationRecorder):
@@ -31,7 +40,10 @@ class SQLiteMemoryRecorder(SQLiteApplicationRecorder):
     def _insert_events(
         self, c: SQLiteCursor, stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> Sequence[int] | None:
+        # The key writes come first: they take SQLite's write lock, so the version check
+        # below sees every commit that could race with this one.
         _apply_keys(self.key_sql, c, kwargs, secure_delete_pragma=True)
+        _check_versions(c, self.events_table_name, "?", kwargs, hex_ids=True)
         return super()._insert_events(c, stored_events, **kwargs)
 
 
@@ -47,6 +59,12 @@ class PostgresMemoryRecorder(PostgresApplicationRecorder):
     def _insert_events(
         self, curs: Any, stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> None:
+        if kwargs.get("expect_versions"):
+            # The library takes this lock before inserting; taking it before the check
+            # serialises the check with every other append.
+            self._lock_table(curs)
+            table = f"{self.datastore.schema}.{self.events_table_name}"
+            _check_versions(curs, table, "%s", kwargs, hex_ids=False)
         _apply_keys(self.key_sql, curs, kwargs, secure_delete_pragma=False)
         super()._insert_events(curs, stored_events, **kwargs)
 
@@ -63,3 +81,33 @@ def _apply_keys(
             # Zero freed cell space on this connection so the wrapped bytes do not linger.
             cursor.execute("PRAGMA secure_delete = ON")
         key_sql.destroy_keys(cursor, destroyed)
+
+
+def _check_versions(
+    cursor: Any, table: str, param: str, kwargs: dict[str, Any], *, hex_ids: bool
+) -> None:
+    """Refuse a derived write whose inputs changed after they were read.
+
+    Any later event of an input (an update, a suppression, a tombstone) raises its
+    version, so comparing versions inside the append's transaction is enough to keep
+    background work from writing erased or suppressed content back.
+    """
+    expected: Sequence[tuple[UUID, int]] = kwargs.get("expect_versions") or ()
+    if not expected:
+        return
+    ids = [i.hex if hex_ids else i for i, _ in expected]
+    cursor.execute(
+        f"SELECT originator_id, MAX(originator_version) FROM {table} "
+        f"WHERE originator_id IN ({', '.join([param] * len(ids))}) GROUP BY originator_id",
+        tuple(ids),
+    )
+    current = {
+        str(values(row)[0]).replace("-", ""): int(values(row)[1]) for row in cursor.fetchall()
+    }
+    for item_id, version in expected:
+        now = current.get(item_id.hex)
+        if now != version:
+            raise StaleDerivation(
+                f"derived write refused at commit: input {item_id} was read at version "
+                f"{version} and is now at version {now}; nothing was stored"
+            )

@@ -255,3 +255,77 @@ def test_another_namespaces_id_looks_like_a_missing_one(where: list[str]) -> Non
     assert theirs.output.replace(item, "ID") == missing.output.replace(
         "00000000-0000-4000-8000-000000000000", "ID"
     )
+
+
+def test_forget_by_scope_requests_receipts_verify_audit_and_stores(where: list[str]) -> None:
+    remember(
+        where,
+        "--kind",
+        "fact",
+        "--subject",
+        "user",
+        "--predicate",
+        "home_address",
+        "--value",
+        "18 Haisong Road",
+    )
+    remember(
+        where, "--kind", "fact", "--subject", "user", "--predicate", "city", "--value", "Hangzhou"
+    )
+    code, output = cli(
+        "forget",
+        *NS,
+        *where,
+        "--subject",
+        "user",
+        "--predicate",
+        "home_address",
+        "--dry-run",
+        "--json",
+    )
+    assert code == 0 and json.loads(output)["status"] == "dry_run"
+    code, output = cli(
+        "forget", *NS, *where, "--subject", "user", "--predicate", "home_address", "--json"
+    )
+    report = json.loads(output)
+    assert code == 0 and report["status"] == "completed" and "Haisong" not in output
+    request_id = report["request_id"]
+    code, output = cli("requests", *where, "--json")
+    assert [r["status"] for r in json.loads(output)] == ["dry_run", "completed"]
+    code, output = cli("receipts", request_id, *where, "--json")
+    assert {r["store"] for r in json.loads(output)["receipts"]} >= {"event_log", "key_store"}
+    code, output = cli("verify", request_id, *where)
+    assert code == 0 and "verified" in output
+    code, output = cli("audit", "verify", *where, "--json")
+    assert code == 0 and json.loads(output)["ok"] is True
+    code, output = cli("stores", *where, "--json")
+    assert [s["store"] for s in json.loads(output)][:2] == ["event_log", "key_store"]
+    code, output = cli("recall", *NS, *where, "--json")
+    assert [m["text"] for m in json.loads(output)] == ["Hangzhou"]
+
+
+def test_forget_needs_exactly_one_scope(where: list[str]) -> None:
+    code, output = cli("forget", *NS, *where)
+    assert code == 2 and "exactly one scope" in output
+    code, output = cli("forget", *NS, *where, "--category", "health", "--everything")
+    assert code == 2
+    code, output = cli("forget", *NS, *where, "--category", "health")
+    assert code == 0 and "Nothing stored matches" in output
+
+
+def test_consolidate_command(where: list[str]) -> None:
+    remember(
+        where,
+        "--kind",
+        "turn",
+        "--subject",
+        "user",
+        "--session-id",
+        "s1",
+        "--content",
+        "I work at Globex Corporation",
+    )
+    code, output = cli("consolidate", *where, "--json")
+    assert code == 0 and json.loads(output) == {"written": 1, "refused": 0}
+    code, output = cli("recall", *NS, *where, "--json", "--predicate", "employer")
+    assert [m["text"] for m in json.loads(output)] == ["Globex Corporation"]
