@@ -258,7 +258,7 @@ class MemoryLedger:
         """Erase items of this namespace by id: a forget request of kind `item`."""
         if not item_ids:
             raise InvalidWrite("forget needs at least one item id")
-        ids = [self._owned(i).id for i in dict.fromkeys(str(i) for i in item_ids)]
+        ids = list(dict.fromkeys(str(i) for i in item_ids))
         return self.forget_scope({"kind": "item", "item_ids": ids})
 
     def forget_scope(

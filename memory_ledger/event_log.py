@@ -118,13 +118,25 @@ class EventLog:
         `expect_versions` pins the inputs a derived write read: if any moved on, the
         whole transaction is refused with StaleDerivation.
         """
+        positions = self.save_positions(items, new_keys, destroy, expect_versions)
+        return max(positions.values()) if positions else self.max_position()
+
+    def save_positions(
+        self,
+        items: Sequence[MemoryItem],
+        new_keys: Sequence[NewKey] = (),
+        destroy: Sequence[KeyDestruction] = (),
+        expect_versions: Sequence[tuple[UUID, int]] = (),
+    ) -> dict[str, int]:
+        """Like `save`, answering each item's last log position (a tombstone's place,
+        which the ledger records so a restore can replay it)."""
         recordings = self.app.save(
             *items,
             data_keys=list(new_keys),
             destroy_keys=list(destroy),
             expect_versions=list(expect_versions),
         )
-        return recordings[-1].notification.id if recordings else self.max_position()
+        return {str(r.domain_event.originator_id): r.notification.id for r in recordings}
 
     # -- reading -----------------------------------------------------------------------
 

@@ -87,7 +87,7 @@ class ForgetRequests:
     ) -> RequestReport:
         parsed = parse_scope(scope)
         if parsed.kind == "item":
-            self._check_owned(namespace, parsed)
+            self._check_owned(namespace, parsed, requested_by)
         try:
             self.service.runner.catch_up()
         except CorruptKeyEntry:
@@ -221,6 +221,10 @@ class ForgetRequests:
         receipts: list[Receipt] = []
         for store in self.service.stores:
             receipts.append(_erase_at(store, targets))
+            for item_id, position in getattr(store, "tombstones", {}).items():
+                self.ledger.append(
+                    report.request_id, "tombstone", {"item_id": item_id, "position": position}
+                )
         compaction = self.service.compact()
         report.residue_checked, report.residue_scan, report.residue_files = self._scan(needles)
         receipts.append(
@@ -268,14 +272,27 @@ class ForgetRequests:
         found = sorted({f.path for f in scan(paths, needles)})
         return True, f"bytes of {len(paths)} files under {settings.data_dir}", found
 
-    def _check_owned(self, namespace: str, scope: ForgetScope) -> None:
+    def _check_owned(self, namespace: str, scope: ForgetScope, requested_by: str) -> None:
         for item_id in scope.item_ids:
             try:
                 item = self.service.log.get(item_id)
             except NotFound:
                 raise NotFound(f"no memory item {item_id}") from None
             if item.namespace != namespace:
-                log.warning("refused a forget request for an item outside namespace %s", namespace)
+                # Recorded (ids and a code only), then answered like a missing id.
+                request_id = f"req-{uuid.uuid4().hex[:16]}"
+                self.ledger.append(
+                    request_id,
+                    "request",
+                    {
+                        "namespace": namespace,
+                        "scope": scope.ledger_parameters(),
+                        "requested_by": requested_by,
+                    },
+                )
+                self.ledger.append(request_id, "refusal", {"reason": "namespace_mismatch"})
+                self.ledger.append(request_id, "status", {"status": "refused"})
+                log.warning("refused forget request %s: item outside namespace", request_id)
                 raise NotFound(f"no memory item {item_id}")
 
 

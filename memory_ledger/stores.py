@@ -78,6 +78,8 @@ class EventLogStore:
 
     def __init__(self, service: MemoryService) -> None:
         self.service = service
+        #: Log positions of the tombstones the last `erase` appended, for the ledger.
+        self.tombstones: dict[str, int] = {}
 
     def erase(self, item_ids: Sequence[str]) -> Receipt:
         log = self.service.log
@@ -85,8 +87,10 @@ class EventLogStore:
         pending = [i for i in items if not i.erased]
         for item in pending:
             item.erase(reason="user_request", request_id=None)
+        self.tombstones = {}
         if pending:
-            log.save(pending, destroy=[KeyDestruction(str(i.id), None) for i in pending])
+            destroy = [KeyDestruction(str(i.id), None) for i in pending]
+            self.tombstones = log.save_positions(pending, destroy=destroy)
         return Receipt(
             self.name, "tombstoned", len(item_ids), "ok", {"new_tombstones": len(pending)}
         )

@@ -162,11 +162,30 @@ def test_malformed_scopes_are_refused(
     assert alice.recall()
 
 
-def test_another_namespaces_item_is_refused(alice: MemoryLedger, bob: MemoryLedger) -> None:
+def test_another_namespaces_item_is_refused_and_logged_without_content(
+    alice: MemoryLedger, bob: MemoryLedger, service: MemoryService
+) -> None:
     theirs = bob.remember(fact("city", "Ningbo"))
     with pytest.raises(NotFound):
         alice.forget_scope({"kind": "item", "item_ids": [theirs.item_id]})
     assert [m.text for m in bob.recall()] == ["Ningbo"]
+    [request_id] = service.ledger.request_ids()
+    assert service.ledger.latest_status(request_id) == "refused"
+    kinds = [e.entry_type for e in service.ledger.entries(request_id)]
+    assert kinds == ["request", "refusal", "status"]
+    assert "Ningbo" not in json.dumps([e.payload for e in service.ledger.entries()])
+
+
+def test_tombstone_positions_are_recorded_for_restore(
+    alice: MemoryLedger, service: MemoryService
+) -> None:
+    stored = alice.remember_many([fact("city", "Hangzhou"), fact("employer", "Acme Corp")])
+    report = alice.forget_scope({"kind": "namespace"})
+    tombstones = [
+        e.payload for e in service.ledger.entries(report.request_id) if e.entry_type == "tombstone"
+    ]
+    assert sorted(t["item_id"] for t in tombstones) == sorted(s.item_id for s in stored)
+    assert all(t["position"] > stored[-1].position for t in tombstones)
 
 
 FLAKY_STORE = '''
