@@ -19,7 +19,15 @@ from memory_ledger.domain import MemoryItem
 from memory_ledger.errors import CorruptKeyEntry, NotFound
 from memory_ledger.event_log import ERASED
 from memory_ledger.forget_scope import Candidate, ForgetScope, Resolution, parse_scope, resolve
-from memory_ledger.residue import files_under, needles_for, scan
+from memory_ledger.keystore import KeyDestruction, NewKey
+from memory_ledger.residue import (
+    Fingerprints,
+    files_under,
+    fingerprint,
+    needles_for,
+    scan,
+    scan_fingerprints,
+)
 from memory_ledger.stores import Receipt
 
 if TYPE_CHECKING:
@@ -188,29 +196,64 @@ class ForgetRequests:
         return report
 
     def verify(self, request_id: str) -> RequestReport:
-        """Ask every store again for evidence that the request's targets are absent."""
+        """Ask every store again for evidence that the request's targets are absent, and
+        scan every file again using the request's keyed fingerprints (SQLite), for as
+        long as its verification window is open."""
         report = self.report(request_id)
         targets = report.targets + report.cascaded
-        report.receipts = (
-            [
-                Receipt(
-                    e.store,
-                    "verified",
-                    len(targets),
-                    "ok" if e.absent else "failed",
-                    dict(e.detail),
+        report.receipts = []
+        if targets:
+            for store in self.service.stores:
+                evidence = store.verify_absent(targets)
+                report.receipts.append(
+                    Receipt(
+                        evidence.store,
+                        "verified",
+                        len(targets),
+                        "ok" if evidence.absent else "failed",
+                        dict(evidence.detail),
+                    )
                 )
-                for e in (store.verify_absent(targets) for store in self.service.stores)
-            ]
-            if targets
-            else []
-        )
+        prints = self._fingerprints(request_id)
+        if self.service.settings.postgres is not None:
+            report.residue_scan = "not run: PostgreSQL files live on the server"
+        elif prints is None:
+            report.residue_scan = (
+                "not run: no fingerprints (nothing readable was erased, or the "
+                "verification window has closed and their key was destroyed)"
+            )
+        else:
+            paths = files_under(self.service.settings.data_dir)
+            report.residue_files = sorted({f.path for f in scan_fingerprints(paths, prints)})
+            report.residue_checked = True
+            report.residue_scan = f"keyed fingerprints over {len(paths)} files"
+            report.receipts.append(
+                Receipt(
+                    "files",
+                    "residue_scan",
+                    len(targets),
+                    "failed" if report.residue_files else "ok",
+                    {"checked": True, "files_with_residue": len(report.residue_files)},
+                )
+            )
         report.failed_stores = [r.store for r in report.receipts if r.status != "ok"]
-        report.residue_scan = (
-            "not run: the erased content is destroyed and cannot be searched for again; "
-            "the scan at erasure time is in the request's receipts"
-        )
         return report
+
+    def close_verification(self, request_id: str) -> None:
+        """Destroy the request's fingerprint key: later verifications check stores only."""
+        self.service.log.save([], destroy=[KeyDestruction(_residue_id(request_id), None)])
+
+    def _keep_fingerprints(self, request_id: str, needles: list[bytes]) -> None:
+        if self._fingerprints(request_id) is not None:
+            return  # a resumed request keeps the fingerprints of its first run
+        ident = _residue_id(request_id)
+        sealed = self.service.log.master.wrap(ident, 0, fingerprint(needles).to_bytes())
+        self.service.log.save([], new_keys=[NewKey(ident, 0, sealed)])
+
+    def _fingerprints(self, request_id: str) -> Fingerprints | None:
+        ident = _residue_id(request_id)
+        raw = self.service.log.keys_for([ident]).data_key(ident, 0)
+        return Fingerprints.from_bytes(raw) if raw is not None else None
 
     # -- the fan-out -------------------------------------------------------------------
 
@@ -218,6 +261,8 @@ class ForgetRequests:
         targets = report.targets + [c for c in report.cascaded if c not in report.targets]
         items = [self.service.log.get(UUID(t)) for t in targets]
         needles = needles_for(plaintext_copies(self.service, items))  # memory only
+        if needles and self.service.settings.postgres is None:
+            self._keep_fingerprints(report.request_id, needles)
         receipts: list[Receipt] = []
         for store in self.service.stores:
             receipts.append(_erase_at(store, targets))
@@ -294,6 +339,11 @@ class ForgetRequests:
                 self.ledger.append(request_id, "status", {"status": "refused"})
                 log.warning("refused forget request %s: item outside namespace", request_id)
                 raise NotFound(f"no memory item {item_id}")
+
+
+def _residue_id(request_id: str) -> str:
+    # A key-store row of its own, erasable like any data key.
+    return f"residue:{request_id}"
 
 
 def _erase_at(store: Any, targets: list[str]) -> Receipt:

@@ -8,9 +8,15 @@ finding names the file and the needle's position in the caller's list, nothing m
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import json
+import secrets
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 MIN_NEEDLE_BYTES = 4
 _CHUNK = 1 << 20
@@ -63,3 +69,106 @@ def checkpoint_evidence(what: str, busy: int) -> str:
     if busy:
         return f"{what}: WAL checkpoint blocked by a reader; residue may remain until it ends"
     return f"{what}: WAL checkpointed and truncated"
+
+
+# -- keyed fingerprints, so `verify` can scan again after the content is gone ----------
+#
+# At erasure time the plaintext is in memory and the scan above looks for it directly.
+# Later, `verify REQUEST_ID` has no plaintext, and must not have any. It gets keyed
+# fingerprints instead: for each needle its length, a keyed hash of its first bytes (to
+# find candidate positions quickly) and an HMAC of the whole needle (to confirm them).
+# The key is random per request and kept, sealed, in the erasable key store; when the
+# verification window closes it is destroyed, and the fingerprints become meaningless.
+
+PREFIX_BYTES = 8
+_SCAN_CHUNK = 16 << 20
+
+
+@dataclass(frozen=True)
+class Fingerprints:
+    key: bytes
+    entries: tuple[tuple[int, int, int, str], ...]  # (length, prefix length, prefix hash, mac)
+
+    def to_bytes(self) -> bytes:
+        return json.dumps({"key": self.key.hex(), "entries": self.entries}).encode()
+
+    @classmethod
+    def from_bytes(cls, raw: bytes) -> Fingerprints:
+        data = json.loads(raw)
+        entries = tuple((int(a), int(b), int(c), str(d)) for a, b, c, d in data["entries"])
+        return cls(bytes.fromhex(data["key"]), entries)
+
+
+def _weights(key: bytes) -> list[int]:
+    return [
+        int.from_bytes(hmac.new(key, f"w{j}".encode(), hashlib.sha256).digest()[:8], "big") | 1
+        for j in range(PREFIX_BYTES)
+    ]
+
+
+def _prefix_hash(raw: bytes, weights: list[int]) -> int:
+    return sum(b * w for b, w in zip(raw, weights, strict=False)) % (1 << 64)
+
+
+def fingerprint(needles: Sequence[bytes], key: bytes | None = None) -> Fingerprints:
+    key = key or secrets.token_bytes(32)
+    weights = _weights(key)
+    entries = tuple(
+        (
+            len(n),
+            min(len(n), PREFIX_BYTES),
+            _prefix_hash(n[:PREFIX_BYTES], weights),
+            hmac.new(key, n, hashlib.sha256).hexdigest(),
+        )
+        for n in needles
+    )
+    return Fingerprints(key, entries)
+
+
+def scan_fingerprints(paths: Sequence[Path], prints: Fingerprints) -> list[ResidueFinding]:
+    """Find files holding any fingerprinted needle, without knowing the needles."""
+    if not prints.entries:
+        return []
+    weights = np.array(_weights(prints.key), dtype=np.uint64)
+    by_prefix: dict[int, dict[int, list[tuple[int, str, int]]]] = {}
+    for index, (length, k, prefix, mac) in enumerate(prints.entries):
+        by_prefix.setdefault(k, {}).setdefault(prefix, []).append((length, mac, index))
+    overlap = max(e[0] for e in prints.entries) - 1
+    findings: list[ResidueFinding] = []
+    for path in paths:
+        found: set[int] = set()
+        try:
+            with path.open("rb") as handle:
+                tail = b""
+                while chunk := handle.read(_SCAN_CHUNK):
+                    window = tail + chunk
+                    found |= _scan_window(window, weights, by_prefix, prints.key)
+                    tail = window[-overlap:] if overlap else b""
+        except FileNotFoundError:
+            continue
+        findings.extend(ResidueFinding(str(path), i) for i in sorted(found))
+    return findings
+
+
+def _scan_window(
+    window: bytes,
+    weights: np.ndarray,
+    by_prefix: dict[int, dict[int, list[tuple[int, str, int]]]],
+    key: bytes,
+) -> set[int]:
+    data = np.frombuffer(window, dtype=np.uint8).astype(np.uint64)
+    found: set[int] = set()
+    for k, prefixes in by_prefix.items():
+        n = len(data) - k + 1
+        if n <= 0:
+            continue
+        hashes = np.zeros(n, dtype=np.uint64)
+        for j in range(k):  # uint64 arithmetic wraps: the sum is taken mod 2**64
+            hashes += data[j : j + n] * weights[j]
+        wanted = np.fromiter(prefixes, dtype=np.uint64)
+        for position in np.nonzero(np.isin(hashes, wanted))[0]:
+            for length, mac, index in prefixes[int(hashes[position])]:
+                candidate = window[int(position) : int(position) + length]
+                if hmac.compare_digest(hmac.new(key, candidate, hashlib.sha256).hexdigest(), mac):
+                    found.add(index)
+    return found

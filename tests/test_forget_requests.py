@@ -297,7 +297,7 @@ def test_verify_rechecks_every_store(alice: MemoryLedger, service: MemoryService
     again = service.requests.verify(report.request_id)
     assert again.failed_stores == []
     assert {r.store for r in again.receipts} >= {"event_log", "key_store", "facts", "catalog"}
-    assert all(r.action == "verified" for r in again.receipts)
+    assert all(r.action == "verified" for r in again.receipts if r.store != "files")
 
 
 def test_the_ledger_and_receipts_hold_no_content(
@@ -312,3 +312,25 @@ def test_the_ledger_and_receipts_hold_no_content(
     if settings.postgres is None:
         ledger_files = [p for p in sqlite_files(settings) if p.name.startswith("ledger")]
         assert ledger_files and file_bytes_contain(ledger_files, "Haisong") == []
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])  # PostgreSQL's files live on the server
+def test_verify_rescans_files_with_keyed_fingerprints(
+    alice: MemoryLedger, service: MemoryService, settings: Settings
+) -> None:
+    stored = alice.remember(fact("home_address", "18 Haisong Road, Hangzhou"))
+    report = alice.forget(stored.item_id)
+    clean = service.requests.verify(report.request_id)
+    assert clean.residue_checked and clean.residue_files == [] and clean.failed_stores == []
+    # A copy someone left in the data directory after the erasure: verify must find it.
+    stray = settings.data_dir / "export-2026-11-29.json"
+    stray.write_text('{"home": "18 Haisong Road, Hangzhou"}')
+    dirty = service.requests.verify(report.request_id)
+    assert dirty.residue_files == [str(stray)] and dirty.failed_stores == ["files"]
+    assert "Haisong" not in json.dumps(dirty.to_dict())
+    stray.unlink()
+    service.requests.close_verification(report.request_id)
+    closed = service.requests.verify(report.request_id)
+    assert not closed.residue_checked and "window has closed" in closed.residue_scan
+    everything = sqlite_files(settings)
+    assert file_bytes_contain(everything, "Haisong") == []
