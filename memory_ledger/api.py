@@ -224,6 +224,17 @@ class MemoryLedger:
         self._log.save([item])
         return item.version
 
+    def forget_conclusion(self, item_id: str | UUID) -> int:
+        """ "Forget what you concluded": suppress an inference so it is neither used nor
+        derived again, and leave its sources alone (erasing them is a separate request,
+        which needs the user's explicit consent)."""
+        item = self._owned(item_id)
+        if item.origin != "inferred" and not item.derived_from:
+            raise InvalidTransition(f"item {item.id} is not an inference; use forget to erase it")
+        item.suppress(reason="conclusion_forgotten")
+        self._log.save([item])
+        return item.version
+
     def unsuppress(self, item_id: str | UUID) -> int:
         item = self._owned(item_id)
         item.unsuppress()

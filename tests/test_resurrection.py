@@ -75,7 +75,7 @@ def test_a_suppressed_conclusion_is_not_derived_again(
     alice.remember(turn("I work at Globex Corporation", turn_id="t4"))
     Consolidator(service).run_once(alice)
     [conclusion] = alice.recall(predicate="employer")
-    alice.suppress(conclusion.item_id, reason="conclusion_forgotten")
+    alice.forget_conclusion(conclusion.item_id)
     assert Consolidator(service).run_once(alice) == (0, 0)
     assert alice.recall(predicate="employer") == []
     assert [m.text for m in alice.recall(kind="turn")] == ["I work at Globex Corporation"]
@@ -90,3 +90,12 @@ def test_an_erased_conclusion_is_not_derived_again(
     assert alice.forget(conclusion.item_id).completed
     assert Consolidator(service).run_once(alice) == (0, 0)
     assert alice.recall(predicate="allergy") == []
+
+
+def test_forget_conclusion_applies_to_inferences_only(alice: MemoryLedger) -> None:
+    from memory_ledger.errors import InvalidTransition
+
+    stated = alice.remember(fact("employer", "Acme Corp"))
+    with pytest.raises(InvalidTransition, match="not an inference"):
+        alice.forget_conclusion(stated.item_id)
+    assert [m.text for m in alice.recall()] == ["Acme Corp"]
