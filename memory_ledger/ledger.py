@@ -25,15 +25,12 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import sqlite3
 import threading
-import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
-from pathlib import Path
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
@@ -54,19 +51,34 @@ from pydantic import (
 from memory_ledger.config import Settings
 from memory_ledger.errors import (
     BackendUnavailable,
-    ConfigurationError,
     InvalidWrite,
     MemoryLedgerError,
 )
+from memory_ledger.ledger_storage import (  # re-exported: part of this module's API
+    COLUMNS,
+    GENESIS_HASH,
+    LEDGER_FILE,
+    SCHEMA_SUFFIX,
+    TABLE,
+    first_line,
+    open_backend,
+)
 from memory_ledger.write_policy import AwareDatetime, Identifier, Sensitivity, canonical_time
 
-LEDGER_FILE = "ledger.sqlite"
-SCHEMA_SUFFIX = "_ledger"
-TABLE = "ledger_entries"
-GENESIS_HASH = "0" * 64
-_SETUP_LOCK_CLASS = 0x6C656467  # "ledg": serialises ledger schema creation on PostgreSQL
-_SQLITE_TIMEOUT = 30.0
-_COLUMNS = "seq, request_id, entry_type, payload, recorded_at, prev_hash, entry_hash"
+__all__ = [
+    "AUDIT_REASONS",
+    "GENESIS_HASH",
+    "LEDGER_FILE",
+    "PAYLOAD_MODELS",
+    "SCHEMA_SUFFIX",
+    "TABLE",
+    "AuditResult",
+    "EntryType",
+    "LedgerEntry",
+    "LifecycleLedger",
+    "canonical_payload",
+    "entry_hash",
+]
 
 
 class EntryType(StrEnum):
@@ -349,7 +361,7 @@ class LifecycleLedger:
 
     def __init__(self, settings: Settings, ledger_url: str | None = None) -> None:
         self._lock = threading.RLock()
-        self._db = _open_backend(settings, ledger_url)
+        self._db = open_backend(settings, ledger_url)
 
     @property
     def location(self) -> str:
@@ -380,14 +392,14 @@ class LifecycleLedger:
             at = canonical_time(datetime.now(UTC))  # taken under the lock: time follows seq
             digest = entry_hash(prev, seq, rid, kind.value, at, body)
             cur.execute(
-                f"INSERT INTO {t} ({_COLUMNS}) VALUES ({', '.join([p] * 7)})",
+                f"INSERT INTO {t} ({COLUMNS}) VALUES ({', '.join([p] * 7)})",
                 (seq, rid, kind.value, body, at, prev, digest),
             )
         return LedgerEntry(seq, rid, kind, body, at, prev, digest)
 
     def entries(self, request_id: str | None = None) -> list[LedgerEntry]:
         """Entries in chain order, all of them or one request's."""
-        sql = f"SELECT {_COLUMNS} FROM {self._db.table}"
+        sql = f"SELECT {COLUMNS} FROM {self._db.table}"
         params: tuple[Any, ...] = ()
         if request_id is not None:
             sql += f" WHERE request_id = {self._db.param}"
@@ -423,7 +435,7 @@ class LifecycleLedger:
         `anchor` is a (head_seq, head_hash) kept from an earlier audit; it turns removal
         of the newest entries, which leaves a valid shorter chain, into a finding.
         """
-        sql = f"SELECT {_COLUMNS} FROM {self._db.table} ORDER BY seq"
+        sql = f"SELECT {COLUMNS} FROM {self._db.table} ORDER BY seq"
         prev, checked = GENESIS_HASH, 0
         anchored = GENESIS_HASH if anchor and anchor[0] == 0 else None  # an empty ledger's head
         with self._lock, self._guard("read"), self._db.scan(sql) as rows:
@@ -487,221 +499,9 @@ class LifecycleLedger:
             yield
         except self._db.unavailable as exc:
             raise BackendUnavailable(
-                f"cannot {action} the lifecycle ledger at {self.location}: {_first_line(exc)}"
+                f"cannot {action} the lifecycle ledger at {self.location}: {first_line(exc)}"
                 + ("; nothing was appended" if action == "append to" else "")
             ) from None
-
-
-# -- backends ------------------------------------------------------------------------------
-
-
-def _open_backend(settings: Settings, ledger_url: str | None) -> _SQLiteBackend | _PgBackend:
-    """Default: beside the store but apart from it. An explicit URL or directory wins."""
-    if ledger_url is None:
-        where = settings
-    elif not ledger_url.strip():
-        raise ConfigurationError("ledger_url is empty: give a postgresql:// URL or a directory")
-    elif "://" in ledger_url:
-        where = Settings.resolve(settings.data_dir, ledger_url)
-    else:  # a directory (not via Settings.resolve, which would consult the environment)
-        return _SQLiteBackend(Path(ledger_url).expanduser().resolve() / LEDGER_FILE)
-    if where.postgres is None:
-        return _SQLiteBackend(where.data_dir / LEDGER_FILE)
-    schema = where.postgres.schema + SCHEMA_SUFFIX
-    if len(schema) > 63:
-        raise ConfigurationError(f"ledger schema name {schema!r} exceeds 63 characters")
-    return _PgBackend(where, schema)
-
-
-_SQLITE_DDL = [
-    f"CREATE TABLE IF NOT EXISTS {TABLE} (seq INTEGER PRIMARY KEY, request_id TEXT NOT NULL, "
-    "entry_type TEXT NOT NULL, payload TEXT NOT NULL, recorded_at TEXT NOT NULL, "
-    "prev_hash TEXT NOT NULL, entry_hash TEXT NOT NULL)",
-    f"CREATE INDEX IF NOT EXISTS {TABLE}_by_request ON {TABLE} (request_id, seq)",
-    f"CREATE TRIGGER IF NOT EXISTS {TABLE}_no_update BEFORE UPDATE ON {TABLE} "
-    "BEGIN SELECT RAISE(ABORT, 'the lifecycle ledger is append-only: UPDATE refused'); END",
-    f"CREATE TRIGGER IF NOT EXISTS {TABLE}_no_delete BEFORE DELETE ON {TABLE} "
-    "BEGIN SELECT RAISE(ABORT, 'the lifecycle ledger is append-only: DELETE refused'); END",
-    # Also closes INSERT OR REPLACE, whose implicit delete fires no DELETE trigger.
-    f"CREATE TRIGGER IF NOT EXISTS {TABLE}_chain BEFORE INSERT ON {TABLE} "
-    f"WHEN NEW.seq IS NOT (SELECT COALESCE(MAX(seq), 0) + 1 FROM {TABLE}) "
-    f"OR NEW.prev_hash IS NOT COALESCE((SELECT entry_hash FROM {TABLE} ORDER BY seq DESC "
-    f"LIMIT 1), '{GENESIS_HASH}') "
-    "BEGIN SELECT RAISE(ABORT, 'a ledger entry must extend the chain'); END",
-]
-
-
-class _SQLiteBackend:
-    """Its own file, WAL with synchronous=FULL: an acknowledged entry survives power loss."""
-
-    param = "?"
-    table = TABLE
-    unavailable: tuple[type[Exception], ...] = (sqlite3.OperationalError,)
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.location = str(path)
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self.conn = sqlite3.connect(
-                path, timeout=_SQLITE_TIMEOUT, isolation_level=None, check_same_thread=False
-            )
-        except (OSError, sqlite3.Error) as exc:
-            raise BackendUnavailable(
-                f"cannot open the lifecycle ledger at {path}: {_first_line(exc)}"
-            ) from None
-        try:
-            self._use_wal()
-            self.conn.execute("PRAGMA synchronous=FULL")
-            with self.write() as cur:
-                for statement in _SQLITE_DDL:
-                    cur.execute(statement)
-        except sqlite3.Error as exc:
-            self.conn.close()
-            raise BackendUnavailable(
-                f"cannot open the lifecycle ledger at {path}: {_first_line(exc)}"
-            ) from None
-
-    def _use_wal(self) -> None:
-        # Switching a new file to WAL does not wait on the busy handler: when several
-        # processes open a fresh ledger at once, the losers see "database is locked".
-        deadline = time.monotonic() + _SQLITE_TIMEOUT
-        while True:
-            try:
-                self.conn.execute("PRAGMA journal_mode=WAL")
-                return
-            except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) or time.monotonic() > deadline:
-                    raise
-                time.sleep(0.01)
-
-    @contextmanager
-    def write(self) -> Iterator[sqlite3.Connection]:
-        self.conn.execute("BEGIN IMMEDIATE")  # the write lock, before reading the head
-        try:
-            yield self.conn
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise
-        self.conn.execute("COMMIT")
-
-    def read(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-        return self.conn.execute(sql, params).fetchall()
-
-    @contextmanager
-    def scan(self, sql: str) -> Iterator[Iterator[tuple[Any, ...]]]:
-        cursor = self.conn.execute(sql)
-        try:
-            yield iter(cursor)
-        finally:
-            cursor.close()
-
-    def close(self) -> None:
-        self.conn.close()
-
-
-def _pg_ddl(schema: str) -> list[str]:
-    s = f'"{schema}"'
-    t = f"{s}.{TABLE}"
-    return [
-        f"CREATE TABLE {t} (seq BIGINT PRIMARY KEY, request_id TEXT NOT NULL, "
-        "entry_type TEXT NOT NULL, payload TEXT NOT NULL, recorded_at TEXT NOT NULL, "
-        "prev_hash TEXT NOT NULL, entry_hash TEXT NOT NULL)",
-        f"CREATE INDEX {TABLE}_by_request ON {t} (request_id, seq)",
-        f"CREATE FUNCTION {s}.ledger_refuse_change() RETURNS trigger LANGUAGE plpgsql AS $$ "
-        "BEGIN RAISE EXCEPTION 'the lifecycle ledger is append-only: % refused', TG_OP; END $$",
-        f"CREATE FUNCTION {s}.ledger_check_link() RETURNS trigger LANGUAGE plpgsql AS $$ "
-        "DECLARE last_seq BIGINT; last_hash TEXT; BEGIN "
-        f"SELECT seq, entry_hash INTO last_seq, last_hash FROM {t} ORDER BY seq DESC LIMIT 1; "
-        "IF NEW.seq IS DISTINCT FROM COALESCE(last_seq, 0) + 1 OR NEW.prev_hash IS DISTINCT "
-        f"FROM COALESCE(last_hash, '{GENESIS_HASH}') THEN "
-        "RAISE EXCEPTION 'a ledger entry must extend the chain'; END IF; RETURN NEW; END $$",
-        f"CREATE TRIGGER {TABLE}_no_change BEFORE UPDATE OR DELETE ON {t} "
-        f"FOR EACH ROW EXECUTE FUNCTION {s}.ledger_refuse_change()",
-        f"CREATE TRIGGER {TABLE}_no_truncate BEFORE TRUNCATE ON {t} "
-        f"FOR EACH STATEMENT EXECUTE FUNCTION {s}.ledger_refuse_change()",
-        f"CREATE TRIGGER {TABLE}_chain BEFORE INSERT ON {t} "
-        f"FOR EACH ROW EXECUTE FUNCTION {s}.ledger_check_link()",
-    ]
-
-
-class _PgBackend:
-    """A schema of its own, so the store's dumps and restores never touch it."""
-
-    param = "%s"
-
-    def __init__(self, settings: Settings, schema: str) -> None:
-        import psycopg
-
-        assert settings.postgres is not None
-        self.unavailable: tuple[type[Exception], ...] = (psycopg.OperationalError,)
-        self.settings = settings
-        self.schema = schema
-        self.table = f'"{schema}".{TABLE}'
-        self.location = f"{settings.postgres.masked()} (schema {schema})"
-        self.conn: Any = None
-        try:
-            self._connection()
-            self._create_if_missing()
-        except psycopg.Error as exc:
-            self.close()
-            raise BackendUnavailable(
-                f"cannot open the lifecycle ledger at {self.location}: {_first_line(exc)}"
-            ) from None
-
-    def _connection(self) -> Any:
-        if self.conn is None or self.conn.closed:  # reconnect after a dropped connection
-            self.conn = self.settings._pg_connect()
-        return self.conn
-
-    def _create_if_missing(self) -> None:
-        conn = self._connection()
-        # A plain query of pg_class, not to_regclass: after waiting on the advisory lock,
-        # the catalog cache may not yet show a table another process just committed.
-        exists = (
-            "SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-            "WHERE n.nspname = %s AND c.relname = %s"
-        )
-        if conn.execute(exists, (self.schema, TABLE)).fetchone():
-            return
-        with conn.transaction():
-            # Concurrent CREATE ... of the same objects fails in PostgreSQL: take turns.
-            conn.execute(
-                "SELECT pg_advisory_xact_lock(%s::int4, hashtext(%s))",
-                (_SETUP_LOCK_CLASS, self.schema),
-            )
-            if conn.execute(exists, (self.schema, TABLE)).fetchone():
-                return
-            # Only when missing: CREATE SCHEMA needs a privilege a least-privilege role lacks.
-            if not conn.execute(
-                "SELECT 1 FROM pg_namespace WHERE nspname = %s", (self.schema,)
-            ).fetchone():
-                conn.execute(f'CREATE SCHEMA "{self.schema}"')
-            for statement in _pg_ddl(self.schema):
-                conn.execute(statement)
-
-    @contextmanager
-    def write(self) -> Iterator[Any]:
-        conn = self._connection()
-        with conn.transaction(), conn.cursor() as cur:
-            # EXCLUSIVE blocks other writers until commit and still lets readers read.
-            cur.execute(f"LOCK TABLE {self.table} IN EXCLUSIVE MODE")
-            yield cur
-
-    def read(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-        return list(self._connection().execute(sql, params).fetchall())
-
-    @contextmanager
-    def scan(self, sql: str) -> Iterator[Iterator[tuple[Any, ...]]]:
-        conn = self._connection()
-        with conn.transaction(), conn.cursor(name="ledger_scan") as cur:
-            cur.itersize = 2000  # a server-side cursor: memory stays flat on long ledgers
-            cur.execute(sql)
-            yield iter(cur)
-
-    def close(self) -> None:
-        if self.conn is not None and not self.conn.closed:
-            self.conn.close()
 
 
 # -- helpers -------------------------------------------------------------------------------
@@ -769,8 +569,3 @@ def _problems(exc: ValidationError) -> list[str]:
         if problem not in out:
             out.append(problem)
     return out
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
