@@ -88,6 +88,19 @@ class Projection(ABC):
     @abstractmethod
     def handle(self, event: ProjectedEvent, batch: Batch) -> None: ...
 
+    @staticmethod
+    def item_row(event: ProjectedEvent, batch: Batch) -> Row | None:
+        """For one-row-per-item projections: the item's row, with the event's version and
+        any suppression already applied; None if this projection does not hold the item."""
+        found = batch.of_item(event.item_id)
+        if not found:
+            return None
+        row = found[0]
+        row["version"] = event.version
+        if event.name in ("Suppressed", "Unsuppressed"):
+            row["suppressed"] = event.name == "Suppressed"
+        return row
+
     def _flush(self, conn: Connection, batch: Batch) -> None:
         table = self.table
         rows, original, purged = batch.rows, batch.original, batch.purged

@@ -80,10 +80,4 @@ class CatalogProjection(Projection):
                 }
             )
             return
-        found = batch.of_item(event.item_id)
-        if not found:
-            return
-        row = found[0]
-        row["version"] = event.version
-        if event.name in ("Suppressed", "Unsuppressed"):
-            row["suppressed"] = event.name == "Suppressed"
+        self.item_row(event, batch)  # keeps version and suppression current

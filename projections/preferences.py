@@ -72,18 +72,14 @@ class PreferencesProjection(Projection):
                 }
             )
             return
-        found = batch.of_item(event.item_id)
-        if not found:
+        row = self.item_row(event, batch)
+        if row is None:
             return
-        row = found[0]
-        row["version"] = event.version
         if event.name == "Superseded":
             row["value"], row["value_state"] = content_of(event, "value")
             row["confidence"] = a["confidence"]
             row["valid_from"] = iso(a["valid_from"])
             row["provenance"] = provenance_json(a)
-        elif event.name in ("Suppressed", "Unsuppressed"):
-            row["suppressed"] = event.name == "Suppressed"
         elif event.name == "Redacted":
             row["value"], row["value_state"] = content_of(event, "value")
             row["redacted_fields"] = ",".join(sorted(set(a["fields"])))

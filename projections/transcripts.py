@@ -73,13 +73,9 @@ class TranscriptsProjection(Projection):
                 }
             )
             return
-        found = batch.of_item(event.item_id)
-        if not found:
+        row = self.item_row(event, batch)
+        if row is None:
             return
-        row = found[0]
-        row["version"] = event.version
-        if event.name in ("Suppressed", "Unsuppressed"):
-            row["suppressed"] = event.name == "Suppressed"
-        elif event.name == "Redacted":
+        if event.name == "Redacted":
             row["content"], row["content_state"] = content_of(event, "content")
             row["redacted_fields"] = ",".join(sorted(set(a["fields"])))
