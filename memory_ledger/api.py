@@ -103,6 +103,25 @@ class MemoryService:
         """Remove deleted bytes from the files; returns what was done, as evidence."""
         return self.log.compact() + self.runner.compact()
 
+    def rewrite_sqlite_file(self, path: Path) -> bool:
+        """Rebuild one of our SQLite files (VACUUM, then truncate its WAL) so that only
+        live rows remain in it; False if the path is not one of them."""
+        settings = self.settings
+        if settings.postgres is not None:
+            return False
+        if path == settings.projections_path:
+            with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+                conn.exec_driver_sql("VACUUM")
+                conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+            return True
+        if path == settings.events_path:
+            with self.log.recorder.datastore.get_connection(commit=True) as conn:
+                cursor = conn.cursor()
+                cursor.execute("VACUUM")
+                cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            return True
+        return False
+
     def close(self) -> None:
         self.ledger.close()
         self.engine.dispose()

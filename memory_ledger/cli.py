@@ -342,6 +342,7 @@ def redact(
 
 
 EXIT_FOR_STATUS = {
+    "verification_failed": 7,
     "completed": 0,
     "dry_run": 0,
     "nothing_matched": 0,
@@ -389,6 +390,10 @@ def forget(
         "namespace": everything,
     }
     kinds = [k for k, on in given.items() if on]
+    if resume is not None and kinds:
+        _fail(InvalidWrite("--resume takes no scope: it retries the recorded one"), as_json)
+    if which != "all" and kinds != ["predicate"]:
+        _fail(InvalidWrite("--which applies to --subject/--predicate scopes only"), as_json)
     if resume is None and len(kinds) != 1:
         _fail(
             InvalidWrite(
@@ -617,6 +622,49 @@ def demo(
     from memory_ledger.demo import run_demo
 
     raise typer.Exit(run_demo(data_dir))
+
+
+@app.command()
+def check(
+    as_json: Json = False,
+    keep: Annotated[
+        Path | None,
+        typer.Option(
+            "--keep", help="Build the stores in this (empty) directory and keep them as evidence."
+        ),
+    ] = None,
+) -> None:
+    """Deletion acceptance: every case on SQLite, a control store A beside a store B where
+    the forget request is applied; four separate results per case, never one score.
+    Exits 0 only if every result of every case passes."""
+    import tempfile
+
+    from memory_ledger.acceptance import all_passed, render_table, results_json, run_all
+
+    try:
+        if keep is not None:
+            keep.mkdir(parents=True, exist_ok=True)
+            results = run_all(keep)
+        else:
+            with tempfile.TemporaryDirectory(prefix="memory-ledger-check-") as workdir:
+                results = run_all(workdir)
+    except (OSError, ValueError) as exc:
+        _fail(InvalidWrite(f"cannot run the acceptance cases: {exc}"), as_json)
+
+    def human() -> None:
+        out.print(render_table(results))
+        failing = [r.case for r in results if not r.passed]
+        out.print(
+            Text(
+                f"{len(results)} case(s); {len(results) - len(failing)} with all four results "
+                "passing" + (f"; failing: {', '.join(failing)}" if failing else "")
+            )
+        )
+        if keep is not None:
+            out.print(Text(f"stores kept under {keep}"))
+
+    _emit(as_json, results_json(results), human)
+    raise typer.Exit(0 if all_passed(results) else 1)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
@@ -72,6 +73,8 @@ class RequestReport:
             "items; please say which.",
             "nothing_matched": "Nothing stored matches that request; nothing was erased.",
             "dry_run": f"{count} item(s) would be erased; nothing was changed.",
+            "verification_failed": "A check found the erased data again in "
+            f"{len(self.failed_stores)} place(s); the request must be run again.",
         }.get(self.status, self.status)
 
     def to_dict(self) -> dict[str, Any]:
@@ -237,6 +240,8 @@ class ForgetRequests:
                 )
             )
         report.failed_stores = [r.store for r in report.receipts if r.status != "ok"]
+        if report.failed_stores and report.status == "completed":
+            report.status = "verification_failed"
         return report
 
     def close_verification(self, request_id: str) -> None:
@@ -263,6 +268,9 @@ class ForgetRequests:
         needles = needles_for(plaintext_copies(self.service, items))  # memory only
         if needles and self.service.settings.postgres is None:
             self._keep_fingerprints(report.request_id, needles)
+        missing = [
+            s for s in report.failed_stores if s not in self.service.stores.names() and s != "files"
+        ]
         receipts: list[Receipt] = []
         for store in self.service.stores:
             receipts.append(_erase_at(store, targets))
@@ -271,7 +279,11 @@ class ForgetRequests:
                     report.request_id, "tombstone", {"item_id": item_id, "position": position}
                 )
         compaction = self.service.compact()
-        report.residue_checked, report.residue_scan, report.residue_files = self._scan(needles)
+        for name in missing:  # a store that failed before must confirm before "completed"
+            receipts.append(Receipt(name, "erase", len(targets), "failed", {"registered": False}))
+        report.residue_checked, report.residue_scan, report.residue_files = self._scan(
+            needles, report.request_id
+        )
         receipts.append(
             Receipt(
                 "files",
@@ -300,11 +312,24 @@ class ForgetRequests:
         )
         return report
 
-    def _scan(self, needles: list[bytes]) -> tuple[bool, str, list[str]]:
+    def _scan(self, needles: list[bytes], request_id: str) -> tuple[bool, str, list[str]]:
         settings = self.service.settings
         if settings.postgres is not None:
             return False, "not run: PostgreSQL files live on the server; VACUUM ran", []
-        if not needles:
+        prints = None if needles else self._fingerprints(request_id)
+        if prints is not None:  # a retry: the content is gone, its fingerprints are not
+
+            def search(paths: list[Path]) -> list[str]:
+                return sorted({f.path for f in scan_fingerprints(paths, prints)})
+
+            how = "keyed fingerprints"
+        elif needles:
+
+            def search(paths: list[Path]) -> list[str]:
+                return sorted({f.path for f in scan(paths, needles)})
+
+            how = "bytes"
+        else:
             return (
                 False,
                 (
@@ -314,8 +339,15 @@ class ForgetRequests:
                 [],
             )
         paths = files_under(settings.data_dir)
-        found = sorted({f.path for f in scan(paths, needles)})
-        return True, f"bytes of {len(paths)} files under {settings.data_dir}", found
+        found = search(paths)
+        rewritten = [p for p in found if self.service.rewrite_sqlite_file(Path(p))]
+        if rewritten:
+            # secure_delete zeroes freed cells, but a page's unused gap can still hold
+            # old bytes; rebuilding the file (VACUUM) leaves only live rows. Then look again.
+            paths = files_under(settings.data_dir)
+            found = search(paths)
+        note = f"; {len(rewritten)} file(s) rebuilt with VACUUM" if rewritten else ""
+        return True, f"{how} of {len(paths)} files under {settings.data_dir}{note}", found
 
     def _check_owned(self, namespace: str, scope: ForgetScope, requested_by: str) -> None:
         for item_id in scope.item_ids:

@@ -150,7 +150,12 @@ def resolve(conn: Connection, namespace: str, scope: ForgetScope) -> Resolution:
 
 def _matching_items(conn: Connection, namespace: str, scope: ForgetScope) -> list[str]:
     c = catalog.c
-    query = select(c.item_id).where(c.namespace == namespace)
+    if scope.kind == "namespace":  # a user's deletion covers their project namespaces too
+        query = select(c.item_id).where(
+            (c.namespace == namespace) | c.namespace.startswith(namespace + "/")
+        )
+    else:
+        query = select(c.item_id).where(c.namespace == namespace)
     if scope.kind == "item":
         query = query.where(c.item_id.in_([str(i) for i in scope.item_ids]))
     elif scope.kind == "predicate":
@@ -195,19 +200,23 @@ def _versions_of(conn: Connection, namespace: str, scope: ForgetScope) -> list[s
 
 
 def _carrier_turns(conn: Connection, namespace: str, targets: list[str]) -> list[str]:
-    """Transcript turns a target was taken from: they carry the same words."""
+    """Transcript turns a target was taken from: they carry the same words. A turn is
+    identified by its session and turn id together, since turn ids may repeat per session."""
     c = catalog.c
-    turns = set(
+    sources = set(
         conn.execute(
-            select(c.turn_id).where(c.item_id.in_(targets), c.turn_id.is_not(None))
-        ).scalars()
+            select(c.session_id, c.turn_id).where(c.item_id.in_(targets), c.turn_id.is_not(None))
+        ).all()
     )
-    if not turns:
+    if not sources:
         return []
-    query = select(c.item_id).where(
-        c.namespace == namespace, c.kind == "turn", c.turn_id.in_(sorted(turns))
+    query = select(c.item_id, c.session_id, c.turn_id).where(
+        c.namespace == namespace,
+        c.kind == "turn",
+        c.turn_id.in_(sorted({t for _, t in sources})),
     )
-    return sorted(set(conn.execute(query).scalars()) - set(targets))
+    found = {i for i, session, turn in conn.execute(query) if (session, turn) in sources}
+    return sorted(found - set(targets))
 
 
 def _derived_from(conn: Connection, namespace: str, targets: list[str]) -> list[str]:

@@ -334,3 +334,43 @@ def test_verify_rescans_files_with_keyed_fingerprints(
     assert not closed.residue_checked and "window has closed" in closed.residue_scan
     everything = sqlite_files(settings)
     assert file_bytes_contain(everything, "Haisong") == []
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])  # a property of SQLite's file format
+def test_residue_left_in_page_gaps_is_removed_by_rebuilding_the_file(
+    alice: MemoryLedger, service: MemoryService, settings: Settings
+) -> None:
+    import sqlite3
+
+    stored = alice.remember(fact("passport", "E12345678 Passport"))
+    alice.recall()
+    # Leave the same bytes in free space, as a connection without secure_delete would.
+    raw = sqlite3.connect(settings.projections_path)
+    raw.execute("PRAGMA secure_delete = OFF")
+    row = raw.execute("SELECT * FROM facts WHERE item_id = ?", (stored.item_id,)).fetchone()
+    raw.execute("INSERT INTO facts VALUES (" + ",".join("?" * len(row)) + ")", ("copy", *row[1:]))
+    raw.commit()
+    raw.execute("DELETE FROM facts WHERE item_id = 'copy'")
+    raw.commit()
+    raw.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    raw.close()
+    assert file_bytes_contain([settings.projections_path], "E12345678 Passport")
+    report = alice.forget(stored.item_id)
+    assert report.completed, report.to_dict()
+    assert "rebuilt with VACUUM" in report.residue_scan
+    assert file_bytes_contain(sqlite_files(settings), "E12345678") == []
+
+
+def test_a_retry_without_the_failed_store_stays_partial(
+    settings: Settings, plugin_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MEMORY_LEDGER_EXTRA_STORES", "ml_test_plugins:factory")
+    with MemoryService(settings) as service:
+        stored = service.for_principal(ALICE).remember(fact("city", "Hangzhou"))
+        first = service.for_principal(ALICE).forget(stored.item_id)
+        assert first.failed_stores == ["flaky_subscriber"]
+    monkeypatch.delenv("MEMORY_LEDGER_EXTRA_STORES")
+    with MemoryService(settings) as service:  # the subscriber is not registered here
+        assert service.ledger.latest_status(first.request_id) == "partial"
+        again = service.requests.resume(first.request_id)
+        assert again.status == "partial" and again.failed_stores == ["flaky_subscriber"]
