@@ -181,7 +181,7 @@ class EventLog:
                 busy = int(values(cursor.fetchall()[0])[0])
             return [checkpoint_evidence("event store", busy)]
         with self.recorder.datastore.get_connection() as conn:
-            conn.execute(f"VACUUM {self.key_sql.keys_table}")
+            conn.execute(f"VACUUM (PARALLEL 0) {self.key_sql.keys_table}")
         return [f"event store: VACUUM {self.key_sql.keys_table}"]
 
     def key_counts(self) -> tuple[int, int]:

@@ -195,5 +195,5 @@ class ProjectionRunner:
         tables = [p.table.name for p in self.projections]
         with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
             for table in tables:
-                conn.execute(text(f"VACUUM {table}"))
+                conn.execute(text(f"VACUUM (PARALLEL 0) {table}"))
         return [f"projections: VACUUM {', '.join(tables)}"]
