@@ -162,11 +162,10 @@ class ForgetRequests:
         return self._execute(report)
 
     def resume_unfinished(self) -> list[RequestReport]:
-        return [
-            self.resume(r)
-            for r in self.ledger.request_ids()
-            if self.ledger.latest_status(r) in UNFINISHED
+        unfinished = [
+            r for r, status in self.ledger.latest_statuses().items() if status in UNFINISHED
         ]
+        return [self.resume(r) for r in unfinished]
 
     def report(self, request_id: str) -> RequestReport:
         """Rebuild a request's report from the ledger alone."""

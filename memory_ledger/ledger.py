@@ -428,6 +428,19 @@ class LifecycleLedger:
         status = json.loads(rows[0][0]).get("status")
         return str(status) if status is not None else None
 
+    def latest_statuses(self) -> dict[str, str]:
+        """Every request's newest status, in one query: what a restart scans to resume."""
+        t, p = self._db.table, self._db.param
+        sql = (
+            f"SELECT e.request_id, e.payload FROM {t} e WHERE e.entry_type = {p} AND e.seq = "
+            f"(SELECT MAX(s.seq) FROM {t} s WHERE s.request_id = e.request_id "
+            f"AND s.entry_type = {p}) ORDER BY e.seq"
+        )
+        status = EntryType.STATUS.value
+        with self._lock, self._guard("read"):
+            rows = self._db.read(sql, (status, status))
+        return {str(rid): str(json.loads(payload).get("status")) for rid, payload in rows}
+
     def verify(self, anchor: tuple[int, str] | None = None) -> AuditResult:
         """Recompute the whole chain from the first entry. A broken chain is reported in
         the result, not raised: an auditor needs the answer, not an exception.

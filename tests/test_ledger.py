@@ -497,3 +497,21 @@ def test_an_unreachable_ledger_raises_backend_unavailable(tmp_path: Path) -> Non
     a_file.write_text("x")
     with pytest.raises(BackendUnavailable):
         LifecycleLedger(Settings.resolve(a_file))
+
+
+def test_latest_statuses_in_one_query(settings: Settings) -> None:
+    with LifecycleLedger(settings) as ledger:
+        for rid, statuses in (("req-a", ["pending", "completed"]), ("req-b", ["pending"])):
+            ledger.append(
+                rid,
+                "request",
+                {
+                    "namespace": "acme/alice",
+                    "scope": {"kind": "namespace"},
+                    "requested_by": "alice",
+                },
+            )
+            for status in statuses:
+                ledger.append(rid, "status", {"status": status})
+        assert ledger.latest_statuses() == {"req-a": "completed", "req-b": "pending"}
+        assert ledger.latest_status("req-b") == "pending"
