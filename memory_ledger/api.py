@@ -17,7 +17,7 @@ from typing import Any
 from uuid import UUID, uuid4
 
 from pydantic import TypeAdapter, ValidationError
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from memory_ledger.config import Settings
 from memory_ledger.crypto import DEV_KEY_FILE, MasterKey, load_master_key
@@ -102,6 +102,37 @@ class MemoryService:
     def compact(self) -> list[str]:
         """Remove deleted bytes from the files; returns what was done, as evidence."""
         return self.log.compact() + self.runner.compact()
+
+    def rotate_key(self, item: MemoryItem, fields: dict[str, str], redacted: list[str]) -> None:
+        """Re-seal the item's current content (with `redacted` fields replaced) under a
+        new key generation and destroy every older one, in one transaction: every earlier
+        version becomes unreadable. Redaction and history shredding both use it."""
+        generation = item.key_generation + 1
+        sealed, key = self.log.seal_new(item.id, generation, fields)
+        retired = item.redact(fields=redacted, key_generation=generation, sealed=sealed)
+        self.log.save([item], [key], [KeyDestruction(str(item.id), tuple(retired))])
+
+    def shred_history(self, item_id: str) -> bool:
+        """Make an item's earlier versions unreadable and keep its current value."""
+        item = self.log.get(UUID(item_id))
+        current = self.log.read(item)
+        if item.erased or current is ERASED or item.key_generation < 1:
+            return False
+        self.rotate_key(item, current, [])  # type: ignore[arg-type]
+        return True
+
+    def readable_history(self, conn: Any, item_ids: list[str]) -> int:
+        """How many earlier (superseded) versions of these items can still be read."""
+        query = (
+            select(func.count())
+            .select_from(facts)
+            .where(
+                facts.c.item_id.in_(item_ids),
+                facts.c.status == "superseded",
+                facts.c.value.is_not(None),
+            )
+        )
+        return int(conn.execute(query).scalar_one())
 
     def rewrite_sqlite_file(self, path: Path) -> bool:
         """Rebuild one of our SQLite files (VACUUM, then truncate its WAL) so that only
@@ -276,10 +307,7 @@ class MemoryLedger:
                 f"unknown: {', '.join(unknown) or 'none given'}"
             )
         new_fields = {k: (replacement if k in fields else v) for k, v in current.items()}  # type: ignore[union-attr]
-        generation = item.key_generation + 1
-        sealed, key = self._log.seal_new(item.id, generation, new_fields)
-        retired = item.redact(fields=list(fields), key_generation=generation, sealed=sealed)
-        self._log.save([item], [key], [KeyDestruction(str(item.id), tuple(retired))])
+        self.service.rotate_key(item, new_fields, list(fields))
         self.service.runner.catch_up()
         self.service.compact()
         return item.version

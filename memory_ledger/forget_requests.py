@@ -50,6 +50,7 @@ class RequestReport:
     targets: list[str] = field(default_factory=list)
     cascaded: list[str] = field(default_factory=list)
     candidates: list[Candidate] = field(default_factory=list)
+    history: list[str] = field(default_factory=list)
     receipts: list[Receipt] = field(default_factory=list)
     failed_stores: list[str] = field(default_factory=list)
     residue_checked: bool = False
@@ -63,7 +64,7 @@ class RequestReport:
     @property
     def message(self) -> str:
         """What an agent may tell the user: counts and state, never what was erased."""
-        count = len(self.targets) + len(self.cascaded)
+        count = len(self.targets) + len(self.cascaded) + len(self.history)
         return {
             "completed": f"Done: {count} item(s) erased from every store and verified.",
             "partial": f"Not finished: {len(self.failed_stores)} store(s) still to confirm; "
@@ -130,6 +131,7 @@ class ForgetRequests:
             resolution.targets,
             resolution.cascaded,
             resolution.candidates,
+            resolution.history,
         )
         if resolution.status == "needs_clarification":
             self.ledger.append(
@@ -146,6 +148,7 @@ class ForgetRequests:
             {
                 "targets": resolution.targets,
                 "cascaded": resolution.cascaded,
+                "history": resolution.history or None,
             },
         )
         if dry_run:
@@ -179,6 +182,7 @@ class ForgetRequests:
                 report.namespace, report.scope = p["namespace"], p["scope"]
             elif entry.entry_type == "resolved":
                 report.targets, report.cascaded = list(p["targets"]), list(p["cascaded"])
+                report.history = list(p.get("history", []))
             elif entry.entry_type == "needs_clarification":
                 report.candidates = [Candidate(i, "", None) for i in p["candidates"]]
             elif entry.entry_type == "receipt":
@@ -264,7 +268,13 @@ class ForgetRequests:
     def _execute(self, report: RequestReport) -> RequestReport:
         targets = report.targets + [c for c in report.cascaded if c not in report.targets]
         items = [self.service.log.get(UUID(t)) for t in targets]
-        needles = needles_for(plaintext_copies(self.service, items))  # memory only
+        texts = plaintext_copies(self.service, items)
+        kept_items = [self.service.log.get(UUID(h)) for h in report.history]
+        for item in kept_items:  # earlier versions go; the current value stays
+            current = self.service.log.read(item)
+            keep = set(current.values()) if current is not ERASED else set()  # type: ignore[union-attr]
+            texts.extend(t for t in plaintext_copies(self.service, [item]) if t not in keep)
+        needles = needles_for(texts)  # memory only
         if needles and self.service.settings.postgres is None:
             self._keep_fingerprints(report.request_id, needles)
         missing = [
@@ -277,6 +287,8 @@ class ForgetRequests:
                 self.ledger.append(
                     report.request_id, "tombstone", {"item_id": item_id, "position": position}
                 )
+        if report.history:
+            receipts.append(self._shred_history(report.history))
         compaction = self.service.compact()
         for name in missing:  # a store that failed before must confirm before "completed"
             receipts.append(Receipt(name, "erase", len(targets), "failed", {"registered": False}))
@@ -310,6 +322,21 @@ class ForgetRequests:
             "forget request %s: %s (%d targets)", report.request_id, report.status, len(targets)
         )
         return report
+
+    def _shred_history(self, item_ids: list[str]) -> Receipt:
+        """Rotate each item's key: earlier versions become unreadable, then check that
+        the facts projection holds no readable earlier version of them."""
+        shredded = sum(1 for i in item_ids if self.service.shred_history(i))
+        self.service.runner.catch_up()
+        with self.service.engine.connect() as conn:
+            left = self.service.readable_history(conn, item_ids)
+        return Receipt(
+            "event_log",
+            "history_shredded",
+            len(item_ids),
+            "ok" if left == 0 else "failed",
+            {"keys_rotated": shredded, "readable_old_versions": left},
+        )
 
     def _scan(self, needles: list[bytes], request_id: str) -> tuple[bool, str, list[str]]:
         settings = self.service.settings

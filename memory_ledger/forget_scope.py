@@ -126,6 +126,8 @@ class Resolution:
     targets: list[str] = field(default_factory=list)
     cascaded: list[str] = field(default_factory=list)
     candidates: list[Candidate] = field(default_factory=list)
+    #: Items that stay, whose earlier versions (changed in place) are to be shredded.
+    history: list[str] = field(default_factory=list)
 
     @property
     def all_targets(self) -> list[str]:
@@ -136,16 +138,16 @@ def resolve(conn: Connection, namespace: str, scope: ForgetScope) -> Resolution:
     """The explicit target set for a scope within one namespace."""
     if scope.kind == "predicate" and scope.which != "all":
         found = _versions_of(conn, namespace, scope)
-        if isinstance(found, Resolution):
+        if found.status != "resolved" or not found.targets:
             return found
-        targets = found
+        targets, history = found.targets, found.history
     else:
-        targets = _matching_items(conn, namespace, scope)
+        targets, history = _matching_items(conn, namespace, scope), []
     if not targets:
         return Resolution("nothing_matched")
     affected = _derived_from(conn, namespace, targets)
     affected += [t for t in _carrier_turns(conn, namespace, targets) if t not in affected]
-    return Resolution("resolved", targets, sorted(affected))
+    return Resolution("resolved", targets, sorted(affected), history=history)
 
 
 def _matching_items(conn: Connection, namespace: str, scope: ForgetScope) -> list[str]:
@@ -176,27 +178,46 @@ def _matching_items(conn: Connection, namespace: str, scope: ForgetScope) -> lis
     return sorted(conn.execute(query.order_by(c.item_id)).scalars())
 
 
-def _versions_of(conn: Connection, namespace: str, scope: ForgetScope) -> list[str] | Resolution:
-    """`current` is the live value; `previous` is a value no longer current. Two or more
-    previous values is ambiguous, and we ask rather than erase them all."""
+def _versions_of(conn: Connection, namespace: str, scope: ForgetScope) -> Resolution:
+    """`current` is the live value; `previous` is a value no longer current: a whole item
+    another fact superseded, or an earlier version of an item changed in place. Two or
+    more previous values is ambiguous, and we ask rather than erase them all."""
     f = facts.c
     rows = conn.execute(
-        select(f.item_id, f.status, f.valid_from, f.valid_to).where(
+        select(f.item_id, f.version, f.status, f.valid_from, f.valid_to).where(
             f.namespace == namespace, f.subject == scope.subject, f.predicate == scope.predicate
         )
     ).all()
     latest: dict[str, Any] = {}
     for row in rows:  # an item's standing is its newest version's
-        if row.item_id not in latest or row.valid_from >= latest[row.item_id].valid_from:
+        if row.item_id not in latest or row.version > latest[row.item_id].version:
             latest[row.item_id] = row
-    wanted = ("current", "conflict") if scope.which == "current" else ("superseded",)
-    chosen = sorted((r for r in latest.values() if r.status in wanted), key=lambda r: r.valid_from)
-    if scope.which == "previous" and len(chosen) > 1:
+    live = ("current", "conflict")
+    if scope.which == "current":
+        chosen = sorted(
+            (r for r in latest.values() if r.status in live), key=lambda r: r.valid_from
+        )
+        found = [r.item_id for r in chosen]
+        return Resolution("resolved" if found else "nothing_matched", found)
+    whole = [r for r in latest.values() if r.status not in live]
+    inside = [
+        r
+        for r in rows
+        if r.status == "superseded"
+        and latest[r.item_id].status in live
+        and r.version < latest[r.item_id].version
+    ]
+    candidates = sorted(whole + inside, key=lambda r: r.valid_from)
+    if len(candidates) > 1:
         return Resolution(
             "needs_clarification",
-            candidates=[Candidate(r.item_id, r.valid_from, r.valid_to) for r in chosen],
+            candidates=[Candidate(r.item_id, r.valid_from, r.valid_to) for r in candidates],
         )
-    return [r.item_id for r in chosen]
+    if not candidates:
+        return Resolution("nothing_matched")
+    if whole:
+        return Resolution("resolved", [whole[0].item_id])
+    return Resolution("resolved", history=[inside[0].item_id])
 
 
 def _carrier_turns(conn: Connection, namespace: str, targets: list[str]) -> list[str]:

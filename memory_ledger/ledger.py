@@ -205,6 +205,7 @@ class ResolvedPayload(_Payload):
 
     targets: tuple[UUID, ...]
     cascaded: tuple[UUID, ...] = ()
+    history: tuple[UUID, ...] | None = None  # items kept, whose earlier versions go
     counts: dict[Code, Count] | None = None
 
 

@@ -374,3 +374,24 @@ def test_a_retry_without_the_failed_store_stays_partial(
         assert service.ledger.latest_status(first.request_id) == "partial"
         again = service.requests.resume(first.request_id)
         assert again.status == "partial" and again.failed_stores == ["flaky_subscriber"]
+
+
+def test_previous_value_changed_in_place_is_shredded_and_the_current_kept(
+    alice: MemoryLedger, service: MemoryService, settings: Settings
+) -> None:
+    stored = alice.remember(fact("home_address", "1 Old Lane, Suzhou"))
+    alice.update(
+        stored.item_id, {"value": "9 New Street, Suzhou", "provenance": provenance(at=later(40))}
+    )
+    report = alice.forget_scope(
+        {"kind": "predicate", "subject": "user", "predicate": "home_address", "which": "previous"}
+    )
+    assert report.completed, report.to_dict()
+    assert report.targets == [] and report.history == [stored.item_id]
+    assert [m.text for m in alice.recall()] == ["9 New Street, Suzhou"]
+    assert [v.text for v in alice.history(stored.item_id)] == [None, "9 New Street, Suzhou"]
+    assert "history_shredded" in {r.action for r in report.receipts}
+    if settings.postgres is None:
+        files = sqlite_files(settings)
+        assert file_bytes_contain(files, "1 Old Lane") == []
+        assert file_bytes_contain(files, "9 New Street"), "the current value must survive"
