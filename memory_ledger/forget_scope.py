@@ -141,6 +141,10 @@ def resolve(conn: Connection, namespace: str, scope: ForgetScope) -> Resolution:
         if found.status != "resolved" or not found.targets:
             return found
         targets, history = found.targets, found.history
+    elif scope.kind in ("source", "time_range"):
+        targets, history = _matching_versions(conn, namespace, scope)
+        if not targets and history:
+            return Resolution("resolved", history=history)
     else:
         targets, history = _matching_items(conn, namespace, scope), []
     if not targets:
@@ -176,6 +180,33 @@ def _matching_items(conn: Connection, namespace: str, scope: ForgetScope) -> lis
         if scope.until:
             query = query.where(c.written_at < canonical_time(scope.until))
     return sorted(conn.execute(query.order_by(c.item_id)).scalars())
+
+
+def _matching_versions(
+    conn: Connection, namespace: str, scope: ForgetScope
+) -> tuple[list[str], list[str]]:
+    """Source and time scopes match versions, not items. An item whose current version
+    matches is erased; one where only earlier versions match keeps its current value and
+    has its history shredded."""
+    c = catalog.c
+    since = canonical_time(scope.since) if scope.since else None
+    until = canonical_time(scope.until) if scope.until else None
+
+    def matches(session: str | None, turn: str | None, tool: str | None, at: str) -> bool:
+        if scope.kind == "time_range":
+            return (since is None or at >= since) and (until is None or at < until)
+        wanted = {"session_id": session, "turn_id": turn, "tool_call_id": tool}
+        return all(getattr(scope, k) is None or getattr(scope, k) == v for k, v in wanted.items())
+
+    targets, history = [], []
+    rows = conn.execute(select(c.item_id, c.versions).where(c.namespace == namespace))
+    for item_id, raw in rows:
+        hits = [matches(*v) for v in json.loads(raw)]
+        if hits[-1]:
+            targets.append(item_id)
+        elif any(hits):
+            history.append(item_id)
+    return sorted(targets), sorted(history)
 
 
 def _versions_of(conn: Connection, namespace: str, scope: ForgetScope) -> Resolution:

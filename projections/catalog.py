@@ -9,7 +9,7 @@ predicate describe a person, and an erased item's row is purged like any other.
 from __future__ import annotations
 
 import json
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from sqlalchemy import Boolean, Column, Index, Integer, Table, Text
 
@@ -33,6 +33,8 @@ catalog = Table(
     Column("written_at", Text, nullable=False),
     Column("valid_from", Text, nullable=False),
     Column("derived_from", Text, nullable=False),
+    # Every version's source and time, oldest first: [[session, turn, tool_call, at], ...].
+    Column("versions", Text, nullable=False),
     Column("suppressed", Boolean, nullable=False),
     Column("version", Integer, nullable=False),
     Column("position", Integer, nullable=False),
@@ -74,10 +76,24 @@ class CatalogProjection(Projection):
                     "derived_from": json.dumps(
                         sorted(ref["item_id"] for ref in a.get("derived_from") or [])
                     ),
+                    "versions": json.dumps([_source_of(prov)]),
                     "suppressed": False,
                     "version": event.version,
                     "position": event.position,
                 }
             )
             return
-        self.item_row(event, batch)  # keeps version and suppression current
+        row = self.item_row(event, batch)  # keeps version and suppression current
+        if row is not None and event.name == "Superseded":
+            row["versions"] = json.dumps(
+                [*json.loads(row["versions"]), _source_of(a["provenance"])]
+            )
+
+
+def _source_of(provenance: dict[str, Any]) -> list[str | None]:
+    return [
+        provenance.get("session_id"),
+        provenance.get("turn_id"),
+        provenance.get("tool_call_id"),
+        iso(provenance["written_at"]),
+    ]

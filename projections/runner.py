@@ -21,6 +21,7 @@ from sqlalchemy import (
     Text,
     create_engine,
     event,
+    inspect,
     select,
     text,
 )
@@ -100,10 +101,28 @@ class ProjectionRunner:
         self.batch_size = batch_size
         self._thread_lock = threading.Lock()
         try:
+            self._drop_outdated_tables()
             metadata.create_all(engine)
             self._ensure_tracking_rows()
         except SQLAlchemyError as exc:
             raise BackendUnavailable(f"cannot open the projections database: {exc}") from None
+
+    def _drop_outdated_tables(self) -> None:
+        """A projection whose table was created by an older version of its code is
+        dropped and replayed from the log: projections are derived, never migrated."""
+        existing = inspect(self.engine)
+        with self.engine.begin() as conn:
+            for projection in self.projections:
+                name = projection.table.name
+                if not existing.has_table(name):
+                    continue
+                columns = {c["name"] for c in existing.get_columns(name)}
+                if columns != {c.name for c in projection.table.columns}:
+                    projection.table.drop(conn)
+                    if existing.has_table(tracking.name):
+                        conn.execute(
+                            tracking.update().where(tracking.c.name == name).values(position=0)
+                        )
 
     def _ensure_tracking_rows(self) -> None:
         with self.engine.begin() as conn:

@@ -395,3 +395,27 @@ def test_previous_value_changed_in_place_is_shredded_and_the_current_kept(
         files = sqlite_files(settings)
         assert file_bytes_contain(files, "1 Old Lane") == []
         assert file_bytes_contain(files, "9 New Street"), "the current value must survive"
+
+
+def test_source_and_time_scopes_match_versions_not_just_items(
+    alice: MemoryLedger, settings: Settings
+) -> None:
+    moved = alice.remember(fact("home_address", "1 Old Lane, Suzhou", turn="t1", at=T0))
+    alice.update(
+        moved.item_id,
+        {"value": "9 New Street, Suzhou", "provenance": provenance(turn="t9", at=later(40))},
+    )
+    # The old value came from turn t1: the item stays, its history goes.
+    report = alice.forget_scope({"kind": "source", "turn_id": "t1"})
+    assert report.completed and report.history == [moved.item_id] and report.targets == []
+    assert [m.text for m in alice.recall()] == ["9 New Street, Suzhou"]
+    # The current value was written in this window: the item goes.
+    window = {"kind": "time_range", "since": later(39).isoformat(), "until": later(41).isoformat()}
+    report = alice.forget_scope(window)
+    assert report.completed and report.targets == [moved.item_id]
+    assert alice.recall() == []
+    if settings.postgres is None:
+        files = sqlite_files(settings)
+        assert (
+            file_bytes_contain(files, "Old Lane") == [] == file_bytes_contain(files, "New Street")
+        )

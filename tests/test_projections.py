@@ -182,3 +182,23 @@ def test_a_later_explicit_statement_resolves_a_conflict(alice: MemoryLedger) -> 
     assert [(m.text, m.status) for m in alice.recall(predicate="employer")] == [
         ("Initech", "current")
     ]
+
+
+def test_a_projection_table_from_older_code_is_rebuilt_not_migrated(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import sqlite3
+
+    from memory_ledger.config import Settings
+    from memory_ledger.principal import Principal
+
+    settings = Settings.resolve(tmp_path)
+    with MemoryService(settings) as service:
+        service.for_principal(Principal("acme", "alice")).remember(fact("city", "Hangzhou"))
+        service.runner.catch_up()
+    raw = sqlite3.connect(settings.projections_path)
+    raw.execute("ALTER TABLE catalog DROP COLUMN versions")  # as an older release made it
+    raw.commit()
+    raw.close()
+    with MemoryService(settings) as service:
+        ledger = service.for_principal(Principal("acme", "alice"))
+        assert ledger.forget_scope({"kind": "source", "turn_id": "t1"}).completed
+        assert ledger.recall() == []
