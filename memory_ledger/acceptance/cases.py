@@ -870,9 +870,7 @@ CASES: tuple[Case, ...] = (
 
 # (case, the result it currently fails). Each is a product problem the harness found;
 # when one is fixed its test fails on purpose: move the case into CASES.
-KNOWN_FAILURES: tuple[tuple[Case, str], ...] = (
-    (STRAY_MENTION, "target_residue"),
-)
+KNOWN_FAILURES: tuple[tuple[Case, str], ...] = ((STRAY_MENTION, "target_residue"),)
 
 
 def run_all(
