@@ -527,11 +527,31 @@ app.add_typer(audit, name="audit")
 
 
 @audit.command("verify")
-def audit_verify(data_dir: DataDir = None, url: Url = None, as_json: Json = False) -> None:
+def audit_verify(
+    anchor: Annotated[
+        str | None,
+        typer.Option(help="SEQ:HASH from an earlier run, to detect removed newest entries."),
+    ] = None,
+    data_dir: DataDir = None,
+    url: Url = None,
+    as_json: Json = False,
+) -> None:
     """Recompute the ledger's hash chain; any tampering makes this fail."""
+    pinned = None
+    if anchor is not None:
+        seq, _, digest = anchor.partition(":")
+        if not seq.isdigit() or len(digest) != 64:
+            _fail(InvalidWrite("--anchor must be SEQ:HASH as printed by an earlier run"), as_json)
+        pinned = (int(seq), digest)
     with _service(data_dir, url, as_json) as service:
-        result = service.ledger.verify()
-        _emit(as_json, asdict(result), lambda: out.print(Text(str(result))))
+        result = service.ledger.verify(pinned)
+
+        def human() -> None:
+            verdict = "[green]intact[/]" if result.ok else "[red]BROKEN[/]"
+            out.print(f"lifecycle ledger {verdict}: {escape(result.explanation)}")
+            out.print(Text(f"anchor for the next audit: {result.head_seq}:{result.head_hash}"))
+
+        _emit(as_json, asdict(result), human)
         if not result.ok:
             raise typer.Exit(9)
 

@@ -329,3 +329,21 @@ def test_consolidate_command(where: list[str]) -> None:
     assert code == 0 and json.loads(output) == {"written": 1, "refused": 0}
     code, output = cli("recall", *NS, *where, "--json", "--predicate", "employer")
     assert [m["text"] for m in json.loads(output)] == ["Globex Corporation"]
+
+
+def test_audit_verify_with_an_anchor(where: list[str]) -> None:
+    item = remember(
+        where, "--kind", "fact", "--subject", "user", "--predicate", "city", "--value", "Hangzhou"
+    )
+    cli("forget", *NS, *where, "--memory", item)
+    code, output = cli("audit", "verify", *where)
+    assert code == 0 and "intact" in output and "anchor for the next audit" in output
+    code, output = cli("audit", "verify", *where, "--json")
+    head = json.loads(output)
+    anchor = f"{head['head_seq']}:{head['head_hash']}"
+    code, output = cli("audit", "verify", *where, "--anchor", anchor)
+    assert code == 0, output
+    code, output = cli("audit", "verify", *where, "--anchor", f"{head['head_seq'] + 5}:{'0' * 64}")
+    assert code == 9 and "BROKEN" in output
+    code, output = cli("audit", "verify", *where, "--anchor", "nonsense")
+    assert code == 2
