@@ -812,11 +812,8 @@ def render(results: dict[str, Any], console: Console) -> None:
     console.print(table)
 
 
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.bench_core",
-        description="Append throughput vs bare eventsourcing, projection catch-up and rebuild.",
-    )
+def add_common_options(parser: argparse.ArgumentParser) -> None:
+    """Options every benchmark in this folder takes: --quick, --backends, --pg-url."""
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     parser.add_argument(
         "--backends",
@@ -829,6 +826,26 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="PostgreSQL server URL, used only to create and drop scratch "
         f"databases ml_bench_<random> (default: {DEFAULT_PG_URL})",
     )
+
+
+def parse_common(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """Parse, and turn --backends into a checked list."""
+    args = parser.parse_args(argv)
+    args.backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    unknown = [b for b in args.backends if b not in BACKENDS]
+    if unknown or not args.backends:
+        parser.error(
+            f"unknown backend(s) {', '.join(unknown) or '(none)'}; use {','.join(BACKENDS)}"
+        )
+    return args
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.bench_core",
+        description="Append throughput vs bare eventsourcing, projection catch-up and rebuild.",
+    )
+    add_common_options(parser)
     parser.add_argument(
         "--events",
         type=int,
@@ -848,13 +865,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         metavar="DIR",
         help="also run one extra rebuild under cProfile and write the stats to DIR",
     )
-    args = parser.parse_args(argv)
-    args.backends = [b.strip() for b in args.backends.split(",") if b.strip()]
-    unknown = [b for b in args.backends if b not in BACKENDS]
-    if unknown or not args.backends:
-        parser.error(
-            f"unknown backend(s) {', '.join(unknown) or '(none)'}; use {','.join(BACKENDS)}"
-        )
+    args = parse_common(parser, argv)
     if args.events is not None and args.events < 1:
         parser.error("--events must be at least 1")
     return args

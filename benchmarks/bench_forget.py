@@ -55,14 +55,14 @@ from rich.console import Console
 from rich.table import Table
 
 from benchmarks.bench_core import (
-    BACKENDS,
-    DEFAULT_PG_URL,
     Store,
     Writes,
     _met,
+    add_common_options,
     fresh_store,
     machine_info,
     open_service,
+    parse_common,
     pg_connect,
     pg_location,
     timed,
@@ -652,18 +652,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         prog="python -m benchmarks.bench_forget",
         description="End-to-end forget latency: one item, one predicate, one whole user.",
     )
-    parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
-    parser.add_argument(
-        "--backends",
-        default="sqlite,postgresql",
-        help="comma-separated: sqlite,postgresql (default: both)",
-    )
-    parser.add_argument(
-        "--pg-url",
-        default=DEFAULT_PG_URL,
-        help="PostgreSQL server URL, used only to create and drop scratch "
-        f"databases ml_bench_<random> (default: {DEFAULT_PG_URL})",
-    )
+    add_common_options(parser)
     parser.add_argument(
         "--sizes",
         default=None,
@@ -684,13 +673,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="also write the cProfile stats of the profiled forget (one per backend, "
         "largest size) to DIR; a summary is always in the JSON",
     )
-    args = parser.parse_args(argv)
-    args.backends = [b.strip() for b in args.backends.split(",") if b.strip()]
-    unknown = [b for b in args.backends if b not in BACKENDS]
-    if unknown or not args.backends:
-        parser.error(
-            f"unknown backend(s) {', '.join(unknown) or '(none)'}; use {','.join(BACKENDS)}"
-        )
+    args = parse_common(parser, argv)
     if args.sizes is not None:
         try:
             args.sizes = tuple(int(s) for s in args.sizes.split(",") if s.strip())
