@@ -379,22 +379,14 @@ def open_service(store: Store) -> MemoryService:
 
 
 def open_bare(store: Store) -> BareLog:
-    env = {"IS_SNAPSHOTTING_ENABLED": "no", "APPLICATION_RECORDER_TOPIC": ""}
+    """The baseline on the same persistence as the ledger, minus its key-keeping recorder."""
+    env = {
+        **store.settings.event_store_env(),
+        "APPLICATION_RECORDER_TOPIC": "",
+        "IS_SNAPSHOTTING_ENABLED": "no",
+    }
     if store.backend == "sqlite":
-        env.update(
-            PERSISTENCE_MODULE="eventsourcing.sqlite",
-            SQLITE_DBNAME=str(store.data_dir / "bare.sqlite"),
-        )
-    else:
-        pg = pg_location(store.url)
-        env.update(
-            PERSISTENCE_MODULE="eventsourcing.postgres",
-            POSTGRES_DBNAME=pg.dbname,
-            POSTGRES_HOST=pg.host,
-            POSTGRES_PORT=str(pg.port),
-            POSTGRES_USER=pg.user,
-            POSTGRES_PASSWORD=pg.password,
-        )
+        env["SQLITE_DBNAME"] = str(store.data_dir / "bare.sqlite")
     return BareLog(env=env)
 
 
