@@ -58,6 +58,11 @@ class RequestReport:
     residue_files: list[str] = field(default_factory=list)
 
     @property
+    def all_targets(self) -> list[str]:
+        """Targets, then what cascaded from them: everything the request erases."""
+        return self.targets + [c for c in self.cascaded if c not in self.targets]
+
+    @property
     def completed(self) -> bool:
         return self.status == "completed"
 
@@ -206,7 +211,7 @@ class ForgetRequests:
         scan every file again using the request's keyed fingerprints (SQLite), for as
         long as its verification window is open."""
         report = self.report(request_id)
-        targets = report.targets + report.cascaded
+        targets = report.all_targets
         report.receipts = []
         if targets:
             for store in self.service.stores:
@@ -266,7 +271,7 @@ class ForgetRequests:
     # -- the fan-out -------------------------------------------------------------------
 
     def _execute(self, report: RequestReport) -> RequestReport:
-        targets = report.targets + [c for c in report.cascaded if c not in report.targets]
+        targets = report.all_targets
         items = [self.service.log.get(UUID(t)) for t in targets]
         texts = plaintext_copies(self.service, items)
         kept_items = [self.service.log.get(UUID(h)) for h in report.history]

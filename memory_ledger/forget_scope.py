@@ -129,10 +129,6 @@ class Resolution:
     #: Items that stay, whose earlier versions (changed in place) are to be shredded.
     history: list[str] = field(default_factory=list)
 
-    @property
-    def all_targets(self) -> list[str]:
-        return self.targets + [c for c in self.cascaded if c not in self.targets]
-
 
 def resolve(conn: Connection, namespace: str, scope: ForgetScope) -> Resolution:
     """The explicit target set for a scope within one namespace."""

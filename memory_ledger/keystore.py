@@ -134,9 +134,6 @@ class KeyRing:
         self._open[ident] = key
         return key
 
-    def live_generations(self, item_id: str) -> int:
-        return sum(1 for (i, _), w in self._wrapped.items() if i == item_id and w is not None)
-
     def is_destroyed(self, item_id: str) -> bool:
         states = [w for (i, _), w in self._wrapped.items() if i == item_id]
         return bool(states) and all(w is None for w in states)
