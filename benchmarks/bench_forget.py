@@ -143,7 +143,8 @@ def instrumented(service: MemoryService) -> Iterator[Spans]:
         (service.runner, "catch_up", "catch_up"),
         (service.ledger, "append", "ledger"),
         (service, "compact", "compact"),
-        (service.requests, "_scan", "scan"),
+        (service.requests.residue, "after_erasure", "scan"),
+        (service.requests, "_mentions", "mentions"),
         *((store, "erase", f"erase:{store.name}") for store in service.stores),
     ]
     with contextlib.ExitStack() as stack:

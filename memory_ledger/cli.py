@@ -430,12 +430,14 @@ def forget(
 
 def _print_request(report: RequestReport) -> None:
     out.print(f"request [bold]{report.request_id}[/]: {escape(report.status)}")
-    if report.targets or report.cascaded:
+    if report.targets or report.cascaded or report.mentions:
         table = Table("item", "why")
         for item in report.targets:
             table.add_row(item, "in scope")
         for item in report.cascaded:
             table.add_row(item, "derived from or carrying a target")
+        for item in report.mentions:
+            table.add_row(item, "repeats a target's value: redacted, kept")
         out.print(table)
     if report.candidates:
         table = Table("candidate item", "valid from", "valid to")

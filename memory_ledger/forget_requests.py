@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
@@ -20,15 +19,9 @@ from memory_ledger.domain import MemoryItem
 from memory_ledger.errors import CorruptKeyEntry, NotFound
 from memory_ledger.event_log import ERASED
 from memory_ledger.forget_scope import Candidate, ForgetScope, Resolution, parse_scope, resolve
-from memory_ledger.keystore import KeyDestruction, NewKey
-from memory_ledger.residue import (
-    Fingerprints,
-    files_under,
-    fingerprint,
-    needles_for,
-    scan,
-    scan_fingerprints,
-)
+from memory_ledger.mentions import find_mentions, mention_pattern, without_mentions
+from memory_ledger.residue import needles_for
+from memory_ledger.residue_check import ResidueCheck
 from memory_ledger.stores import Receipt
 
 if TYPE_CHECKING:
@@ -51,6 +44,8 @@ class RequestReport:
     cascaded: list[str] = field(default_factory=list)
     candidates: list[Candidate] = field(default_factory=list)
     history: list[str] = field(default_factory=list)
+    #: Out-of-scope items that repeat a forgotten value: redacted there, not erased.
+    mentions: list[str] = field(default_factory=list)
     receipts: list[Receipt] = field(default_factory=list)
     failed_stores: list[str] = field(default_factory=list)
     residue_checked: bool = False
@@ -70,15 +65,18 @@ class RequestReport:
     def message(self) -> str:
         """What an agent may tell the user: counts and state, never what was erased."""
         count = len(self.targets) + len(self.cascaded) + len(self.history)
+        redacted = f"; {len(self.mentions)} other item(s) that repeated it redacted"
+        redacted = redacted if self.mentions else ""
         return {
-            "completed": f"Done: {count} item(s) erased from every store and verified.",
+            "completed": f"Done: {count} item(s) erased from every store and verified"
+            f"{redacted}.",
             "partial": f"Not finished: {len(self.failed_stores)} store(s) still to confirm; "
             "the request will be retried.",
             "pending": "In progress.",
             "needs_clarification": f"That could mean {len(self.candidates)} different "
             "items; please say which.",
             "nothing_matched": "Nothing stored matches that request; nothing was erased.",
-            "dry_run": f"{count} item(s) would be erased; nothing was changed.",
+            "dry_run": f"{count} item(s) would be erased{redacted}; nothing was changed.",
             "verification_failed": "A check found the erased data again in "
             f"{len(self.failed_stores)} place(s); the request must be run again.",
         }.get(self.status, self.status)
@@ -93,6 +91,7 @@ class ForgetRequests:
     def __init__(self, service: MemoryService, ledger: LifecycleLedger) -> None:
         self.service = service
         self.ledger = ledger
+        self.residue = ResidueCheck(service)
 
     def submit(
         self,
@@ -147,6 +146,7 @@ class ForgetRequests:
         if resolution.status != "resolved":
             self.ledger.append(request_id, "status", {"status": resolution.status})
             return report
+        report.mentions = self._mentions(report, forgotten_texts(self.service, report))
         self.ledger.append(
             request_id,
             "resolved",
@@ -154,6 +154,7 @@ class ForgetRequests:
                 "targets": resolution.targets,
                 "cascaded": resolution.cascaded,
                 "history": resolution.history or None,
+                "mentions": report.mentions or None,
             },
         )
         if dry_run:
@@ -187,7 +188,8 @@ class ForgetRequests:
                 report.namespace, report.scope = p["namespace"], p["scope"]
             elif entry.entry_type == "resolved":
                 report.targets, report.cascaded = list(p["targets"]), list(p["cascaded"])
-                report.history = list(p.get("history", []))
+                report.history = list(p.get("history") or [])
+                report.mentions = list(p.get("mentions") or [])
             elif entry.entry_type == "needs_clarification":
                 report.candidates = [Candidate(i, "", None) for i in p["candidates"]]
             elif entry.entry_type == "receipt":
@@ -225,26 +227,17 @@ class ForgetRequests:
                         dict(evidence.detail),
                     )
                 )
-        prints = self._fingerprints(request_id)
-        if self.service.settings.postgres is not None:
-            report.residue_scan = "not run: PostgreSQL files live on the server"
-        elif prints is None:
-            report.residue_scan = (
-                "not run: no fingerprints (nothing readable was erased, or the "
-                "verification window has closed and their key was destroyed)"
-            )
-        else:
-            paths = files_under(self.service.settings.data_dir)
-            report.residue_files = sorted({f.path for f in scan_fingerprints(paths, prints)})
-            report.residue_checked = True
-            report.residue_scan = f"keyed fingerprints over {len(paths)} files"
+        outcome = self.residue.again(request_id)
+        report.residue_checked, report.residue_scan = outcome.checked, outcome.how
+        report.residue_files = outcome.files
+        if outcome.checked:
             report.receipts.append(
                 Receipt(
                     "files",
                     "residue_scan",
                     len(targets),
-                    "failed" if report.residue_files else "ok",
-                    {"checked": True, "files_with_residue": len(report.residue_files)},
+                    "failed" if outcome.files else "ok",
+                    {"checked": True, "files_with_residue": len(outcome.files)},
                 )
             )
         report.failed_stores = [r.store for r in report.receipts if r.status != "ok"]
@@ -253,39 +246,23 @@ class ForgetRequests:
         return report
 
     def close_verification(self, request_id: str) -> None:
-        """Destroy the request's fingerprint key: later verifications check stores only."""
-        self.service.log.save([], destroy=[KeyDestruction(_residue_id(request_id), None)])
-
-    def _keep_fingerprints(self, request_id: str, needles: list[bytes]) -> None:
-        if self._fingerprints(request_id) is not None:
-            return  # a resumed request keeps the fingerprints of its first run
-        ident = _residue_id(request_id)
-        sealed = self.service.log.master.wrap(ident, 0, fingerprint(needles).to_bytes())
-        self.service.log.save([], new_keys=[NewKey(ident, 0, sealed)])
-
-    def _fingerprints(self, request_id: str) -> Fingerprints | None:
-        ident = _residue_id(request_id)
-        raw = self.service.log.keys_for([ident]).data_key(ident, 0)
-        return Fingerprints.from_bytes(raw) if raw is not None else None
+        """Destroy the request's fingerprints: later verifications check stores only."""
+        self.residue.close(request_id)
 
     # -- the fan-out -------------------------------------------------------------------
 
     def _execute(self, report: RequestReport) -> RequestReport:
         targets = report.all_targets
-        items = [self.service.log.get(UUID(t)) for t in targets]
-        texts = plaintext_copies(self.service, items)
-        kept_items = [self.service.log.get(UUID(h)) for h in report.history]
-        for item in kept_items:  # earlier versions go; the current value stays
-            current = self.service.log.read(item)
-            keep = set(current.values()) if current is not ERASED else set()  # type: ignore[union-attr]
-            texts.extend(t for t in plaintext_copies(self.service, [item]) if t not in keep)
+        texts = forgotten_texts(self.service, report)
+        receipts: list[Receipt] = []
+        if report.mentions:  # first: once the targets are erased, their values are gone
+            receipts.append(self._redact_mentions(report.mentions, texts))
         needles = needles_for(texts)  # memory only
         if needles and self.service.settings.postgres is None:
-            self._keep_fingerprints(report.request_id, needles)
+            self.residue.keep(report.request_id, needles)
         missing = [
             s for s in report.failed_stores if s not in self.service.stores.names() and s != "files"
         ]
-        receipts: list[Receipt] = []
         for store in self.service.stores:
             receipts.append(_erase_at(store, targets))
             for item_id, position in getattr(store, "tombstones", {}).items():
@@ -297,18 +274,19 @@ class ForgetRequests:
         compaction = self.service.compact()
         for name in missing:  # a store that failed before must confirm before "completed"
             receipts.append(Receipt(name, "erase", len(targets), "failed", {"registered": False}))
-        report.residue_checked, report.residue_scan, report.residue_files = self._scan(
-            needles, report.request_id
-        )
+        outcome = self.residue.after_erasure(report.request_id, needles, targets)
+        report.residue_checked, report.residue_scan = outcome.checked, outcome.how
+        report.residue_files = outcome.files
         receipts.append(
             Receipt(
                 "files",
                 "residue_scan",
                 len(targets),
-                "failed" if report.residue_files else "ok",
+                "failed" if outcome.files else "ok",
                 {
-                    "checked": report.residue_checked,
-                    "files_with_residue": len(report.residue_files),
+                    "checked": outcome.checked,
+                    "files_with_residue": len(outcome.files),
+                    "texts_shared_with_live_items": outcome.shared,
                     "compaction_steps": len(compaction),
                 },
             )
@@ -328,6 +306,40 @@ class ForgetRequests:
         )
         return report
 
+    def _mentions(self, report: RequestReport, texts: list[str]) -> list[str]:
+        pattern = mention_pattern(texts)
+        if pattern is None:
+            return []
+        exclude = set(report.all_targets) | set(report.history)
+        with self.service.engine.connect() as conn:
+            return find_mentions(
+                conn, self.service.runner.projections, report.namespace, pattern, exclude
+            )
+
+    def _redact_mentions(self, item_ids: list[str], texts: list[str]) -> Receipt:
+        """Replace the forgotten values inside each mentioning item under a fresh key (so
+        its earlier wording is unreadable too). Idempotent: an item already rewritten, or
+        erased since, is left as it is."""
+        pattern = mention_pattern(texts)
+        rewritten = 0
+        for item_id in item_ids:
+            item = self.service.log.get(UUID(item_id))
+            current = self.service.log.read(item)
+            if pattern is None or item.erased or current is ERASED:
+                continue
+            fields, changed = without_mentions(current, pattern)  # type: ignore[arg-type]
+            self.service.rotate_key(item, fields, changed)
+            rewritten += 1
+        self.service.runner.catch_up()
+        return Receipt(
+            "event_log",
+            "mentions_redacted",
+            len(item_ids),
+            "ok",
+            # skipped: erased since, or a retry after the targets' values were gone
+            {"rewritten": rewritten, "skipped": len(item_ids) - rewritten},
+        )
+
     def _shred_history(self, item_ids: list[str]) -> Receipt:
         """Rotate each item's key: earlier versions become unreadable, then check that
         the facts projection holds no readable earlier version of them."""
@@ -342,43 +354,6 @@ class ForgetRequests:
             "ok" if left == 0 else "failed",
             {"keys_rotated": shredded, "readable_old_versions": left},
         )
-
-    def _scan(self, needles: list[bytes], request_id: str) -> tuple[bool, str, list[str]]:
-        settings = self.service.settings
-        if settings.postgres is not None:
-            return False, "not run: PostgreSQL files live on the server; VACUUM ran", []
-        prints = None if needles else self._fingerprints(request_id)
-        if prints is not None:  # a retry: the content is gone, its fingerprints are not
-
-            def search(paths: list[Path]) -> list[str]:
-                return sorted({f.path for f in scan_fingerprints(paths, prints)})
-
-            how = "keyed fingerprints"
-        elif needles:
-
-            def search(paths: list[Path]) -> list[str]:
-                return sorted({f.path for f in scan(paths, needles)})
-
-            how = "bytes"
-        else:
-            return (
-                False,
-                (
-                    "not run: no readable content to search for "
-                    "(already erased, unreadable, or under 4 bytes)"
-                ),
-                [],
-            )
-        paths = files_under(settings.data_dir)
-        found = search(paths)
-        rewritten = [p for p in found if self.service.rewrite_sqlite_file(Path(p))]
-        if rewritten:
-            # secure_delete zeroes freed cells, but a page's unused gap can still hold
-            # old bytes; rebuilding the file (VACUUM) leaves only live rows. Then look again.
-            paths = files_under(settings.data_dir)
-            found = search(paths)
-        note = f"; {len(rewritten)} file(s) rebuilt with VACUUM" if rewritten else ""
-        return True, f"{how} of {len(paths)} files under {settings.data_dir}{note}", found
 
     def _check_owned(self, namespace: str, scope: ForgetScope, requested_by: str) -> None:
         for item_id in scope.item_ids:
@@ -404,11 +379,6 @@ class ForgetRequests:
                 raise NotFound(f"no memory item {item_id}")
 
 
-def _residue_id(request_id: str) -> str:
-    # A key-store row of its own, erasable like any data key.
-    return f"residue:{request_id}"
-
-
 def _erase_at(store: Any, targets: list[str]) -> Receipt:
     try:
         return store.erase(targets)  # type: ignore[no-any-return]
@@ -431,6 +401,18 @@ def _with_erased_items(resolution: Resolution, scope: ForgetScope) -> Resolution
     wanted = [str(i) for i in scope.item_ids]
     targets = sorted(set(resolution.targets) | set(wanted))
     return Resolution("resolved", targets, [c for c in resolution.cascaded if c not in targets])
+
+
+def forgotten_texts(service: MemoryService, report: RequestReport) -> list[str]:
+    """The content a request makes disappear, in memory only: every readable copy of the
+    targets, and the earlier versions of history items minus their current value."""
+    log = service.log
+    texts = plaintext_copies(service, [log.get(UUID(t)) for t in report.all_targets])
+    for item in (log.get(UUID(h)) for h in report.history):
+        current = log.read(item)
+        keep = set(current.values()) if current is not ERASED else set()  # type: ignore[union-attr]
+        texts.extend(t for t in plaintext_copies(service, [item]) if t not in keep)
+    return texts
 
 
 def plaintext_copies(service: MemoryService, items: list[MemoryItem]) -> list[str]:

@@ -134,6 +134,14 @@ class KeyRing:
         self._open[ident] = key
         return key
 
+    def latest(self, item_id: str) -> tuple[int, bytes] | None:
+        """The newest live generation of an item's key, and the key."""
+        live = [g for (i, g), w in self._wrapped.items() if i == item_id and w is not None]
+        if not live:
+            return None
+        key = self.data_key(item_id, max(live))
+        return (max(live), key) if key is not None else None
+
     def is_destroyed(self, item_id: str) -> bool:
         states = [w for (i, _), w in self._wrapped.items() if i == item_id]
         return bool(states) and all(w is None for w in states)

@@ -206,6 +206,7 @@ class ResolvedPayload(_Payload):
     targets: tuple[UUID, ...]
     cascaded: tuple[UUID, ...] = ()
     history: tuple[UUID, ...] | None = None  # items kept, whose earlier versions go
+    mentions: tuple[UUID, ...] | None = None  # items kept, repeating a target: redacted
     counts: dict[Code, Count] | None = None
 
 

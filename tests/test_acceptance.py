@@ -17,7 +17,6 @@ from typer.testing import CliRunner
 
 from memory_ledger.acceptance import (
     CASES,
-    KNOWN_FAILURES,
     MIXED_TURN,
     RESULT_NAMES,
     SINGLE_FACT,
@@ -225,18 +224,3 @@ def test_there_are_enough_hand_checked_cases_with_distinct_names() -> None:
     assert len(names) >= 10 and len(set(names)) == len(names)
     scopes = {c.forget["kind"] for c in CASES if isinstance(c.forget, dict)}
     assert {"predicate", "category", "time_range", "source", "namespace"} <= scopes
-
-
-# -- product problems the harness found ------------------------------------------------
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize(
-    ("case", "failing"), KNOWN_FAILURES, ids=[c.name for c, _ in KNOWN_FAILURES]
-)
-def test_known_product_failure_is_still_detected(case: Case, failing: str, tmp_path: Path) -> None:
-    """Each of these fails today. If one starts passing, the product was fixed: move the
-    case into CASES so it keeps being checked."""
-    result = run_case(case, tmp_path)
-    assert result[failing].status == "fail", "fixed? move the case into CASES\n" + _explain(result)
-    assert not _leaks(_explain(result), case)

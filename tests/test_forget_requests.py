@@ -336,6 +336,42 @@ def test_verify_rescans_files_with_keyed_fingerprints(
     assert file_bytes_contain(everything, "Haisong") == []
 
 
+@pytest.mark.parametrize("backend", ["sqlite"])  # PostgreSQL's files live on the server
+def test_the_same_words_held_by_another_user_are_shared_not_residue(
+    alice: MemoryLedger, bob: MemoryLedger, service: MemoryService, settings: Settings
+) -> None:
+    alices = alice.remember(preference("seat", "window seat, aisle side"))
+    bobs = bob.remember(preference("seat", "window seat, aisle side"))
+    stray = settings.data_dir / "export.json"  # a real leftover must still be caught later
+
+    report = alice.forget(alices.item_id)
+
+    assert report.completed, report.to_dict()
+    scan = next(r for r in report.receipts if r.action == "residue_scan")
+    assert scan.evidence["texts_shared_with_live_items"] == 1 and report.residue_files == []
+    assert bob.get(bobs.item_id).text == "window seat, aisle side"
+    assert service.requests.verify(report.request_id).failed_stores == []  # not tripped
+    stray.write_text("window seat, aisle side")
+    assert service.requests.verify(report.request_id).failed_stores == []  # dropped: shared
+    assert "window" not in json.dumps(report.to_dict())
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])  # PostgreSQL's files live on the server
+def test_a_shared_text_does_not_hide_the_others(
+    alice: MemoryLedger, bob: MemoryLedger, service: MemoryService, settings: Settings
+) -> None:
+    home = alice.remember(fact("home_address", "18 Haisong Road, Hangzhou"))
+    office = alice.remember(fact("office", "Room 4417, Tower B"))
+    bob.remember(fact("home_address", "18 Haisong Road, Hangzhou"))
+
+    report = alice.forget(home.item_id, office.item_id)
+
+    scan = next(r for r in report.receipts if r.action == "residue_scan")
+    assert report.completed and scan.evidence["texts_shared_with_live_items"] == 1
+    (settings.data_dir / "export.json").write_text("Room 4417, Tower B")
+    assert service.requests.verify(report.request_id).failed_stores == ["files"]
+
+
 @pytest.mark.parametrize("backend", ["sqlite"])  # a property of SQLite's file format
 def test_residue_left_in_page_gaps_is_removed_by_rebuilding_the_file(
     alice: MemoryLedger, service: MemoryService, settings: Settings

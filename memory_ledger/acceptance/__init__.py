@@ -2,7 +2,6 @@
 
 from memory_ledger.acceptance.cases import (
     CASES,
-    KNOWN_FAILURES,
     MIXED_TURN,
     SINGLE_FACT,
     case_named,
@@ -22,7 +21,6 @@ from memory_ledger.acceptance.harness import (
 
 __all__ = [
     "CASES",
-    "KNOWN_FAILURES",
     "MIXED_TURN",
     "RESULT_NAMES",
     "SINGLE_FACT",

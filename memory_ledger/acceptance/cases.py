@@ -668,13 +668,13 @@ OLD_ADDRESS = Case(
 
 
 def case_named(name: str) -> Case:
-    for case in (*CASES, *(c for c, _ in KNOWN_FAILURES)):
+    for case in CASES:
         if case.name == name:
             return case
     raise KeyError(name)
 
 
-# -- cases the product currently fails (kept out of CASES until fixed) --------------------
+# -- cases that were product bugs the harness found (fixed; kept as regressions) ---------
 
 
 def _build_shared_turn_ids(service: MemoryService) -> Ids:
@@ -837,18 +837,19 @@ def _build_stray_mention(service: MemoryService) -> Ids:
 
 STRAY_MENTION = Case(
     name="address_mentioned_in_an_unlinked_turn",
-    description="Forget the address; a later turn repeats it but produced no item, so "
-    "nothing links it to the address (scopes resolve from clear attributes only).",
+    description="Forget the address; a later turn repeats its street and number but "
+    "produced no item, so no provenance links it: the repeat is redacted in that turn "
+    "(tests/test_mentions.py checks that the rest of the turn stays).",
     build=_build_stray_mention,
     forget={"kind": "predicate", "subject": "user", "predicate": "home_address"},
     targets=("Haisong Road",),
     kept=("window",),
 )
 
-# Every case that passes today; the first eleven are the hand-checked set, the rest were
-# product bugs the harness found (turn ids shared across sessions, project namespaces
-# left behind by a whole-user deletion, old values kept inside items changed in place,
-# and scopes by source or time that missed such values) and now pass.
+# The first eleven are the hand-checked set; the rest were product bugs the harness found
+# (turn ids shared across sessions, project namespaces left behind by a whole-user
+# deletion, old values kept inside items changed in place, scopes by source or time that
+# missed such values, a value repeated in a turn no provenance links) and now pass.
 CASES: tuple[Case, ...] = (
     SINGLE_FACT,
     REPEATED_FACT,
@@ -866,11 +867,8 @@ CASES: tuple[Case, ...] = (
     UPDATED_IN_PLACE,
     UPDATED_IN_WINDOW,
     UPDATED_FROM_TURN,
+    STRAY_MENTION,
 )
-
-# (case, the result it currently fails). Each is a product problem the harness found;
-# when one is fixed its test fails on purpose: move the case into CASES.
-KNOWN_FAILURES: tuple[tuple[Case, str], ...] = ((STRAY_MENTION, "target_residue"),)
 
 
 def run_all(
