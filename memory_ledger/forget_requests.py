@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
@@ -201,6 +201,7 @@ class ForgetRequests:
                         p["status"],
                         dict(p["evidence"]),
                         entry.recorded_at,
+                        p.get("attempt", 1),
                     )
                 )
             elif entry.entry_type == "status":
@@ -291,6 +292,13 @@ class ForgetRequests:
                 },
             )
         )
+        # A retry's receipts say which of the store's attempts on this request they record.
+        tries: dict[str, int] = {}
+        for e in self.ledger.entries(report.request_id):
+            if e.entry_type == "receipt":
+                store = e.payload["store"]
+                tries[store] = max(tries.get(store, 0), e.payload.get("attempt", 1))
+        receipts = [replace(r, attempt=tries.get(r.store, 0) + 1) for r in receipts]
         for receipt in receipts:
             self.ledger.append(report.request_id, "receipt", _receipt_payload(receipt))
         report.receipts = receipts
@@ -389,6 +397,7 @@ def _erase_at(store: Any, targets: list[str]) -> Receipt:
 
 def _receipt_payload(receipt: Receipt) -> dict[str, Any]:
     return {
+        "attempt": receipt.attempt,
         "store": receipt.store,
         "action": receipt.action,
         "targets": receipt.targets,

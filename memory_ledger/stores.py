@@ -46,6 +46,8 @@ class Receipt:
     status: str  # ok | failed
     evidence: dict[str, int | bool | str] = field(default_factory=dict)
     at: str = field(default_factory=lambda: canonical_time(datetime.now(UTC)))
+    #: Which try of this store's action on the request (a retry after `partial` is 2).
+    attempt: int = 1
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -255,6 +255,19 @@ def test_a_failing_store_leaves_the_request_partial_and_a_retry_completes_it(
             if e.entry_type == "status"
         ]
         assert statuses == ["pending", "partial", "completed"]
+        attempts = [
+            (e.payload["store"], e.payload["attempt"])
+            for e in service.ledger.entries(first.request_id)
+            if e.entry_type == "receipt" and e.payload["store"] in ("flaky_subscriber", "facts")
+        ]
+        assert attempts == [
+            ("facts", 1),
+            ("flaky_subscriber", 1),
+            ("facts", 2),
+            ("flaky_subscriber", 2),
+        ]
+        receipts = service.requests.report(first.request_id).receipts
+        assert [r.attempt for r in receipts if r.store == "flaky_subscriber"] == [1, 2]
 
 
 def test_a_killed_fan_out_resumes_on_the_next_start(settings: Settings, plugin_path: Path) -> None:
