@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from datetime import UTC, datetime
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
@@ -21,12 +22,25 @@ log = logging.getLogger("memory_ledger.jobs")
 def start_catchup_scheduler(
     service: MemoryService, interval: float, consolidate_every: float | None = None
 ) -> BackgroundScheduler:
-    """Start a scheduler that runs projection catch-up every `interval` seconds, and
-    consolidation every `consolidate_every` seconds if given.
+    """Start a scheduler that runs projection catch-up every `interval` seconds,
+    consolidation every `consolidate_every` seconds if given, and, hourly from the
+    start, the closing of elapsed verification windows.
 
     One instance at a time and coalescing: a slow run is never run twice at once.
     """
+    from jobs.verification_window import close_elapsed_windows, window_from_env
+
+    window = window_from_env()  # a bad setting stops the start, not a later tick
     scheduler = BackgroundScheduler(timezone="UTC")
+    scheduler.add_job(
+        _guarded(lambda: close_elapsed_windows(service, window), "verification window"),
+        "interval",
+        hours=1,
+        next_run_time=datetime.now(UTC),
+        id="verification-window",
+        max_instances=1,
+        coalesce=True,
+    )
     if consolidate_every:
         from jobs.consolidation import Consolidator
 

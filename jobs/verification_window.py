@@ -1,0 +1,78 @@
+"""Closes the verification window of finished forget requests.
+
+While a request's window is open, `verify REQUEST_ID` can scan every file again with
+keyed fingerprints of the erased texts. Those fingerprints are derived from the erased
+data: kept forever, they would be a lasting (if keyed) trace of it. So once a request
+has been `completed` for longer than the window (30 days by default, or
+`MEMORY_LEDGER_VERIFICATION_DAYS`), this job destroys the fingerprints' key and records
+that in the ledger as a `files` / `verification_closed` receipt. Later verifications
+check the stores only, and say why.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from datetime import UTC, datetime, timedelta
+
+from memory_ledger.api import MemoryService
+from memory_ledger.errors import ConfigurationError
+
+log = logging.getLogger("memory_ledger.jobs")
+
+WINDOW_ENV = "MEMORY_LEDGER_VERIFICATION_DAYS"
+DEFAULT_WINDOW = timedelta(days=30)
+CLOSED = "verification_closed"
+
+
+def window_from_env() -> timedelta:
+    raw = os.environ.get(WINDOW_ENV, "").strip()
+    if not raw:
+        return DEFAULT_WINDOW
+    try:
+        days = float(raw)
+    except ValueError:
+        days = -1.0
+    if not 0 <= days <= 3650:
+        raise ConfigurationError(f"{WINDOW_ENV} must be a number of days from 0 to 3650")
+    return timedelta(days=days)
+
+
+def close_elapsed_windows(
+    service: MemoryService, window: timedelta, now: datetime | None = None
+) -> list[str]:
+    """Close every window that has elapsed; returns the request ids closed this time."""
+    deadline = (now or datetime.now(UTC)) - window
+    completed_at: dict[str, datetime] = {}
+    closed: set[str] = set()
+    for entry in service.ledger.entries():
+        payload = entry.payload
+        if entry.entry_type == "status":
+            if payload["status"] == "completed":
+                completed_at[entry.request_id] = _parse(entry.recorded_at)
+            else:
+                completed_at.pop(entry.request_id, None)
+        elif entry.entry_type == "receipt" and payload["action"] == CLOSED:
+            closed.add(entry.request_id)
+    due = [r for r, at in completed_at.items() if r not in closed and at <= deadline]
+    for request_id in due:
+        held = service.requests.residue.fingerprints(request_id) is not None
+        service.requests.close_verification(request_id)
+        service.ledger.append(
+            request_id,
+            "receipt",
+            {
+                "store": "files",
+                "action": CLOSED,
+                "targets": 0,
+                "status": "ok",
+                "evidence": {"fingerprints_destroyed": held},
+            },
+        )
+    if due:
+        log.info("closed the verification window of %d forget request(s)", len(due))
+    return due
+
+
+def _parse(recorded_at: str) -> datetime:
+    return datetime.strptime(recorded_at, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
