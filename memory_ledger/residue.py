@@ -12,7 +12,6 @@ import contextlib
 import hashlib
 import hmac
 import json
-import mmap
 import os
 import secrets
 import threading
@@ -56,40 +55,58 @@ def scan(paths: Sequence[Path], needles: Sequence[bytes]) -> list[ResidueFinding
 
     The scan is on the path of every erasure, and a store of 100,000 items is a few
     hundred megabytes, so it must not cost one pass per needle: with Hyperscan (a
-    dependency on x86-64 Linux) all needles are matched together in one pass over the
-    memory-mapped files, cut into pieces that threads scan in parallel (the binding
-    releases the GIL). Elsewhere each needle is searched with `find`: correct, slower.
+    dependency on x86-64 Linux) all needles are matched together in one pass. Files are
+    cut into pieces that threads read and scan in parallel (both release the GIL).
+    Elsewhere each needle is searched with `in`: correct, slower.
     """
     if not needles:
         return []
     search = _hyperscan_search(needles) if hyperscan is not None else _find_search(needles)
     overlap = max(len(n) for n in needles) - 1
-    with contextlib.ExitStack() as stack:
-        mapped: list[tuple[Path, mmap.mmap]] = []
-        for path in paths:
-            try:
-                handle = stack.enter_context(path.open("rb"))
-            except FileNotFoundError:
-                continue  # a -wal or -journal file can vanish between listing and reading
-            if os.fstat(handle.fileno()).st_size == 0:
-                continue  # nothing to find, and an empty file cannot be mapped
-            data = stack.enter_context(mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ))
-            mapped.append((path, data))
-        pieces = [
-            (path, data, start, min(len(data), start + _PIECE + overlap))
-            for path, data in mapped
-            for start in range(0, len(data), _PIECE)
-        ]
-        with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-            results = list(pool.map(lambda piece: search(*piece[1:]), pieces))
+    pieces = []
+    for path in paths:
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            continue  # a -wal or -journal file can vanish between listing and reading
+        pieces.extend((path, start, min(size, start + _PIECE)) for start in range(0, size, _PIECE))
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        results = list(pool.map(lambda piece: _scan_piece(*piece, overlap, search), pieces))
     found = {(str(piece[0]), i) for piece, hits in zip(pieces, results, strict=True) for i in hits}
     return [ResidueFinding(path, i) for path, i in sorted(found)]
 
 
-_PIECE = 32 << 20  # small enough to share files between cores, large enough to amortise
+_PIECE = 32 << 20  # what one thread takes at a time: files are shared between cores
+_CHUNK = 4 << 20  # what one read brings in: cache-sized, reused per thread
+_buffers = threading.local()
 
 
-def _hyperscan_search(needles: Sequence[bytes]) -> Callable[[mmap.mmap, int, int], set[int]]:
+def _scan_piece(
+    path: Path, start: int, stop: int, overlap: int, search: Callable[[memoryview], set[int]]
+) -> set[int]:
+    """Read [start, stop) in chunks, each with `overlap` bytes of the next, so a match
+    that straddles a boundary is seen whole in one chunk. Plain reads, not a memory
+    map: a file another process truncates mid-scan (a WAL checkpoint) gives a short
+    read here, where a mapping would kill the process with SIGBUS."""
+    size = _CHUNK + overlap
+    if len(getattr(_buffers, "data", b"")) < size:
+        _buffers.data = bytearray(size)
+    view = memoryview(_buffers.data)
+    found: set[int] = set()
+    try:
+        with path.open("rb", buffering=0) as handle:
+            for offset in range(start, stop, _CHUNK):
+                handle.seek(offset)
+                count = handle.readinto(view[: min(_CHUNK, stop - offset) + overlap])
+                if not count:
+                    break
+                found |= search(view[:count])
+    except FileNotFoundError:
+        pass  # vanished after it was listed: nothing left in it to find
+    return found
+
+
+def _hyperscan_search(needles: Sequence[bytes]) -> Callable[[memoryview], set[int]]:
     database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
     database.compile(
         # Every byte escaped: the binding's literal mode stops at a NUL byte.
@@ -99,7 +116,7 @@ def _hyperscan_search(needles: Sequence[bytes]) -> Callable[[mmap.mmap, int, int
     )
     scratches = threading.local()  # a scratch space serves one scan at a time
 
-    def search(data: mmap.mmap, start: int, stop: int) -> set[int]:
+    def search(data: memoryview) -> set[int]:
         found: set[int] = set()
 
         def on_match(index: int, first: int, last: int, flags: int, context: object) -> bool:
@@ -108,17 +125,18 @@ def _hyperscan_search(needles: Sequence[bytes]) -> Callable[[mmap.mmap, int, int
 
         if not hasattr(scratches, "scratch"):
             scratches.scratch = hyperscan.Scratch(database)
-        # ScanTerminated: every needle was found, the rest of the piece cannot add any.
-        with memoryview(data) as view, contextlib.suppress(hyperscan.ScanTerminated):
-            database.scan(view[start:stop], on_match, scratch=scratches.scratch)
+        # ScanTerminated: every needle was found, the rest of the chunk cannot add any.
+        with contextlib.suppress(hyperscan.ScanTerminated):
+            database.scan(data, on_match, scratch=scratches.scratch)
         return found
 
     return search
 
 
-def _find_search(needles: Sequence[bytes]) -> Callable[[mmap.mmap, int, int], set[int]]:
-    def search(data: mmap.mmap, start: int, stop: int) -> set[int]:
-        return {i for i, needle in enumerate(needles) if data.find(needle, start, stop) != -1}
+def _find_search(needles: Sequence[bytes]) -> Callable[[memoryview], set[int]]:
+    def search(data: memoryview) -> set[int]:
+        chunk = data.tobytes()
+        return {i for i, needle in enumerate(needles) if needle in chunk}
 
     return search
 

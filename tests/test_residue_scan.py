@@ -23,15 +23,17 @@ def engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
         if residue.hyperscan is None:
             pytest.skip("Hyperscan is installed on x86-64 Linux only")
         monkeypatch.setattr(residue, "_PIECE", 7)  # most matches straddle two pieces
+        monkeypatch.setattr(residue, "_CHUNK", 7)
     else:
         monkeypatch.setattr(residue, "hyperscan", None)
-        monkeypatch.setattr(residue, "_PIECE", 5)
+        monkeypatch.setattr(residue, "_PIECE", 11)  # pieces of several chunks
+        monkeypatch.setattr(residue, "_CHUNK", 3)
     return str(request.param)
 
 
 def test_finds_each_needle_in_each_file(tmp_path: Path, engine: str) -> None:
     (tmp_path / "a.sqlite").write_bytes(b"\x00page\x00 18 Haisong Road \x00 window seat")
-    (tmp_path / "a.sqlite-wal").write_bytes(b"")  # empty files cannot be mapped; skipped
+    (tmp_path / "a.sqlite-wal").write_bytes(b"")  # a truncated WAL: nothing to read
     (tmp_path / "b.sqlite").write_bytes(b"only the window seat here, twice: window seat")
     needles = [b"18 Haisong Road", b"window seat", b"not anywhere"]
 
