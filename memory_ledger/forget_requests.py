@@ -117,16 +117,17 @@ class ForgetRequests:
             resolution = _with_erased_items(resolution, parsed)
         request_id = f"req-{uuid.uuid4().hex[:16]}"
         params = parsed.ledger_parameters()
-        self.ledger.append(
-            request_id,
-            "request",
-            {
-                "namespace": namespace,
-                "scope": params,
-                "dry_run": dry_run,
-                "requested_by": requested_by,
-            },
-        )
+        entries: list[tuple[str, dict[str, Any]]] = [
+            (
+                "request",
+                {
+                    "namespace": namespace,
+                    "scope": params,
+                    "dry_run": dry_run,
+                    "requested_by": requested_by,
+                },
+            )
+        ]
         report = RequestReport(
             request_id,
             namespace,
@@ -138,31 +139,24 @@ class ForgetRequests:
             resolution.history,
         )
         if resolution.status == "needs_clarification":
-            self.ledger.append(
-                request_id,
-                "needs_clarification",
-                {"candidates": [c.item_id for c in resolution.candidates]},
-            )
+            candidates = [c.item_id for c in resolution.candidates]
+            entries.append(("needs_clarification", {"candidates": candidates}))
         if resolution.status != "resolved":
-            self.ledger.append(request_id, "status", {"status": resolution.status})
+            self.ledger.append_many(request_id, [*entries, ("status", {"status": report.status})])
             return report
         report.mentions = self._mentions(report, forgotten_texts(self.service, report))
-        self.ledger.append(
-            request_id,
-            "resolved",
-            {
-                "targets": resolution.targets,
-                "cascaded": resolution.cascaded,
-                "history": resolution.history or None,
-                "mentions": report.mentions or None,
-            },
+        resolved = {
+            "targets": resolution.targets,
+            "cascaded": resolution.cascaded,
+            "history": resolution.history or None,
+            "mentions": report.mentions or None,
+        }
+        report.status = "dry_run" if dry_run else "pending"
+        # One transaction: a crash leaves either no trace or a pending request to resume.
+        self.ledger.append_many(
+            request_id, [*entries, ("resolved", resolved), ("status", {"status": report.status})]
         )
-        if dry_run:
-            report.status = "dry_run"
-            self.ledger.append(request_id, "status", {"status": "dry_run"})
-            return report
-        self.ledger.append(request_id, "status", {"status": "pending"})
-        return self._execute(report)
+        return report if dry_run else self._execute(report)
 
     def resume(self, request_id: str) -> RequestReport:
         report = self.report(request_id)
@@ -266,9 +260,11 @@ class ForgetRequests:
         ]
         for store in self.service.stores:
             receipts.append(_erase_at(store, targets))
-            for item_id, position in getattr(store, "tombstones", {}).items():
-                self.ledger.append(
-                    report.request_id, "tombstone", {"item_id": item_id, "position": position}
+            tombstones = getattr(store, "tombstones", {}).items()
+            if tombstones:  # recorded at once: restore replays them from the ledger
+                self.ledger.append_many(
+                    report.request_id,
+                    [("tombstone", {"item_id": i, "position": p}) for i, p in tombstones],
                 )
         if report.history:
             receipts.append(self._shred_history(report.history))
@@ -299,15 +295,15 @@ class ForgetRequests:
                 store = e.payload["store"]
                 tries[store] = max(tries.get(store, 0), e.payload.get("attempt", 1))
         receipts = [replace(r, attempt=tries.get(r.store, 0) + 1) for r in receipts]
-        for receipt in receipts:
-            self.ledger.append(report.request_id, "receipt", _receipt_payload(receipt))
         report.receipts = receipts
         report.failed_stores = [r.store for r in receipts if r.status != "ok"]
         report.status = "partial" if report.failed_stores else "completed"
-        self.ledger.append(
+        self.ledger.append_many(
             report.request_id,
-            "status",
-            {"status": report.status, "failed_stores": report.failed_stores},
+            [
+                *(("receipt", _receipt_payload(r)) for r in receipts),
+                ("status", {"status": report.status, "failed_stores": report.failed_stores}),
+            ],
         )
         log.info(
             "forget request %s: %s (%d targets)", report.request_id, report.status, len(targets)
@@ -372,17 +368,19 @@ class ForgetRequests:
             if item.namespace != namespace:
                 # Recorded (ids and a code only), then answered like a missing id.
                 request_id = f"req-{uuid.uuid4().hex[:16]}"
-                self.ledger.append(
+                request = {
+                    "namespace": namespace,
+                    "scope": scope.ledger_parameters(),
+                    "requested_by": requested_by,
+                }
+                self.ledger.append_many(
                     request_id,
-                    "request",
-                    {
-                        "namespace": namespace,
-                        "scope": scope.ledger_parameters(),
-                        "requested_by": requested_by,
-                    },
+                    [
+                        ("request", request),
+                        ("refusal", {"reason": "namespace_mismatch"}),
+                        ("status", {"status": "refused"}),
+                    ],
                 )
-                self.ledger.append(request_id, "refusal", {"reason": "namespace_mismatch"})
-                self.ledger.append(request_id, "status", {"status": "refused"})
                 log.warning("refused forget request %s: item outside namespace", request_id)
                 raise NotFound(f"no memory item {item_id}")
 

@@ -26,7 +26,7 @@ import hashlib
 import json
 import re
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -378,26 +378,50 @@ class LifecycleLedger:
         A request starts with its `request` entry (recorded once); every other entry
         type needs that entry first, so the ledger never holds orphaned receipts.
         """
-        kind = _entry_type(entry_type)
+        return self.append_many(request_id, [(entry_type, payload)])[0]
+
+    def append_many(
+        self,
+        request_id: str,
+        entries: Sequence[tuple[EntryType | str, Mapping[str, Any]]],
+    ) -> list[LedgerEntry]:
+        """Append several entries of one request in one transaction: all or none.
+
+        A fan-out's receipts and final status go together, so the ledger never shows a
+        status without the receipts that decided it, and pays one commit, not eleven.
+        Every entry is validated before anything is written.
+        """
         rid = _request_id(request_id)
-        body = canonical_payload(kind, payload)
-        if kind is EntryType.REQUEST and json.loads(body).get("request_id", rid) != rid:
-            raise InvalidWrite(
-                "the payload's request_id differs from the entry's; nothing was appended"
-            )
+        bodies: list[tuple[EntryType, str]] = []
+        for entry_type, payload in entries:
+            kind = _entry_type(entry_type)
+            body = canonical_payload(kind, payload)
+            if kind is EntryType.REQUEST and json.loads(body).get("request_id", rid) != rid:
+                raise InvalidWrite(
+                    "the payload's request_id differs from the entry's; nothing was appended"
+                )
+            bodies.append((kind, body))
+        if [k for k, _ in bodies[1:] if k is EntryType.REQUEST]:
+            raise InvalidWrite("a request entry must be the first of its request")
         db, t, p = self._db, self._db.table, self._db.param
+        written: list[LedgerEntry] = []
         with self._lock, self._guard("append to"), db.write() as cur:
-            self._check_order(cur, rid, kind)
+            if bodies:
+                self._check_order(cur, rid, bodies[0][0])
             last = cur.execute(f"SELECT seq, entry_hash FROM {t} ORDER BY seq DESC LIMIT 1")
             row = last.fetchone()
-            seq, prev = (int(row[0]) + 1, str(row[1])) if row else (1, GENESIS_HASH)
+            seq, prev = (int(row[0]), str(row[1])) if row else (0, GENESIS_HASH)
             at = canonical_time(datetime.now(UTC))  # taken under the lock: time follows seq
-            digest = entry_hash(prev, seq, rid, kind.value, at, body)
-            cur.execute(
-                f"INSERT INTO {t} ({COLUMNS}) VALUES ({', '.join([p] * 7)})",
-                (seq, rid, kind.value, body, at, prev, digest),
-            )
-        return LedgerEntry(seq, rid, kind, body, at, prev, digest)
+            for kind, body in bodies:
+                seq += 1
+                digest = entry_hash(prev, seq, rid, kind.value, at, body)
+                cur.execute(
+                    f"INSERT INTO {t} ({COLUMNS}) VALUES ({', '.join([p] * 7)})",
+                    (seq, rid, kind.value, body, at, prev, digest),
+                )
+                written.append(LedgerEntry(seq, rid, kind, body, at, prev, digest))
+                prev = digest
+        return written
 
     def entries(self, request_id: str | None = None) -> list[LedgerEntry]:
         """Entries in chain order, all of them or one request's."""

@@ -337,6 +337,25 @@ FREE_TEXT = [
 ]
 
 
+def test_several_entries_append_in_one_transaction(ledger: LifecycleLedger) -> None:
+    item = str(uuid.uuid4())
+    ledger.append("req-1", "request", request(item))
+    written = ledger.append_many(
+        "req-1", [("receipt", receipt()), ("status", {"status": "completed"})]
+    )
+    assert [e.seq for e in written] == [2, 3]
+    assert written[1].prev_hash == written[0].entry_hash  # chained inside the batch
+    assert ledger.verify().ok
+    # One invalid entry refuses the whole batch: nothing of it is appended.
+    with pytest.raises(InvalidWrite, match="nothing was appended"):
+        ledger.append_many(
+            "req-1", [("receipt", receipt()), ("status", {"status": "done, I promise"})]
+        )
+    with pytest.raises(InvalidWrite, match="first of its request"):
+        ledger.append_many("req-2", [("request", request(item)), ("request", request(item))])
+    assert len(ledger.entries()) == 3 and ledger.verify().ok
+
+
 def test_free_text_is_refused_and_nothing_is_appended(
     ledger: LifecycleLedger, settings: Settings
 ) -> None:
