@@ -22,7 +22,13 @@ from sqlalchemy import func, select
 from memory_ledger.config import Settings
 from memory_ledger.crypto import DEV_KEY_FILE, MasterKey, load_master_key
 from memory_ledger.domain import MemoryItem
-from memory_ledger.errors import InvalidTransition, InvalidWrite, NotFound, StaleDerivation
+from memory_ledger.errors import (
+    ConfigurationError,
+    InvalidTransition,
+    InvalidWrite,
+    NotFound,
+    StaleDerivation,
+)
 from memory_ledger.event_log import ERASED, EventLog
 from memory_ledger.forget_requests import ForgetRequests, RequestReport
 from memory_ledger.forget_scope import ForgetScope
@@ -30,7 +36,7 @@ from memory_ledger.keystore import KeyDestruction, NewKey
 from memory_ledger.ledger import LifecycleLedger
 from memory_ledger.principal import Principal
 from memory_ledger.stores import default_registry, extra_store_factories
-from memory_ledger.views import ItemState, Memory, Remembered
+from memory_ledger.views import ItemState, Memory, Remembered, Summary
 from memory_ledger.write_policy import (
     Identifier,
     MemoryUpdate,
@@ -42,6 +48,7 @@ from memory_ledger.write_policy import (
 from projections.facts import facts
 from projections.preferences import preferences
 from projections.runner import ProjectionRunner, make_engine
+from projections.summaries import SummariesProjection
 from projections.transcripts import transcripts
 
 log = logging.getLogger("memory_ledger")
@@ -408,6 +415,16 @@ class MemoryLedger:
         query = query.order_by(facts.c.valid_from, facts.c.position)
         with self.service.engine.connect() as conn:
             return [_memory("fact", dict(r)) for r in conn.execute(query).mappings()]
+
+    def summary(self) -> Summary | None:
+        """This namespace's profile summary, composed from its live facts and preferences,
+        with the (item id, version) of every input; None when nothing live is left."""
+        self.service.runner.catch_up()
+        found = [p for p in self.service.runner.projections if isinstance(p, SummariesProjection)]
+        if not found:
+            raise ConfigurationError("the summaries projection is not registered")
+        with self.service.engine.connect() as conn:
+            return found[0].read(conn, self.namespace, _iso(datetime.now(UTC)))
 
     def get(self, item_id: str | UUID) -> ItemState:
         """Read one item straight from the log: content, or None with erased=True."""

@@ -252,6 +252,26 @@ def show(
 
 
 @app.command()
+def summary(
+    namespace: Namespace, data_dir: DataDir = None, url: Url = None, as_json: Json = False
+) -> None:
+    """The profile summary of live facts and preferences, with the inputs it was built from."""
+    with _ledger(namespace, data_dir, url, as_json) as ledger:
+        found = ledger.summary()
+
+        def human() -> None:
+            if found is None:
+                out.print(f"no summary for {escape(ledger.namespace)}: nothing live to summarise")
+                return
+            out.print(Text(found.text))
+            out.print(
+                f"[dim]{len(found.inputs)} input(s); summarizer {escape(found.summarizer)}[/]"
+            )
+
+        _emit(as_json, None if found is None else found.to_dict(), human)
+
+
+@app.command()
 def update(
     namespace: Namespace,
     item_id: str,

@@ -59,3 +59,19 @@ class ItemState:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class Summary:
+    """A namespace's profile summary and exactly the inputs it was built from, so a
+    caller can cite them (as `derived_from`) or check that none of them has changed."""
+
+    namespace: str
+    text: str
+    inputs: tuple[tuple[str, int], ...]  # (item_id, version), by item id
+    summarizer: str
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["inputs"] = [{"item_id": i, "version": v} for i, v in self.inputs]
+        return data

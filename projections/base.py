@@ -13,7 +13,18 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar
 
-from sqlalchemy import Connection, MetaData, Table, and_, bindparam, delete, func, select, tuple_
+from sqlalchemy import (
+    Connection,
+    MetaData,
+    Table,
+    and_,
+    bindparam,
+    delete,
+    func,
+    inspect,
+    select,
+    tuple_,
+)
 
 from memory_ledger.write_policy import canonical_time
 from projections.events import ProjectedEvent
@@ -46,6 +57,25 @@ class Projection(ABC):
     #: What the store holds, for the data map (`memory-ledger stores`).
     holds: ClassVar[str]
 
+    @property
+    def tables(self) -> tuple[Table, ...]:
+        """Every table the projection owns: the runner creates, drops, rebuilds and
+        vacuums them together, so a projection's side tables never outlive its rows."""
+        return (self.table,)
+
+    def is_outdated(self, conn: Connection) -> bool:
+        """Whether the stored tables must be dropped and replayed from the log: one is
+        missing, or was created by an older version of this code (projections are
+        derived, never migrated)."""
+        inspector = inspect(conn)
+        for table in self.tables:
+            if not inspector.has_table(table.name):
+                return True
+            columns = {c["name"] for c in inspector.get_columns(table.name)}
+            if columns != {c.name for c in table.columns}:
+                return True
+        return False
+
     def apply(self, conn: Connection, events: Sequence[ProjectedEvent]) -> None:
         relevant = [e for e in events if self.wants(e)]
         if not relevant:
@@ -58,6 +88,11 @@ class Projection(ABC):
             else:
                 self.handle(event, batch)
         self._flush(conn, batch)
+
+    def settle(self, conn: Connection) -> None:  # noqa: B027 - an optional hook
+        """Hook: work deferred to the end of a catch-up, run in the transaction of the
+        batch that reaches the head of the log. For views recomputed from many rows,
+        which would otherwise be recomputed once per batch during a rebuild."""
 
     def prepare(self, batch: Batch) -> None:  # noqa: B027 - an optional hook
         """Hook: build any per-batch index a projection needs before handling events."""

@@ -36,6 +36,7 @@ from projections.catalog import CatalogProjection
 from projections.events import decode_batch
 from projections.facts import FactsProjection
 from projections.preferences import PreferencesProjection
+from projections.summaries import SummariesProjection
 from projections.transcripts import TranscriptsProjection
 
 tracking = Table(
@@ -50,11 +51,14 @@ LOCK_ROW = "__runner_lock__"
 
 
 def all_projections() -> list[Projection]:
+    """In the order a batch is applied. Summaries come last: they read the facts,
+    preferences and catalog tables as those already are after the batch."""
     return [
         TranscriptsProjection(),
         FactsProjection(),
         PreferencesProjection(),
         CatalogProjection(),
+        SummariesProjection(),
     ]
 
 
@@ -108,21 +112,22 @@ class ProjectionRunner:
             raise BackendUnavailable(f"cannot open the projections database: {exc}") from None
 
     def _drop_outdated_tables(self) -> None:
-        """A projection whose table was created by an older version of its code is
-        dropped and replayed from the log: projections are derived, never migrated."""
-        existing = inspect(self.engine)
+        """A projection whose tables were created by an older version of its code (or
+        are partly missing) is dropped and replayed from the log: projections are
+        derived, never migrated."""
         with self.engine.begin() as conn:
+            has_tracking = inspect(conn).has_table(tracking.name)
             for projection in self.projections:
-                name = projection.table.name
-                if not existing.has_table(name):
+                if not projection.is_outdated(conn):
                     continue
-                columns = {c["name"] for c in existing.get_columns(name)}
-                if columns != {c.name for c in projection.table.columns}:
-                    projection.table.drop(conn)
-                    if existing.has_table(tracking.name):
-                        conn.execute(
-                            tracking.update().where(tracking.c.name == name).values(position=0)
-                        )
+                for table in projection.tables:
+                    table.drop(conn, checkfirst=True)
+                if has_tracking:
+                    conn.execute(
+                        tracking.update()
+                        .where(tracking.c.name == projection.name)
+                        .values(position=0)
+                    )
 
     def _ensure_tracking_rows(self) -> None:
         with self.engine.begin() as conn:
@@ -168,9 +173,7 @@ class ProjectionRunner:
                     positions = self._lock(conn)
                     low = min(positions.values())
                     batch = self.log.notifications(low, self.batch_size) if low < head else []
-                    if not batch:
-                        return applied
-                    events = decode_batch(self.log, batch)
+                    events = decode_batch(self.log, batch) if batch else []
                     for projection in self.projections:
                         mine = [e for e in events if e.position > positions[projection.name]]
                         if mine:
@@ -180,7 +183,13 @@ class ProjectionRunner:
                                 .where(tracking.c.name == projection.name)
                                 .values(position=batch[-1].id)
                             )
-                applied += len(batch)
+                    applied += len(batch)
+                    if not batch or batch[-1].id >= head:
+                        # The batch that reaches the head settles deferred work in its
+                        # own transaction: no committed end state is left unsettled.
+                        for projection in self.projections:
+                            projection.settle(conn)
+                        return applied
 
     def rebuild(self, names: Sequence[str] | None = None) -> int:
         """Drop the named projections (all by default) and replay the whole log into them."""
@@ -188,8 +197,9 @@ class ProjectionRunner:
         with self._thread_lock, self.engine.begin() as conn:
             self._lock(conn)
             for projection in chosen:
-                projection.table.drop(conn, checkfirst=True)
-                projection.table.create(conn)
+                for table in projection.tables:
+                    table.drop(conn, checkfirst=True)
+                    table.create(conn)
                 conn.execute(
                     tracking.update().where(tracking.c.name == projection.name).values(position=0)
                 )
@@ -213,7 +223,7 @@ class ProjectionRunner:
             with self.engine.connect() as conn:
                 busy, *_ = conn.execute(text("PRAGMA wal_checkpoint(TRUNCATE)")).one()
             return [checkpoint_evidence("projections", int(busy))]
-        tables = [p.table.name for p in self.projections]
+        tables = [t.name for p in self.projections for t in p.tables]
         with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
             for table in tables:
                 conn.execute(text(f"VACUUM (PARALLEL 0) {table}"))

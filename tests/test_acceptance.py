@@ -30,7 +30,13 @@ from memory_ledger.acceptance import (
 )
 from memory_ledger.cli import app
 
-PG_CASES = ["single_fact", "mixed_turn", "whole_user", "background_write_back"]
+PG_CASES = [
+    "single_fact",
+    "mixed_turn",
+    "whole_user",
+    "background_write_back",
+    "target_mixed_in_summary",
+]
 
 
 def _explain(result: CaseResult | dict[str, Any]) -> str:

@@ -48,6 +48,7 @@ def test_forget_removes_the_item_everywhere_and_keeps_neighbours(
         "facts",
         "preferences",
         "catalog",
+        "summaries",
         "files",
     }
     assert all(r.status == "ok" for r in report.receipts)

@@ -666,6 +666,44 @@ OLD_ADDRESS = Case(
     ),
 )
 
+# 12. the target mixed into a derived summary ------------------------------------------
+
+
+def _build_in_summary(service: MemoryService) -> Ids:
+    return _named(
+        _user(service),
+        {
+            "address": _fact(
+                "home_address",
+                "36 Qiushi Road, Xihu District",
+                "contact",
+                "s-1201",
+                None,
+                100,
+                tool_call="tc-profile-import-1201",
+            ),
+            "employer": _fact(
+                "employer", "Globex Corporation", "work", "s-1201", "t-1201-1", 100.01
+            ),
+            "seat": _pref("seat", "window", "s-1201", "t-1201-2", 100.02),
+        },
+    )
+
+
+TARGET_IN_SUMMARY = Case(
+    name="target_mixed_in_summary",
+    description="The profile summary mixes the address with the employer and the seat "
+    "preference; forget the address: the summary is rebuilt from its remaining inputs "
+    "and still names the employer and the seat.",
+    build=_build_in_summary,
+    forget={"kind": "predicate", "subject": "user", "predicate": "home_address"},
+    targets=("36 Qiushi Road",),
+    kept=("Globex Corporation", "window"),
+    in_summary=("Globex Corporation", "window"),
+    probes=(recall_by(category="contact"), history_of("home_address")),
+    new_value=_new_fact("home_address", "9 Wensan Road, Xihu District", "contact", "s-1301"),
+)
+
 
 def case_named(name: str) -> Case:
     for case in CASES:
@@ -868,6 +906,7 @@ CASES: tuple[Case, ...] = (
     UPDATED_IN_WINDOW,
     UPDATED_FROM_TURN,
     STRAY_MENTION,
+    TARGET_IN_SUMMARY,  # hand-checked: a target mixed into derived text
 )
 
 

@@ -7,11 +7,13 @@ invalid, never a pass). B is then held to four separate results, reported one by
 and never averaged, because one serious failure must not hide behind three passes:
 
 1. `target_residue`: B no longer gives the target back, through direct recall, the
-   case's indirect probes (other filters, history, transcripts), `get` of every item
-   that carried it, a recall from a new process, and (SQLite) the raw bytes of every
-   file in its data directory; and B's confirmation does not repeat it.
-2. `collateral`: every out-of-scope text is still recalled in B, and other users'
-   memories are exactly what they are in A.
+   case's indirect probes (other filters, history, transcripts, the profile summary),
+   `get` of every item that carried it, a recall from a new process, and (SQLite) the
+   raw bytes of every file in its data directory; and B's confirmation does not repeat
+   it.
+2. `collateral`: every out-of-scope text is still recalled in B (and still in its
+   profile summary, for the texts a case names), and other users' memories are
+   exactly what they are in A.
 3. `new_writes`: after the deletion B accepts a new value of the same kind, and recall
    returns the new value without the old one.
 4. `reappearance`: after a consolidation run, a projection rebuild and a restart, B
@@ -55,14 +57,18 @@ ROLES = ("control", "request")  # A and B
 
 @dataclass(frozen=True)
 class Probe:
-    """One way of asking a ledger for texts: a recall with filters, or a fact's history."""
+    """One way of asking a ledger for texts: a recall with filters, a fact's history,
+    or the namespace's profile summary (derived text that mixes many items)."""
 
     label: str
-    call: str  # "recall" | "history"
+    call: str  # "recall" | "history" | "summary"
     filters: tuple[tuple[str, str], ...] = ()
 
     def texts(self, ledger: MemoryLedger) -> list[str]:
         args = dict(self.filters)
+        if self.call == "summary":
+            summary = ledger.summary()
+            return [] if summary is None else [summary.text]
         if self.call == "history":
             found = ledger.history(subject=args["subject"], predicate=args["predicate"])
         else:
@@ -84,11 +90,13 @@ def history_of(predicate: str, subject: str = "user") -> Probe:
 
 
 FULL_RECALL = recall_by()
+SUMMARY = Probe("summary()", "summary")
 STANDARD_PROBES = (
     FULL_RECALL,
     recall_by(kind="fact"),
     recall_by(kind="preference"),
     recall_by(kind="turn"),  # the transcripts
+    SUMMARY,
 )
 
 # -- cases -------------------------------------------------------------------------------
@@ -123,8 +131,10 @@ class Case:
     may add evidence to `notes`, or raise CaseInvalid). `targets` must not come back
     (matched case-insensitively inside any text); `kept` must still be recalled
     (matched exactly), in the case's namespace or in `others`: other users, whose
-    memories must stay exactly as in the control. `related` namespaces (the same
-    user's projects) are searched for targets too, but may change.
+    memories must stay exactly as in the control. `in_summary` must still be found
+    inside the case namespace's profile summary (a target is never found there: the
+    summary is one of the standard probes). `related` namespaces (the same user's
+    projects) are searched for targets too, but may change.
     """
 
     name: str
@@ -138,6 +148,7 @@ class Case:
     namespace: str = "travelco/li-wei"
     others: tuple[str, ...] = ()
     related: tuple[str, ...] = ()
+    in_summary: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[a-z0-9_]+", self.name):
@@ -150,7 +161,11 @@ class Case:
                     f"case {self.name}: targets need {MIN_TARGET_CHARS}+ characters "
                     "for a meaningful byte scan"
                 )
-        others = [*self.kept, *([self.new_value.text] if self.new_value else [])]
+        others = [
+            *self.kept,
+            *self.in_summary,
+            *([self.new_value.text] if self.new_value else []),
+        ]
         for i, target in enumerate(self.targets, 1):
             if any(_contains(text, target) for text in others):
                 raise ValueError(f"case {self.name}: target #{i} occurs in a kept or new text")
@@ -362,6 +377,8 @@ def _run_control(case: Case, store: _Store, checks: dict[str, _Checks]) -> _Cont
             for i, kept in enumerate(case.kept, 1):
                 if kept not in everything:
                     collateral.invalid.append(f"control store never recalled kept #{i}")
+            for i in _missing_from_summary(service, case):
+                collateral.invalid.append(f"control summary never contained in_summary #{i}")
     except Exception as exc:  # the history itself could not be written
         for c in checks.values():
             c.invalid.append(f"control history failed: {_describe(exc)}")
@@ -448,6 +465,8 @@ def _run_request(
             for kept in own_kept:
                 if kept not in fresh:
                     collateral.fail(f"a new process no longer recalls {kept!r}")
+        for i in _missing_from_summary(service, case):
+            collateral.fail(f"in_summary #{i} ({case.in_summary[i - 1]!r}) left the summary")
         for ns in case.others:
             if control.built and sorted(now[ns]) != sorted(control.texts[ns]):
                 lost = len(set(control.texts[ns]) - set(now[ns]))
@@ -455,6 +474,7 @@ def _run_request(
         collateral.passed_note = (
             f"{len(case.kept)}/{len(case.kept)} kept text(s) recalled"
             + (" (own ones in a new process too)" if own_kept else "")
+            + (f"; {len(case.in_summary)} still in the summary" if case.in_summary else "")
             + (f"; {', '.join(case.others)} = control" if case.others else "")
         )
 
@@ -512,6 +532,8 @@ def _run_request(
             for i, kept in enumerate(case.kept, 1):
                 if kept not in remembered:
                     reappearance.fail(f"kept #{i} ({kept!r}) is gone")
+            for i in _missing_from_summary(service, case):
+                reappearance.fail(f"in_summary #{i} ({case.in_summary[i - 1]!r}) is gone")
             if new is not None and new.text not in after[case.namespace]:
                 reappearance.fail("the new value is no longer recalled")
             reappearance.passed_note = (
@@ -546,6 +568,12 @@ def _probe_targets(service: MemoryService, case: Case) -> list[str]:
                 where = label if ns == case.namespace else f"{label} of {ns}"
                 problems.append(f"{where} returns target #{i}")
     return problems
+
+
+def _missing_from_summary(service: MemoryService, case: Case) -> list[int]:
+    """Indexes of the case's `in_summary` texts its namespace's summary no longer holds."""
+    text = "".join(SUMMARY.texts(ledger_for(service, case.namespace)))
+    return [i for i, wanted in enumerate(case.in_summary, 1) if wanted not in text]
 
 
 def _history_texts(service: MemoryService, case: Case) -> list[str]:
