@@ -142,6 +142,7 @@ def instrumented(service: MemoryService) -> Iterator[Spans]:
         (service.log, "get", "log_get"),
         (service.runner, "catch_up", "catch_up"),
         (service.ledger, "append", "ledger"),
+        (service.ledger, "append_many", "ledger"),
         (service, "compact", "compact"),
         (service.requests.residue, "after_erasure", "scan"),
         (service.requests, "_mentions", "mentions"),
