@@ -466,9 +466,13 @@ def bench_size(
             }
             catch_s, applied = timed(service.runner.catch_up)
             result["catch_up"] = {"events": applied, "seconds": catch_s}
+            # The vector index embeds only when asked: a forget must find it full, as in
+            # a store whose agent has been recalling all along.
+            embed_s, embedded = timed(service.vectors.catch_up)
+            result["vector_index"] = {"rows": embedded, "seconds": embed_s}
             console.log(
                 f"{backend} {total_items:,}: filled at {total_items / filled.seconds:,.0f} "
-                f"items/s, caught up in {catch_s:.1f} s"
+                f"items/s, caught up in {catch_s:.1f} s, {embedded:,} vectors in {embed_s:.1f} s"
             )
             settle_s, steps = timed(functools.partial(settle, service, store))
             result["settle"] = {"seconds": settle_s, "steps": steps}

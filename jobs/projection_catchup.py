@@ -67,6 +67,8 @@ def start_catchup_scheduler(
 
 def _catch_up(service: MemoryService) -> None:
     _guarded(service.runner.catch_up, "projection catch-up")()
+    # After the tables: embedding is the slow part, and it must not delay them.
+    _guarded(service.vectors.catch_up, "vector index catch-up")()
 
 
 def _guarded(job: Callable[[], object], name: str) -> Callable[[], None]:
@@ -97,3 +99,4 @@ def run_catchup_job(
     finally:
         scheduler.shutdown(wait=True)
         service.runner.catch_up()
+        service.vectors.catch_up()

@@ -20,8 +20,13 @@ from pydantic import TypeAdapter, ValidationError
 from sqlalchemy import func, select
 
 from memory_ledger.config import Settings
+from memory_ledger.context import Context, context_mac, served
+from memory_ledger.context import build as build_context
+from memory_ledger.context import parse_request as parse_context_request
+from memory_ledger.context_cache import ContextCache
 from memory_ledger.crypto import DEV_KEY_FILE, MasterKey, load_master_key
 from memory_ledger.domain import MemoryItem
+from memory_ledger.embedders import Embedder, load_embedder
 from memory_ledger.errors import (
     ConfigurationError,
     InvalidTransition,
@@ -32,6 +37,7 @@ from memory_ledger.errors import (
 from memory_ledger.event_log import ERASED, EventLog
 from memory_ledger.forget_requests import ForgetRequests, RequestReport
 from memory_ledger.forget_scope import ForgetScope
+from memory_ledger.instruction_like import content_flags
 from memory_ledger.keystore import KeyDestruction, NewKey
 from memory_ledger.ledger import LifecycleLedger
 from memory_ledger.principal import Principal
@@ -50,6 +56,7 @@ from projections.preferences import preferences
 from projections.runner import ProjectionRunner, make_engine
 from projections.summaries import SummariesProjection
 from projections.transcripts import transcripts
+from projections.vector_index import VECTORS_DIR, VectorIndex
 
 log = logging.getLogger("memory_ledger")
 KINDS = ("fact", "preference", "turn")
@@ -58,8 +65,11 @@ KINDS = ("fact", "preference", "turn")
 class MemoryService:
     """Opens the stores once per process; share it between principals."""
 
-    def __init__(self, settings: Settings, master: MasterKey | None = None) -> None:
+    def __init__(
+        self, settings: Settings, master: MasterKey | None = None, embedder: Embedder | None = None
+    ) -> None:
         settings.check_reachable()
+        embedder = embedder or load_embedder()  # a bad setting fails before anything opens
         self.settings = settings
         self.dev_key_created = False
         if master is None:
@@ -80,6 +90,8 @@ class MemoryService:
             if self.dev_key_created:  # a failed open leaves no key behind
                 (settings.data_dir / DEV_KEY_FILE).unlink(missing_ok=True)
             raise
+        self.vectors = VectorIndex(self.log, settings.data_dir / VECTORS_DIR, embedder)
+        self.context_cache = ContextCache()
         self.stores = default_registry(self)
         for factory in extra_store_factories():
             self.stores.register(factory(self))
@@ -104,7 +116,10 @@ class MemoryService:
         }
 
     def rebuild(self, names: Sequence[str] | None = None) -> int:
-        return self.runner.rebuild(names)
+        replayed = self.runner.rebuild(names)
+        if names is None:  # every projection: the vector index too
+            self.vectors.rebuild()
+        return replayed
 
     def compact(self) -> list[str]:
         """Remove deleted bytes from the files; returns what was done, as evidence."""
@@ -161,6 +176,7 @@ class MemoryService:
         return False
 
     def close(self) -> None:
+        self.vectors.close()
         self.ledger.close()
         self.engine.dispose()
         self.log.close()
@@ -256,6 +272,7 @@ class MemoryLedger:
             valid_to=_iso(write.valid_to) if write.valid_to else None,
             key_generation=1,
             sealed=sealed,
+            flags=content_flags(write.text),
         )
         return item, key
 
@@ -270,6 +287,7 @@ class MemoryLedger:
             provenance=parsed.provenance.event_data(),
             confidence=parsed.confidence if parsed.confidence is not None else item.confidence,
             valid_from=_iso(parsed.valid_from or parsed.provenance.written_at),
+            flags=content_flags(parsed.value),
         )
         self._log.save([item])
         return item.version
@@ -315,6 +333,7 @@ class MemoryLedger:
             )
         new_fields = {k: (replacement if k in fields else v) for k, v in current.items()}  # type: ignore[union-attr]
         self.service.rotate_key(item, new_fields, list(fields))
+        self.service.vectors.erase([str(item.id)])  # the old text's vector; re-embedded later
         self.service.runner.catch_up()
         self.service.compact()
         return item.version
@@ -425,6 +444,29 @@ class MemoryLedger:
             raise ConfigurationError("the summaries projection is not registered")
         with self.service.engine.connect() as conn:
             return found[0].read(conn, self.namespace, _iso(datetime.now(UTC)))
+
+    def context(
+        self, query: str, *, for_turn: str | UUID | None = None, **options: Any
+    ) -> Context:
+        """Recall for one turn: filter, rank (vector + keyword + recency), fit the token
+        budget. Options: token_budget, kinds, category, workspace, task, session, limit,
+        rank (hybrid|vector|keyword). With `for_turn`, what was served is recorded on
+        that turn (item ids and a keyed MAC, no text)."""
+        request = parse_context_request({"query": query, **options})
+        turn = str(self._owned(for_turn).id) if for_turn is not None else None
+        return build_context(self, request, turn)
+
+    def record_context(self, turn_id: str, context: Context) -> str:
+        item = self._owned(turn_id)
+        key = self._log.keys_for([str(item.id)]).data_key(str(item.id), item.key_generation)
+        if key is None:
+            raise InvalidTransition(f"turn {item.id} was erased; nothing can be recorded on it")
+        mac = context_mac(key, context.render())
+        item.record_context(
+            items=served(context.items), context_mac=mac, key_generation=item.key_generation
+        )
+        self._log.save([item])
+        return mac
 
     def get(self, item_id: str | UUID) -> ItemState:
         """Read one item straight from the log: content, or None with erased=True."""

@@ -218,6 +218,50 @@ def recall(
 
 
 @app.command()
+def context(
+    namespace: Namespace,
+    query: Annotated[str, typer.Argument(help="What the turn is about.")],
+    budget: Annotated[int, typer.Option(help="Token budget for the returned context.")] = 800,
+    kind: Annotated[list[str] | None, typer.Option(help="fact, preference, turn.")] = None,
+    category: Annotated[str | None, typer.Option()] = None,
+    workspace: Annotated[str | None, typer.Option(help="Preference scope in effect.")] = None,
+    task: Annotated[str | None, typer.Option(help="Preference scope in effect.")] = None,
+    session: Annotated[str | None, typer.Option(help="Preference scope in effect.")] = None,
+    limit: Annotated[int, typer.Option()] = 20,
+    rank: Annotated[str, typer.Option(help="hybrid, vector or keyword.")] = "hybrid",
+    for_turn: Annotated[
+        str | None, typer.Option(help="Record what was served on this turn (ids + MAC).")
+    ] = None,
+    data_dir: DataDir = None,
+    url: Url = None,
+    as_json: Json = False,
+) -> None:
+    """The context for one turn: relevant live memories, ranked, labelled, within budget."""
+    with _ledger(namespace, data_dir, url, as_json) as ledger:
+        built = ledger.context(
+            query,
+            for_turn=for_turn,
+            token_budget=budget,
+            kinds=tuple(kind or ()),
+            category=category,
+            workspace=workspace,
+            task=task,
+            session=session,
+            limit=limit,
+            rank=rank,
+        )
+
+        def human() -> None:
+            out.print(Text(built.render() or "(nothing relevant)"))
+            out.print(
+                f"[dim]{len(built.items)} item(s), {built.tokens}/{built.token_budget} tokens, "
+                f"{built.omitted} over budget; ranked {built.rank}, embedder {built.embedder}[/]"
+            )
+
+        _emit(as_json, built.to_dict(), human)
+
+
+@app.command()
 def history(
     namespace: Namespace,
     item_id: Annotated[str | None, typer.Argument(help="A fact's id.")] = None,
@@ -604,17 +648,19 @@ def rebuild(
     url: Url = None,
     as_json: Json = False,
 ) -> None:
-    """Drop projections and replay the whole log into them."""
+    """Drop projections and replay the whole log into them (without --projection, the
+    vector index too, re-embedding every live item)."""
     with _service(data_dir, url, as_json) as service:
         known = [p.name for p in service.runner.projections]
         unknown = sorted(set(projection or []) - set(known))
         if unknown:
             _fail(InvalidWrite(f"unknown projection(s) {unknown}; known: {known}"), as_json)
         replayed = service.rebuild(projection)
+        rebuilt = projection or [*known, "vector_index"]  # all of them: the vectors too
         _emit(
             as_json,
-            {"replayed": replayed, "projections": projection or known},
-            lambda: out.print(f"rebuilt {', '.join(projection or known)} from {replayed} events"),
+            {"replayed": replayed, "projections": rebuilt},
+            lambda: out.print(f"rebuilt {', '.join(rebuilt)} from {replayed} events"),
         )
 
 

@@ -41,6 +41,7 @@ class MemoryItem(Aggregate):
         valid_to: str | None,
         key_generation: int,
         sealed: str,
+        flags: list[str] | None = None,
     ) -> None:
         self.namespace = namespace
         self.kind = kind
@@ -60,6 +61,8 @@ class MemoryItem(Aggregate):
         self.valid_to = valid_to
         self.key_generation = key_generation
         self.sealed: str | None = sealed
+        #: Codes about the content decided at write time (e.g. `instruction_like`): clear.
+        self.flags = list(flags or [])
         self.suppressed = False
         self.erased = False
 
@@ -68,7 +71,13 @@ class MemoryItem(Aggregate):
             raise InvalidTransition(f"item {self.id} was erased; it cannot be {operation}")
 
     def supersede(
-        self, *, sealed: str, provenance: dict[str, Any], confidence: float, valid_from: str
+        self,
+        *,
+        sealed: str,
+        provenance: dict[str, Any],
+        confidence: float,
+        valid_from: str,
+        flags: list[str] | None = None,
     ) -> None:
         self.require_live("updated")
         if self.kind == "turn":
@@ -79,6 +88,7 @@ class MemoryItem(Aggregate):
             provenance=provenance,
             confidence=confidence,
             valid_from=valid_from,
+            flags=list(flags or []),
         )
 
     @event("Superseded")
@@ -90,11 +100,29 @@ class MemoryItem(Aggregate):
         provenance: dict[str, Any],
         confidence: float,
         valid_from: str,
+        flags: list[str] | None = None,
     ) -> None:
         self.sealed = sealed
         self.provenance = provenance
         self.confidence = confidence
         self.valid_from = valid_from
+        self.flags = list(flags or [])
+
+    def record_context(
+        self, *, items: list[dict[str, Any]], context_mac: str, key_generation: int
+    ) -> None:
+        """What the model was shown for this turn: item ids and versions, and a MAC of
+        the rendered text under this turn's data key (unconfirmable once it is erased)."""
+        self.require_live("given a context")
+        if self.kind != "turn":
+            raise InvalidTransition("a context is recorded on the transcript turn it served")
+        self._context_served(items=items, context_mac=context_mac, key_generation=key_generation)
+
+    @event("ContextServed")
+    def _context_served(
+        self, *, items: list[dict[str, Any]], context_mac: str, key_generation: int
+    ) -> None:
+        pass  # nothing about the turn changes: the event itself is the record
 
     def suppress(self, *, reason: str) -> None:
         self.require_live("suppressed")

@@ -62,3 +62,11 @@ class StaleDerivation(InvalidTransition):
 
     Refusing it is what keeps background work from writing deleted data back.
     """
+
+
+class IndexMismatch(ConfigurationError):
+    """A query vector was not made by the embedder that built the index.
+
+    Vectors of two models (or two dimensions of one) are not comparable: a search across
+    them would return confident nonsense, so it is refused instead.
+    """

@@ -325,7 +325,7 @@ class ForgetRequests:
         its earlier wording is unreadable too). Idempotent: an item already rewritten, or
         erased since, is left as it is."""
         pattern = mention_pattern(texts)
-        rewritten = 0
+        rewritten: list[str] = []
         for item_id in item_ids:
             item = self.service.log.get(UUID(item_id))
             current = self.service.log.read(item)
@@ -333,15 +333,23 @@ class ForgetRequests:
                 continue
             fields, changed = without_mentions(current, pattern)  # type: ignore[arg-type]
             self.service.rotate_key(item, fields, changed)
-            rewritten += 1
+            rewritten.append(item_id)
+        # Their vectors embed the old wording: dropped now, re-embedded from the
+        # Redacted events at the index's next catch-up.
+        vectors = self.service.vectors.erase(rewritten)
         self.service.runner.catch_up()
         return Receipt(
             "event_log",
             "mentions_redacted",
             len(item_ids),
-            "ok",
+            "ok" if vectors.vector_bytes_found == 0 else "failed",
             # skipped: erased since, or a retry after the targets' values were gone
-            {"rewritten": rewritten, "skipped": len(item_ids) - rewritten},
+            {
+                "rewritten": len(rewritten),
+                "skipped": len(item_ids) - len(rewritten),
+                "vector_rows_dropped": vectors.rows_removed,
+                "vector_bytes_found": vectors.vector_bytes_found,
+            },
         )
 
     def _shred_history(self, item_ids: list[str]) -> Receipt:

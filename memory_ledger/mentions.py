@@ -72,7 +72,9 @@ def find_mentions(
     found: set[str] = set()
     for projection in projections:
         table = projection.table
-        if not projection.plaintext_columns or "item_id" not in table.c:
+        if not projection.mention_source or not projection.plaintext_columns:
+            continue  # index terms are fragments: a value is found in the texts they index
+        if "item_id" not in table.c:
             continue  # views that are not items (summaries) are rebuilt by the fan-out
         columns = [table.c[c] for c in projection.plaintext_columns]
         query = select(table.c.item_id, *columns).where(table.c.namespace == namespace)

@@ -171,6 +171,46 @@ class ProjectionStore:
         return self.service.runner.rebuild([self.name])
 
 
+class VectorIndexStore:
+    """The vector index: erasure removes the rows now (without embedding what is pending)
+    and scans the files it wrote for the removed vectors' bytes.
+
+    The receipt's re-check reads back only what the erasure wrote (the manifest, the
+    rewritten segments and their sidecars) and answers for the other segments from
+    memory, which was checked against their checksums when they were loaded: reading
+    and hashing every segment costs more than the rest of a forget request together at
+    100,000 items. `verify_absent` (used by `verify`) still reads everything.
+    """
+
+    name = "vector_index"
+    holds = "embeddings of live, unsuppressed items' text (float32 files under vectors/)"
+
+    def __init__(self, service: MemoryService) -> None:
+        self.service = service
+
+    def erase(self, item_ids: Sequence[str]) -> Receipt:
+        vectors = self.service.vectors
+        done = vectors.erase(item_ids)
+        found, repaired = done.check, False
+        if not found.absent and not found.files_valid:
+            vectors.repair()  # a damaged file is discarded, never trusted or served
+            found, repaired = vectors.verify_absent(item_ids), True
+        ok = found.absent and done.vector_bytes_found == 0
+        detail: dict[str, int | bool | str] = {
+            **done.counts(),
+            **found.detail(),
+            "files_discarded": repaired,
+        }
+        return Receipt(self.name, "rows_removed", len(item_ids), "ok" if ok else "failed", detail)
+
+    def verify_absent(self, item_ids: Sequence[str]) -> Evidence:
+        found = self.service.vectors.verify_absent(item_ids)
+        return Evidence(self.name, found.absent, found.detail())
+
+    def rebuild(self) -> int:
+        return self.service.vectors.rebuild()
+
+
 class StoreRegistry:
     """The ordered data map. Order matters: the log and keys first, copies after."""
 
@@ -200,6 +240,10 @@ def default_registry(service: MemoryService) -> StoreRegistry:
     registry.register(KeyStoreStore(service))
     for projection in service.runner.projections:
         registry.register(ProjectionStore(service, projection))
+    registry.register(VectorIndexStore(service))
+    from memory_ledger.context_cache import ContextCacheStore  # it builds on this module
+
+    registry.register(ContextCacheStore(service))
     return registry
 
 

@@ -56,6 +56,9 @@ class Projection(ABC):
     plaintext_columns: ClassVar[tuple[str, ...]]
     #: What the store holds, for the data map (`memory-ledger stores`).
     holds: ClassVar[str]
+    #: Whether its plaintext columns hold items' whole texts, where a forget request can
+    #: find a repeated value (memory_ledger/mentions.py). Fragments (index terms) cannot.
+    mention_source: ClassVar[bool] = True
 
     @property
     def tables(self) -> tuple[Table, ...]:

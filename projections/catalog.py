@@ -36,6 +36,8 @@ catalog = Table(
     # Every version's source and time, oldest first: [[session, turn, tool_call, at], ...].
     Column("versions", Text, nullable=False),
     Column("suppressed", Boolean, nullable=False),
+    # Codes decided at write time from the content, comma-separated (`instruction_like`).
+    Column("flags", Text, nullable=False),
     Column("version", Integer, nullable=False),
     Column("position", Integer, nullable=False),
     Index("ix_catalog_scope", "namespace", "subject", "predicate"),
@@ -78,6 +80,7 @@ class CatalogProjection(Projection):
                     ),
                     "versions": json.dumps([_source_of(prov)]),
                     "suppressed": False,
+                    "flags": ",".join(a.get("flags") or []),
                     "version": event.version,
                     "position": event.position,
                 }
@@ -88,6 +91,7 @@ class CatalogProjection(Projection):
             row["versions"] = json.dumps(
                 [*json.loads(row["versions"]), _source_of(a["provenance"])]
             )
+            row["flags"] = ",".join(a.get("flags") or [])
 
 
 def _source_of(provenance: dict[str, Any]) -> list[str | None]:

@@ -35,6 +35,7 @@ from projections.base import Projection, metadata
 from projections.catalog import CatalogProjection
 from projections.events import decode_batch
 from projections.facts import FactsProjection
+from projections.keyword_index import KeywordIndexProjection
 from projections.preferences import PreferencesProjection
 from projections.summaries import SummariesProjection
 from projections.transcripts import TranscriptsProjection
@@ -51,13 +52,16 @@ LOCK_ROW = "__runner_lock__"
 
 
 def all_projections() -> list[Projection]:
-    """In the order a batch is applied. Summaries come last: they read the facts,
-    preferences and catalog tables as those already are after the batch."""
+    """In the order a batch is applied. The keyword index and summaries come after the
+    projections whose tables they read, so they see them as they are after the batch;
+    the keyword index, an index of items like the tables before it, precedes the
+    summary, which mixes items and is the last copy the forget fan-out visits."""
     return [
         TranscriptsProjection(),
         FactsProjection(),
         PreferencesProjection(),
         CatalogProjection(),
+        KeywordIndexProjection(),
         SummariesProjection(),
     ]
 

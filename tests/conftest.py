@@ -17,6 +17,7 @@ import pytest
 
 from memory_ledger.api import MemoryLedger, MemoryService
 from memory_ledger.config import Settings
+from memory_ledger.embedders import EMBEDDER_ENV
 from memory_ledger.principal import Principal
 
 PG_ADMIN = os.environ.get("MEMORY_LEDGER_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -29,6 +30,14 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.startswith("MEMORY_LEDGER_") and name != "MEMORY_LEDGER_TEST_PG":
             monkeypatch.delenv(name)
+
+
+@pytest.fixture(autouse=True)
+def _hashing_embedder(_clean_env: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The instant, deterministic embedder everywhere (the USE model takes a second to
+    load). It depends on `_clean_env`, which clears MEMORY_LEDGER_*, so it runs after it.
+    Tests of the default embedder pass one explicitly or set the variable themselves."""
+    monkeypatch.setenv(EMBEDDER_ENV, "hashing")
 
 
 @pytest.fixture(scope="session")

@@ -48,7 +48,10 @@ def test_forget_removes_the_item_everywhere_and_keeps_neighbours(
         "facts",
         "preferences",
         "catalog",
+        "keyword_index",
         "summaries",
+        "vector_index",
+        "context_cache",
         "files",
     }
     assert all(r.status == "ok" for r in report.receipts)

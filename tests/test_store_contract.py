@@ -17,7 +17,13 @@ from memory_ledger.principal import Principal
 from memory_ledger.stores import Store
 from projections.runner import all_projections
 
-STORE_NAMES = ["event_log", "key_store", *(p.name for p in all_projections())]
+STORE_NAMES = [
+    "event_log",
+    "key_store",
+    *(p.name for p in all_projections()),
+    "vector_index",
+    "context_cache",
+]
 SECRETS = ("18 Haisong Road", "window seat", "I live at 18 Haisong Road")
 
 
@@ -33,6 +39,9 @@ def targets(service: MemoryService) -> list[str]:
     )
     ledger.remember(fact("employer", "Acme Corp"))  # a neighbour that must survive
     service.runner.catch_up()
+    service.vectors.catch_up()  # the vector index embeds only when asked to catch up
+    served = ledger.context("18 Haisong Road window seat I live at", limit=50)  # now cached
+    assert {s.item_id for s in stored} <= {i.item_id for i in served.items}
     return [s.item_id for s in stored]
 
 

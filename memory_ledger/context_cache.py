@@ -1,0 +1,105 @@
+"""A small in-process cache of built contexts, registered as a store.
+
+An agent often asks the same question twice in a turn (planning, then answering), and a
+built context costs an embedding and two index lookups. The cache holds decrypted text,
+so it is a place where user data lives: it is registered in the data map, a forget
+request evicts every entry that served a target, and `verify_absent` proves none is
+left. Entries live only as long as the log does not move: the first lookup at a newer
+log position drops every older entry, so a write or an erasure by another process
+clears this process's cache at its next recall, and a forget run here evicts at once.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable, Sequence
+from typing import TYPE_CHECKING
+
+from memory_ledger.stores import Evidence, Receipt
+
+if TYPE_CHECKING:
+    from memory_ledger.api import MemoryService
+    from memory_ledger.context import Context
+
+MAX_ENTRIES = 256
+
+
+class ContextCache:
+    def __init__(self, max_entries: int = MAX_ENTRIES) -> None:
+        self._entries: OrderedDict[Hashable, Context] = OrderedDict()
+        self._max = max_entries
+        self._position = -1
+        self._lock = threading.Lock()
+
+    def _at(self, position: int) -> None:
+        if position != self._position:  # the log moved: nothing cached is current
+            self._entries.clear()
+            self._position = position
+
+    def get(self, position: int, key: Hashable) -> Context | None:
+        with self._lock:
+            self._at(position)
+            found = self._entries.get(key)
+            if found is not None:
+                self._entries.move_to_end(key)
+            return found
+
+    def put(self, position: int, key: Hashable, context: Context) -> None:
+        with self._lock:
+            self._at(position)
+            self._entries[key] = context
+            self._entries.move_to_end(key)
+            while len(self._entries) > self._max:
+                self._entries.popitem(last=False)
+
+    def evict(self, item_ids: Sequence[str]) -> int:
+        wanted = set(item_ids)
+        with self._lock:
+            stale = [k for k, c in self._entries.items() if wanted & {i.item_id for i in c.items}]
+            for key in stale:
+                del self._entries[key]
+            return len(stale)
+
+    def holding(self, item_ids: Sequence[str]) -> int:
+        wanted = set(item_ids)
+        with self._lock:
+            return sum(1 for c in self._entries.values() if wanted & {i.item_id for i in c.items})
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+class ContextCacheStore:
+    """The cache in the data map. Per process: the process that runs a request evicts
+    its entries here; another process drops its own at its next recall, because the
+    erasure moved the log position."""
+
+    name = "context_cache"
+    holds = "recently built recall contexts (decrypted text), in this process's memory"
+
+    def __init__(self, service: MemoryService) -> None:
+        self.service = service
+
+    def erase(self, item_ids: Sequence[str]) -> Receipt:
+        evicted = self.service.context_cache.evict(item_ids)
+        evidence = self.verify_absent(item_ids)
+        return Receipt(
+            self.name,
+            "evicted",
+            len(item_ids),
+            "ok" if evidence.absent else "failed",
+            {"entries_evicted": evicted, **evidence.detail},
+        )
+
+    def verify_absent(self, item_ids: Sequence[str]) -> Evidence:
+        left = self.service.context_cache.holding(item_ids)
+        return Evidence(self.name, left == 0, {"entries_left": left})
+
+    def rebuild(self) -> int:
+        self.service.context_cache.clear()  # a cache rebuilds itself on demand
+        return 0

@@ -1,0 +1,338 @@
+"""The vector index on disk: raw float32 segments, a small sidecar per segment saying
+whose row is whose, a manifest written last, one lock.
+
+Why this shape: erasure must be able to prove that a vector's bytes are gone. A segment
+is a plain row-major float32 matrix, so a removed row is simply not written into the
+segment's replacement, and the replaced file is overwritten with zeros before it is
+unlinked. Nothing keeps "deleted" rows around (unlike an HNSW graph), and nothing but
+vectors, ids and the rows' clear attributes is ever written here: no text.
+
+Why a sidecar per segment rather than one manifest holding every row: a commit then
+writes only what it changed (the rewritten segments, their sidecars, and a manifest of
+a few hundred bytes per segment), not the metadata of every row in the index; and an
+erasure has only those few files to scan for the removed bytes (see `VectorIndex.erase`).
+
+Crash safety comes from copy-on-write: a changed segment and its sidecar are written
+under new names, the manifest that names them (with both checksums) is renamed into
+place last, and only then are the files they replaced removed. A crash at any point
+leaves the previous manifest and its files intact; leftovers (temp files, replaced
+segments) are removed by the next writer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+#: 2: per-segment sidecars. A manifest of another format is discarded and rebuilt.
+FORMAT_VERSION = 2
+MANIFEST = "manifest.json"
+LOCK = ".lock"
+TMP_PREFIX = ".tmp-"
+_ZEROS = bytes(1 << 20)
+_COLUMNS = ("item_ids", "namespaces", "kinds", "predicates", "versions")
+
+
+class BadIndexFiles(Exception):
+    """Internal: files that must not be served. The message names files and checks only."""
+
+
+def segment_names(number: int) -> tuple[str, str]:
+    """A segment's vector file and its sidecar: new names for every write, never reused."""
+    return f"seg-{number}.f32", f"seg-{number}.json"
+
+
+@dataclass(frozen=True)
+class SegmentEntry:
+    """What the manifest says about one segment: its two files and their checksums."""
+
+    file: str
+    rows: int
+    sha256: str
+    meta_file: str
+    meta_sha256: str
+
+    @property
+    def files(self) -> tuple[str, str]:
+        return (self.file, self.meta_file)
+
+
+@dataclass(frozen=True)
+class SegmentMeta:
+    """A segment's sidecar: row by row, whose vector each row is."""
+
+    item_ids: tuple[str, ...]
+    namespaces: tuple[str, ...]
+    kinds: tuple[str, ...]
+    #: Kept so an update can be re-embedded as "<predicate>: <value>" without a log read.
+    predicates: tuple[str, ...]
+    versions: tuple[int, ...]
+
+    def to_bytes(self, segment: str) -> bytes:
+        # Plain tuples (json writes them as lists): `asdict` would deep-copy every id.
+        body = {"format": FORMAT_VERSION, "segment": segment}
+        body.update({name: getattr(self, name) for name in _COLUMNS})
+        return json.dumps(body, ensure_ascii=True, separators=(",", ":")).encode("ascii")
+
+    @classmethod
+    def from_bytes(cls, raw: bytes, entry: SegmentEntry) -> SegmentMeta:
+        """Checked against the manifest's entry: its checksum, segment name and row count."""
+        if digest(raw) != entry.meta_sha256:
+            raise BadIndexFiles(f"segment metadata {entry.meta_file} checksum mismatch")
+        try:
+            body = json.loads(raw)
+            meta = cls(
+                item_ids=tuple(str(i) for i in body["item_ids"]),
+                namespaces=tuple(str(n) for n in body["namespaces"]),
+                kinds=tuple(str(k) for k in body["kinds"]),
+                predicates=tuple(str(p) for p in body["predicates"]),
+                versions=tuple(int(v) for v in body["versions"]),
+            )
+            consistent = body["format"] == FORMAT_VERSION and body["segment"] == entry.file
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise BadIndexFiles(
+                f"segment metadata {entry.meta_file} unreadable ({type(exc).__name__})"
+            ) from None
+        columns = [getattr(meta, name) for name in _COLUMNS]
+        if not consistent or any(len(c) != entry.rows for c in columns):
+            raise BadIndexFiles(f"segment metadata {entry.meta_file} does not match the manifest")
+        return meta
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """What the index is: its embedder, its log position and its segments. Per-row
+    metadata lives in the sidecars, so this stays small however many rows there are."""
+
+    embedder_name: str
+    dimension: int
+    #: Changes when the index is discarded or rebuilt: a writer that planned against an
+    #: older epoch must not commit into the new one.
+    epoch: str
+    generation: int
+    #: The log position (notification id) the index reflects.
+    position: int
+    next_segment: int
+    segments: tuple[SegmentEntry, ...]
+
+    def to_bytes(self) -> bytes:
+        body = _body(self)
+        body["checksum"] = _checksum(body)
+        return json.dumps(body, ensure_ascii=True, separators=(",", ":")).encode("ascii")
+
+    @classmethod
+    def from_bytes(cls, raw: bytes) -> Manifest:
+        try:
+            body = json.loads(raw)
+            stated = body.pop("checksum")
+            if stated != _checksum(body):
+                raise BadIndexFiles("manifest checksum mismatch")
+            if body["format"] != FORMAT_VERSION:
+                raise BadIndexFiles(f"manifest format {body['format']!r} is not {FORMAT_VERSION}")
+            segments = tuple(
+                SegmentEntry(
+                    file=str(s["file"]),
+                    rows=int(s["rows"]),
+                    sha256=str(s["sha256"]),
+                    meta_file=str(s["meta_file"]),
+                    meta_sha256=str(s["meta_sha256"]),
+                )
+                for s in body["segments"]
+            )
+            manifest = cls(
+                embedder_name=str(body["embedder"]["name"]),
+                dimension=int(body["embedder"]["dimension"]),
+                epoch=str(body["epoch"]),
+                generation=int(body["generation"]),
+                position=int(body["position"]),
+                next_segment=int(body["next_segment"]),
+                segments=segments,
+            )
+        except BadIndexFiles:
+            raise
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise BadIndexFiles(f"manifest unreadable ({type(exc).__name__})") from None
+        names = [name for s in manifest.segments for name in s.files]
+        for s in manifest.segments:
+            bad_name = any("/" in n or n.startswith(".") or n == MANIFEST for n in s.files)
+            if s.rows < 1 or bad_name or s.file == s.meta_file:
+                raise BadIndexFiles(f"manifest entry for {s.file!r} is inconsistent")
+        if len(set(names)) != len(names):
+            raise BadIndexFiles("manifest names a file twice")
+        return manifest
+
+
+_ENTRY_FIELDS = tuple(f.name for f in fields(SegmentEntry))
+
+
+def _body(manifest: Manifest) -> dict[str, Any]:
+    return {
+        "format": FORMAT_VERSION,
+        "embedder": {"name": manifest.embedder_name, "dimension": manifest.dimension},
+        "epoch": manifest.epoch,
+        "generation": manifest.generation,
+        "position": manifest.position,
+        "next_segment": manifest.next_segment,
+        "segments": [{name: getattr(s, name) for name in _ENTRY_FIELDS} for s in manifest.segments],
+    }
+
+
+def _checksum(body: dict[str, Any]) -> str:
+    canonical = json.dumps(body, sort_keys=True, ensure_ascii=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("ascii")).hexdigest()
+
+
+def digest(data: bytes | memoryview) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def manifest_token(directory: Path) -> tuple[int, int, int] | None:
+    """What identifies the manifest on disk. Every write renames a new file into place,
+    so the inode changes even when two writes land within one mtime tick."""
+    try:
+        st = (directory / MANIFEST).stat()
+    except FileNotFoundError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def read_manifest(directory: Path) -> Manifest | None:
+    try:
+        raw = (directory / MANIFEST).read_bytes()
+    except FileNotFoundError:
+        return None
+    return Manifest.from_bytes(raw)
+
+
+def read_meta(directory: Path, entry: SegmentEntry) -> SegmentMeta:
+    """The segment's sidecar, only if it matches the manifest's entry."""
+    try:
+        raw = (directory / entry.meta_file).read_bytes()
+    except FileNotFoundError:
+        raise BadIndexFiles(f"segment metadata {entry.meta_file} is missing") from None
+    return SegmentMeta.from_bytes(raw, entry)
+
+
+def read_segment(directory: Path, entry: SegmentEntry, dimension: int) -> np.ndarray:
+    """The segment's matrix, only if its size and checksum match the manifest."""
+    try:
+        raw = (directory / entry.file).read_bytes()
+    except FileNotFoundError:
+        raise BadIndexFiles(f"segment {entry.file} is missing") from None
+    check_segment(raw, entry, dimension)
+    return np.frombuffer(raw, dtype=np.float32).reshape(entry.rows, dimension)
+
+
+def check_segment(raw: bytes, entry: SegmentEntry, dimension: int) -> None:
+    if len(raw) != entry.rows * dimension * 4:
+        raise BadIndexFiles(f"segment {entry.file} has the wrong size for {dimension} dimensions")
+    if digest(raw) != entry.sha256:
+        raise BadIndexFiles(f"segment {entry.file} checksum mismatch")
+
+
+def write_segment(
+    directory: Path, number: int, matrix: np.ndarray, meta: SegmentMeta
+) -> SegmentEntry:
+    """Write a segment and its sidecar under new names (each atomically); the caller
+    fsyncs the directory and then names them in a manifest."""
+    name, meta_name = segment_names(number)
+    raw = np.ascontiguousarray(matrix, dtype=np.float32).tobytes()
+    sidecar = meta.to_bytes(name)
+    write_atomic(directory, name, raw)
+    write_atomic(directory, meta_name, sidecar)
+    return SegmentEntry(name, matrix.shape[0], digest(raw), meta_name, digest(sidecar))
+
+
+@contextlib.contextmanager
+def locked(directory: Path, *, exclusive: bool) -> Iterator[None]:
+    """A cross-process lock (flock). Writers take it exclusively; readers take it shared
+    while they load, so they never see a manifest whose files are being replaced.
+    Separate opens conflict even within one process, so threads are serialised too."""
+    directory.mkdir(parents=True, exist_ok=True)
+    fd = os.open(directory / LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
+def write_atomic(directory: Path, name: str, data: bytes | memoryview) -> None:
+    """Temp file, flush and fsync, rename: a reader sees the old file or the new one.
+    The caller fsyncs the directory once for all the renames of a commit."""
+    fd, temp = tempfile.mkstemp(dir=directory, prefix=TMP_PREFIX)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, directory / name)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp)
+        raise
+
+
+def fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def shred(path: Path) -> None:
+    """Overwrite a file with zeros, fsync, then unlink it: the removed rows' bytes do not
+    linger in the freed blocks of ordinary file systems. Copy-on-write file systems and
+    SSD firmware may still keep old blocks; that is below what this code controls."""
+    try:
+        with path.open("r+b", buffering=0) as handle:
+            remaining = os.fstat(handle.fileno()).st_size
+            while remaining > 0:
+                remaining -= handle.write(_ZEROS[: min(remaining, len(_ZEROS))])
+            os.fsync(handle.fileno())
+        path.unlink()
+    except FileNotFoundError:
+        pass
+
+
+def index_files(directory: Path) -> list[Path]:
+    """Every file of the index except the lock (which never holds data)."""
+    return [directory / name for name in _file_names(directory)]
+
+
+def stray_files(directory: Path, referenced: Sequence[str]) -> list[Path]:
+    """Files no manifest names: temp files and replaced segments left by a writer that
+    crashed. Only meaningful under the exclusive lock (a writer's temp file is not stray)."""
+    keep = {MANIFEST, *referenced}
+    return [directory / name for name in _file_names(directory) if name not in keep]
+
+
+def _file_names(directory: Path) -> list[str]:
+    """Relative names of every file but the lock, sorted. Compared as strings, without
+    a Path or a stat per file: every commit lists the directory (hundreds of segments)
+    to sweep it, and Path objects made that cost more than the commit's own writes."""
+    out: list[str] = []
+    pending = [("", str(directory))]
+    while pending:
+        prefix, path = pending.pop()
+        try:
+            with os.scandir(path) as entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        pending.append((f"{prefix}{entry.name}/", entry.path))
+                    elif entry.is_file() and entry.name != LOCK:
+                        out.append(prefix + entry.name)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+    return sorted(out)

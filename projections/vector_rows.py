@@ -1,0 +1,404 @@
+"""What the vector index holds in memory, and how a batch of events changes it.
+
+Kept apart from the index's locking and file handling (`vector_index`) because these
+are the rules a rebuild must reproduce exactly: which items have a row, what text is
+embedded for them, and which segments a change rewrites. The reports the index gives
+(erasure, absence) are here too: counts only, never a vector or a text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from uuid import UUID
+
+import numpy as np
+
+from memory_ledger.event_log import ERASED, EventLog
+from projections.events import ProjectedEvent
+from projections.vector_files import Manifest, SegmentEntry, SegmentMeta
+
+KINDS = ("fact", "preference", "turn")
+
+
+@dataclass(frozen=True, eq=False)
+class Segment:
+    """A loaded segment with the lookups a search and a commit need, built once.
+    Compared by identity: a segment file is written once and never changed."""
+
+    entry: SegmentEntry
+    meta: SegmentMeta
+    matrix: np.ndarray
+    row_of: dict[str, int]
+    groups: dict[str, Rows]  # namespace -> its rows
+
+    @property
+    def rows(self) -> int:
+        return self.entry.rows
+
+    @classmethod
+    def of(cls, entry: SegmentEntry, meta: SegmentMeta, matrix: np.ndarray) -> Segment:
+        """Segments are written with their rows ordered by namespace (`Draft.sealed`), so
+        each namespace is one slice: a few hundred of them per segment cost next to
+        nothing to build and gather as views. Rows in any other order still work,
+        through index arrays."""
+        names, count = meta.namespaces, len(meta.namespaces)
+        last = {ns: row for row, ns in enumerate(names)}
+        first = {ns: row for row, ns in zip(range(count - 1, -1, -1), reversed(names), strict=True)}
+        groups: dict[str, Rows]
+        if sum(last.values()) - sum(first.values()) + len(first) == count:  # contiguous
+            groups = {ns: slice(start, last[ns] + 1) for ns, start in first.items()}
+        else:
+            groups = _scattered(names)
+        row_of = {item: r for r, item in enumerate(meta.item_ids)}
+        return cls(entry, meta, matrix, row_of, groups)
+
+    def ids(self, rows: Rows) -> Iterable[str]:
+        ids = self.meta.item_ids
+        return ids[rows] if isinstance(rows, slice) else (ids[r] for r in rows)
+
+
+Rows = slice | np.ndarray  # the rows of one namespace in a segment
+Parts = list[tuple[np.ndarray, Rows]]  # (segment matrix, rows of one namespace)
+
+
+def _scattered(namespaces: Sequence[str]) -> dict[str, Rows]:
+    rows_by_ns: dict[str, list[int]] = {}
+    for row, namespace in enumerate(namespaces):
+        rows_by_ns.setdefault(namespace, []).append(row)
+    return {ns: np.asarray(rows, dtype=np.intp) for ns, rows in rows_by_ns.items()}
+
+
+@dataclass(frozen=True, eq=False)
+class IndexState:
+    """One consistent view: a manifest and its matrices. Replaced whole, never mutated
+    (but for its cache), so a search reads it without a lock.
+
+    `namespace` says where one namespace's rows are (a slice of each segment holding
+    some) and their item ids in the same order. It is worked out on first search and
+    cached, and a commit carries the cache over for every namespace it did not touch:
+    rebuilding it for every namespace on every commit would cost more than the commit's
+    writes once there are a few hundred segments."""
+
+    manifest: Manifest
+    segments: tuple[Segment, ...]
+    token: tuple[int, int, int] | None
+    _namespaces: dict[str, tuple[Parts, list[str]]] = field(default_factory=dict)
+
+    @classmethod
+    def of(
+        cls, manifest: Manifest, segments: Iterable[Segment], token: tuple[int, int, int] | None
+    ) -> IndexState:
+        return cls(manifest, tuple(segments), token)
+
+    def after(
+        self, manifest: Manifest, segments: Sequence[Segment], token: tuple[int, int, int] | None
+    ) -> IndexState:
+        """The state a commit leads to, keeping what is still valid of this one's cache."""
+        changed_segments = set(self.segments).symmetric_difference(segments)
+        changed = {ns for seg in changed_segments for ns in seg.groups}
+        cached = dict(self._namespaces)  # one C-level copy: searches may add meanwhile
+        kept = {ns: v for ns, v in cached.items() if ns not in changed}
+        return IndexState(manifest, tuple(segments), token, kept)
+
+    def namespace(self, namespace: str) -> tuple[Parts, list[str]] | None:
+        found = self._namespaces.get(namespace)
+        if found is None:
+            parts: Parts = []
+            ids: list[str] = []
+            for seg in self.segments:
+                rows = seg.groups.get(namespace)
+                if rows is not None:
+                    parts.append((seg.matrix, rows))
+                    ids.extend(seg.ids(rows))
+            # Two threads may both compute it: they store equal values, and a dict
+            # assignment is atomic, so no lock is needed.
+            found = self._namespaces[namespace] = (parts, ids)
+        return found if found[1] else None
+
+    def locate(self, item_id: str) -> tuple[Segment, int] | None:
+        for seg in self.segments:
+            row = seg.row_of.get(item_id)
+            if row is not None:
+                return seg, row
+        return None
+
+
+@dataclass(frozen=True)
+class Put:
+    namespace: str
+    kind: str
+    predicate: str
+    version: int
+    text: str
+    #: The key generation the text was read with: re-checked before the row is written.
+    generation: int
+
+
+Ops = dict[str, Put | None]  # item id -> its row after the batch, or None: no row
+
+
+def text_of(kind: str, predicate: str, fields: dict[str, str] | None) -> str | None:
+    """What is embedded: a turn's content; "<predicate>: <value>" for facts and
+    preferences, so that "home address: 18 Haisong Road" answers "where do I live"."""
+    if fields is None:
+        return None
+    if kind == "turn":
+        return fields.get("content")
+    value = fields.get("value")
+    return None if value is None else f"{predicate.replace('_', ' ')}: {value}"
+
+
+def plan_batch(log: EventLog, state: IndexState, events: list[ProjectedEvent]) -> Ops:
+    """Each touched item's row after the batch, applying its events in log order."""
+    ops: Ops = {}
+    for event in events:
+        item, a = event.item_id, event.attrs
+        if event.name == "Recorded":
+            if a["kind"] in KINDS:
+                ops[item] = _put(event, a["namespace"], a["kind"], a["predicate"])
+        elif event.name in ("Superseded", "Redacted"):
+            if event.fields is None:  # that generation's key is gone
+                ops[item] = None
+                continue
+            held = ops[item] if item in ops else _held(state, item)
+            if held is not None:
+                ops[item] = _put(event, held.namespace, held.kind, held.predicate)
+                continue
+            # Not indexed: suppressed, erased, or its earlier content unreadable (a
+            # redaction destroyed it). The clear state decides, as it is now: if it
+            # changes later, a later event of this item corrects the row.
+            current = log.get(UUID(item))
+            if not (current.erased or current.suppressed) and current.kind in KINDS:
+                ops[item] = _put(event, current.namespace, current.kind, current.predicate)
+        elif event.name in ("Suppressed", "Erased"):
+            ops[item] = None
+        elif event.name == "Unsuppressed":
+            ops[item] = _read_current(log, item, event.version)
+    return ops
+
+
+def _put(event: ProjectedEvent, namespace: str, kind: str, predicate: str) -> Put | None:
+    text = text_of(kind, predicate, event.fields)
+    if text is None:
+        return None
+    return Put(namespace, kind, predicate, event.version, text, int(event.attrs["key_generation"]))
+
+
+def _held(state: IndexState, item_id: str) -> Put | None:
+    found = state.locate(item_id)
+    if found is None:
+        return None
+    seg, row = found
+    m = seg.meta
+    return Put(m.namespaces[row], m.kinds[row], m.predicates[row], m.versions[row], "", 0)
+
+
+def _read_current(log: EventLog, item_id: str, version: int) -> Put | None:
+    """Suppression removed the row, and the Unsuppressed event carries no content: the
+    log has what the item holds now."""
+    item = log.get(UUID(item_id))
+    if item.erased or item.suppressed or item.kind not in KINDS:
+        return None  # a later event (tombstone, suppression) has already decided
+    fields = log.read(item)
+    text = None if fields is ERASED else text_of(item.kind, item.predicate, fields)  # type: ignore[arg-type]
+    if text is None:
+        return None
+    return Put(item.namespace, item.kind, item.predicate, version, text, item.key_generation)
+
+
+def still_readable(log: EventLog, ops: Ops, vectors: np.ndarray) -> tuple[Ops, np.ndarray]:
+    """Drop rows whose key was destroyed while they were being embedded: an erasure that
+    ran meanwhile found nothing to remove, so nothing of the item may be added now."""
+    puts = [(item, op) for item, op in ops.items() if op is not None]
+    if not puts:
+        return ops, vectors
+    keys = log.keys_for([item for item, _ in puts])
+    keep = []
+    for row, (item, op) in enumerate(puts):
+        if keys.data_key(item, op.generation) is None:
+            ops[item] = None
+        else:
+            keep.append(row)
+    return ops, vectors[keep]
+
+
+@dataclass
+class Draft:
+    """A segment a commit assembles; it is written under a new name."""
+
+    item_ids: list[str] = field(default_factory=list)
+    namespaces: list[str] = field(default_factory=list)
+    kinds: list[str] = field(default_factory=list)
+    predicates: list[str] = field(default_factory=list)
+    versions: list[int] = field(default_factory=list)
+    blocks: list[np.ndarray] = field(default_factory=list)
+
+    @property
+    def rows(self) -> int:
+        return len(self.item_ids)
+
+    def take(self, seg: Segment, rows: Iterable[int]) -> None:
+        m, picked = seg.meta, list(rows)
+        self.item_ids.extend(m.item_ids[r] for r in picked)
+        self.namespaces.extend(m.namespaces[r] for r in picked)
+        self.kinds.extend(m.kinds[r] for r in picked)
+        self.predicates.extend(m.predicates[r] for r in picked)
+        self.versions.extend(m.versions[r] for r in picked)
+        self.blocks.append(seg.matrix[picked])
+
+    def add(self, puts: list[tuple[str, Put]], vectors: np.ndarray) -> None:
+        for item_id, put in puts:
+            self.item_ids.append(item_id)
+            self.namespaces.append(put.namespace)
+            self.kinds.append(put.kind)
+            self.predicates.append(put.predicate)
+            self.versions.append(put.version)
+        self.blocks.append(vectors)
+
+    def sealed(self) -> tuple[np.ndarray, SegmentMeta]:
+        """The segment to write, its rows ordered by namespace (stable, so a compacted
+        segment keeps its order): see `Segment.of`."""
+        order = sorted(range(self.rows), key=self.namespaces.__getitem__)
+        matrix = np.concatenate(self.blocks)
+        if order != list(range(self.rows)):
+            matrix = matrix[order]
+        meta = SegmentMeta(
+            item_ids=tuple(self.item_ids[r] for r in order),
+            namespaces=tuple(self.namespaces[r] for r in order),
+            kinds=tuple(self.kinds[r] for r in order),
+            predicates=tuple(self.predicates[r] for r in order),
+            versions=tuple(self.versions[r] for r in order),
+        )
+        return np.ascontiguousarray(matrix, dtype=np.float32), meta
+
+
+@dataclass
+class Layout:
+    """The segments after a change, and what happens to the files they replace."""
+
+    entries: list[Segment | Draft]
+    #: Replaced segments that held a removed row: their files (vectors and sidecar) are
+    #: overwritten before they are unlinked.
+    lost_rows: list[SegmentEntry]
+    #: Replaced segments whose every row lives on in a replacement (an append): unlinked.
+    appended: list[SegmentEntry]
+    #: Segments left with no row at all: their files go, nothing replaces them.
+    emptied: int
+
+
+def layout(state: IndexState, ops: Ops, vectors: np.ndarray, segment_rows: int) -> Layout:
+    """Compact the segments that hold a touched item (only those), then append the new
+    rows to the last segment while it has room, and to new segments after that."""
+    out = Layout([], [], [], 0)
+    for seg in state.segments:
+        hit = {seg.row_of[i] for i in ops if i in seg.row_of}
+        if not hit:
+            out.entries.append(seg)
+            continue
+        out.lost_rows.append(seg.entry)
+        keep = [r for r in range(seg.rows) if r not in hit]
+        if not keep:
+            out.emptied += 1
+            continue
+        draft = Draft()
+        draft.take(seg, keep)
+        out.entries.append(draft)
+    puts = [(item, op) for item, op in ops.items() if op is not None]
+    offset = 0
+    while offset < len(puts):
+        last = out.entries[-1] if out.entries else None
+        if last is None or last.rows >= segment_rows:
+            last = Draft()
+            out.entries.append(last)
+        elif isinstance(last, Segment):
+            out.appended.append(last.entry)
+            draft = Draft()
+            draft.take(last, range(last.rows))
+            out.entries[-1] = last = draft
+        take = min(segment_rows - last.rows, len(puts) - offset)
+        last.add(puts[offset : offset + take], vectors[offset : offset + take])
+        offset += take
+    return out
+
+
+# -- what the index reports ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class VectorAbsence:
+    """Whether targets are absent, from what was read back from disk and from memory.
+
+    `verify_absent` reads every segment; an erasure's own re-check reads only the
+    segments it wrote (`segments_checked` says how many were read)."""
+
+    #: Target rows named by the sidecars that were read.
+    rows_in_manifest: int
+    rows_in_memory: int
+    manifest_valid: bool
+    segments_checked: int
+    #: Segments whose vectors or sidecar do not match the manifest (size, checksum).
+    segments_invalid: int
+    stray_files: int
+
+    @property
+    def files_valid(self) -> bool:
+        return self.manifest_valid and self.segments_invalid == 0
+
+    @property
+    def absent(self) -> bool:
+        return (
+            self.files_valid
+            and self.rows_in_manifest == self.rows_in_memory == 0
+            and self.stray_files == 0
+        )
+
+    def detail(self) -> dict[str, int | bool | str]:
+        """The evidence a receipt carries: counts and flags only."""
+        return {
+            "rows_left": self.rows_in_manifest + self.rows_in_memory,
+            "segments_checked": self.segments_checked,
+            "segments_invalid": self.segments_invalid,
+            "stray_files": self.stray_files,
+            "files_valid": self.files_valid,
+        }
+
+
+NOTHING_CHECKED = VectorAbsence(0, 0, True, 0, 0, 0)
+
+
+@dataclass(frozen=True)
+class VectorErasure:
+    rows_removed: int
+    segments_rewritten: int
+    segments_removed: int
+    #: The files this erasure wrote (new segments, their sidecars, the manifest): the
+    #: only files that can hold a removed vector afterwards (see `VectorIndex.erase`).
+    files_scanned: int
+    vector_bytes_found: int
+    #: Erased vectors whose exact bytes a remaining row in the scanned files also has (the
+    #: same text in another item): no byte scan can tell them apart, so they are counted
+    #: instead of failed.
+    vectors_shared_with_live_items: int
+    #: The re-check after the commit: the manifest and the written files read back.
+    check: VectorAbsence = NOTHING_CHECKED
+
+    def counts(self) -> dict[str, int]:
+        """The erasure's own counts (not the re-check), for a receipt."""
+        return {
+            "rows_removed": self.rows_removed,
+            "segments_rewritten": self.segments_rewritten,
+            "segments_removed": self.segments_removed,
+            "files_scanned": self.files_scanned,
+            "vector_bytes_found": self.vector_bytes_found,
+            "vectors_shared_with_live_items": self.vectors_shared_with_live_items,
+        }
+
+
+@dataclass(frozen=True)
+class IndexedRow:
+    item_id: str
+    namespace: str
+    kind: str
+    version: int
+    vector: np.ndarray

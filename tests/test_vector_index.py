@@ -1,0 +1,793 @@
+"""The vector index: what it holds, what it forgets, and what it refuses to serve."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from factories import fact, later, preference, provenance, turn
+from typer.testing import CliRunner
+
+import projections.vector_erasure as vector_erasure
+import projections.vector_index as vector_index
+from jobs.projection_catchup import _catch_up
+from memory_ledger.api import MemoryLedger, MemoryService
+from memory_ledger.cli import app
+from memory_ledger.config import Settings
+from memory_ledger.embedders import EMBEDDER_ENV, HashingEmbedder, UniversalSentenceEncoder
+from memory_ledger.errors import ConfigurationError, IndexMismatch
+from memory_ledger.principal import Principal
+from memory_ledger.stores import Receipt
+from projections.vector_files import MANIFEST, Manifest, SegmentEntry, SegmentMeta, digest
+from projections.vector_index import SEGMENT_ROWS, VectorIndex
+from projections.vector_rows import IndexState, Put, Segment
+
+ALICE = Principal("acme", "alice")
+BOB = Principal("acme", "bob")
+ADDRESS = "18 Haisong Road"
+SQLITE_ONLY = pytest.mark.parametrize("backend", ["sqlite"])
+ADDRESS_SCOPE = {"kind": "predicate", "subject": "user", "predicate": "home_address"}
+HASH = HashingEmbedder(256)  # the same embedder the service uses, for query vectors
+
+
+class CountingEmbedder:
+    """The hashing embedder, recording every call: what was embedded, and how often."""
+
+    def __init__(self, dimension: int = 256, hook: Callable[[], None] | None = None) -> None:
+        self.inner = HashingEmbedder(dimension)
+        self.name = self.inner.name
+        self.dimension = dimension
+        self.calls: list[list[str]] = []
+        self.hook = hook
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        self.calls.append(list(texts))
+        if self.hook is not None:
+            hook, self.hook = self.hook, None
+            hook()
+        return self.inner.embed(texts)
+
+    @property
+    def texts(self) -> list[str]:
+        return [t for call in self.calls for t in call]
+
+
+@pytest.fixture
+def embedder() -> CountingEmbedder:
+    return CountingEmbedder()
+
+
+@pytest.fixture
+def service(settings: Settings, embedder: CountingEmbedder) -> Iterator[MemoryService]:
+    with MemoryService(settings, embedder=embedder) as svc:
+        yield svc
+
+
+def q(text: str) -> np.ndarray:
+    return HASH.embed([text])[0]
+
+
+def ids(results: list[tuple[str, float]]) -> list[str]:
+    return [item for item, _ in results]
+
+
+def files_of(settings: Settings) -> list[Path]:
+    return sorted(p for p in (settings.data_dir / "vectors").rglob("*") if p.is_file())
+
+
+def holding(settings: Settings, needle: bytes) -> list[str]:
+    return [p.name for p in files_of(settings) if needle in p.read_bytes()]
+
+
+def segments_on_disk(directory: Path) -> dict[str, list[str]]:
+    """Segment file -> the item ids its sidecar names, as the files say (not memory)."""
+    manifest = json.loads((directory / MANIFEST).read_bytes())
+    return {
+        s["file"]: json.loads((directory / s["meta_file"]).read_bytes())["item_ids"]
+        for s in manifest["segments"]
+    }
+
+
+def row_of(service: MemoryService, item_id: str) -> np.ndarray:
+    [row] = [r for r in service.vectors.snapshot() if r.item_id == item_id]
+    return row.vector
+
+
+def receipt(receipts: list[Receipt], store: str) -> Receipt:
+    [found] = [r for r in receipts if r.store == store]
+    return found
+
+
+@pytest.fixture
+def items(alice: MemoryLedger, service: MemoryService) -> dict[str, str]:
+    stored = alice.remember_many(
+        [
+            fact("home_address", ADDRESS),
+            preference("seat", "window"),
+            turn("I am allergic to peanuts", turn_id="t2"),
+        ]
+    )
+    service.vectors.catch_up()
+    return dict(zip(("address", "seat", "turn"), (s.item_id for s in stored), strict=True))
+
+
+def test_items_are_embedded_once_per_batch_as_predicate_and_value_or_content(
+    items: dict[str, str], embedder: CountingEmbedder, service: MemoryService
+) -> None:
+    assert embedder.calls == [
+        ["home address: 18 Haisong Road", "seat: window", "I am allergic to peanuts"]
+    ]
+    assert service.vectors.catch_up() == 0 and len(embedder.calls) == 1
+    assert {r.kind for r in service.vectors.snapshot()} == {"fact", "preference", "turn"}
+
+
+def test_search_ranks_the_right_item_first(items: dict[str, str], service: MemoryService) -> None:
+    for query, expected in (
+        ("what is my home address", "address"),
+        ("window or aisle seat", "seat"),
+        ("am I allergic to anything", "turn"),
+    ):
+        found = service.vectors.search(ALICE.namespace, q(query), 3)
+        assert found[0][0] == items[expected], query
+        scores = [score for _, score in found]
+        assert len(found) == 3 and scores == sorted(scores, reverse=True)
+    assert len(service.vectors.search(ALICE.namespace, q("seat"), 1)) == 1
+    assert service.vectors.search(ALICE.namespace, q("seat"), 0) == []
+
+
+def test_namespaces_are_isolated(
+    items: dict[str, str], alice: MemoryLedger, bob: MemoryLedger, service: MemoryService
+) -> None:
+    bobs = bob.remember(fact("home_address", ADDRESS)).item_id  # the very same text
+    service.vectors.catch_up()
+    query = q("home address 18 Haisong Road")
+    assert ids(service.vectors.search(BOB.namespace, query, 10)) == [bobs]
+    assert bobs not in ids(service.vectors.search(ALICE.namespace, query, 10))
+    assert service.vectors.search(ALICE.namespace, query, 10, allowed={bobs}) == []
+    only_seat = service.vectors.search(ALICE.namespace, query, 10, allowed={items["seat"]})
+    assert ids(only_seat) == [items["seat"]]
+    assert service.vectors.search("acme/nobody", query, 10) == []
+
+
+def test_an_update_is_re_embedded(
+    items: dict[str, str], alice: MemoryLedger, service: MemoryService
+) -> None:
+    alice.update(items["address"], {"value": "7 Binjiang Avenue", "provenance": provenance()})
+    service.vectors.catch_up()
+    [row] = [r for r in service.vectors.snapshot() if r.item_id == items["address"]]
+    assert row.version == 2
+    assert np.allclose(row.vector, q("home address: 7 Binjiang Avenue"))
+    assert ids(service.vectors.search(ALICE.namespace, q("Binjiang Avenue"), 1)) == [
+        items["address"]
+    ]
+
+
+def test_suppress_removes_and_unsuppress_restores_the_current_value(
+    items: dict[str, str], alice: MemoryLedger, service: MemoryService
+) -> None:
+    alice.suppress(items["address"])
+    service.vectors.catch_up()
+    assert items["address"] not in {r.item_id for r in service.vectors.snapshot()}
+    assert items["address"] not in ids(service.vectors.search(ALICE.namespace, q(ADDRESS), 5))
+
+    alice.update(items["address"], {"value": "7 Binjiang Avenue", "provenance": provenance()})
+    service.vectors.catch_up()  # still suppressed: not indexed
+    assert items["address"] not in {r.item_id for r in service.vectors.snapshot()}
+    alice.unsuppress(items["address"])
+    service.vectors.catch_up()
+    [row] = [r for r in service.vectors.snapshot() if r.item_id == items["address"]]
+    assert row.version == 4 and np.allclose(row.vector, q("home address: 7 Binjiang Avenue"))
+
+
+def test_forget_removes_the_row_and_its_bytes_from_every_file(
+    items: dict[str, str], alice: MemoryLedger, service: MemoryService, settings: Settings
+) -> None:
+    erased = row_of(service, items["address"]).tobytes()
+    assert holding(settings, erased), "the vector must be in a file before the forget"
+
+    report = alice.forget(items["address"])
+
+    assert report.completed, report.to_dict()
+    vector = receipt(report.receipts, "vector_index")
+    assert vector.status == "ok"
+    assert vector.evidence["rows_removed"] == 1 and vector.evidence["segments_rewritten"] == 1
+    assert vector.evidence["vector_bytes_found"] == 0 and vector.evidence["rows_left"] == 0
+    # what it wrote: the compacted segment, its sidecar, the manifest
+    assert vector.evidence["files_scanned"] == 3 and vector.evidence["segments_checked"] == 1
+    assert holding(settings, erased) == []
+    assert items["address"] not in ids(service.vectors.search(ALICE.namespace, q(ADDRESS), 5))
+    assert {r.item_id for r in service.vectors.snapshot()} == {items["seat"], items["turn"]}
+    assert service.stores.get("vector_index").verify_absent([items["address"]]).absent
+    assert ADDRESS not in json.dumps(vector.to_dict())
+
+
+def test_forget_does_not_wait_for_pending_embeddings(
+    items: dict[str, str], alice: MemoryLedger, service: MemoryService, embedder: CountingEmbedder
+) -> None:
+    pending = alice.remember(fact("phone", "+86 138 0000 0000")).item_id
+    calls = len(embedder.calls)
+    report = alice.forget(pending)
+    assert report.completed and len(embedder.calls) == calls, "forget must not embed"
+    assert receipt(report.receipts, "vector_index").evidence["rows_removed"] == 0
+    service.vectors.catch_up()  # the Recorded event's key is gone: never embedded
+    assert not any("138 0000" in t for t in embedder.texts)
+    assert pending not in {r.item_id for r in service.vectors.snapshot()}
+
+
+@SQLITE_ONLY
+def test_an_item_erased_while_its_batch_is_embedded_is_not_written(
+    alice: MemoryLedger, service: MemoryService, embedder: CountingEmbedder
+) -> None:
+    phone = alice.remember(fact("phone", "+86 138 0000 0000")).item_id
+    kept = alice.remember(fact("city", "Hangzhou")).item_id
+    embedder.hook = lambda: alice.forget(phone)  # runs while the batch is being embedded
+    service.vectors.catch_up()
+    assert embedder.hook is None and "phone: +86 138 0000 0000" in embedder.texts
+    assert [r.item_id for r in service.vectors.snapshot()] == [kept]
+
+
+@SQLITE_ONLY
+def test_a_catch_up_overtaken_by_another_writer_plans_again(
+    alice: MemoryLedger, service: MemoryService, settings: Settings
+) -> None:
+    directory = settings.data_dir / "vectors"
+    other = VectorIndex(service.log, directory, CountingEmbedder())  # another process's view
+    seat = alice.remember(preference("seat", "window")).item_id
+
+    def meanwhile() -> None:
+        alice.suppress(seat)
+        assert other.catch_up() == 2  # commits past this batch while it is being embedded
+
+    mine = VectorIndex(service.log, directory, CountingEmbedder(hook=meanwhile))
+    mine.catch_up()
+    assert mine.snapshot() == [] and mine.status()["position"] == service.log.max_position()
+
+
+def test_a_restart_serves_the_same_results_without_re_embedding(settings: Settings) -> None:
+    first = CountingEmbedder()
+    with MemoryService(settings, embedder=first) as service:
+        ledger = service.for_principal(ALICE)
+        ledger.remember_many([fact("home_address", ADDRESS), preference("seat", "window")])
+        service.vectors.catch_up()
+        before = service.vectors.search(ALICE.namespace, q("home address"), 5)
+    second = CountingEmbedder()
+    with MemoryService(settings, embedder=second) as service:
+        assert service.vectors.search(ALICE.namespace, q("home address"), 5) == before
+        assert service.vectors.catch_up() == 0
+    assert len(first.calls) == 1 and second.calls == []
+
+
+def test_another_process_sees_writes_and_erasures_through_the_manifest(
+    settings: Settings,
+) -> None:
+    with (
+        MemoryService(settings, embedder=CountingEmbedder()) as writer,
+        MemoryService(settings, embedder=CountingEmbedder()) as reader,
+    ):
+        ledger = writer.for_principal(ALICE)
+        first = ledger.remember(fact("home_address", ADDRESS)).item_id
+        writer.vectors.catch_up()
+        assert ids(reader.vectors.search(ALICE.namespace, q(ADDRESS), 5)) == [first]
+        second = ledger.remember(fact("city", "Hangzhou")).item_id
+        writer.vectors.catch_up()
+        assert set(ids(reader.vectors.search(ALICE.namespace, q(ADDRESS), 5))) == {first, second}
+        ledger.forget(first)
+        assert ids(reader.vectors.search(ALICE.namespace, q(ADDRESS), 5)) == [second]
+        assert reader.vectors.catch_up() == 1  # the tombstone: already applied, a no-op
+        assert ids(reader.vectors.search(ALICE.namespace, q(ADDRESS), 5)) == [second]
+
+
+def _flip_segment_byte(directory: Path, name: str = "seg-0.f32") -> None:
+    segment = directory / name
+    raw = bytearray(segment.read_bytes())
+    raw[len(raw) // 2] ^= 0x01
+    segment.write_bytes(bytes(raw))
+
+
+def _flip_sidecar_byte(directory: Path) -> None:
+    [sidecar] = directory.glob("seg-*.json")
+    sidecar.write_bytes(sidecar.read_bytes().replace(b'"fact"', b'"fakt"', 1))
+
+
+def _delete_sidecar(directory: Path) -> None:
+    [sidecar] = directory.glob("seg-*.json")
+    sidecar.unlink()
+
+
+def _truncate_segment(directory: Path) -> None:
+    [segment] = directory.glob("seg-*.f32")
+    segment.write_bytes(segment.read_bytes()[:-4])
+
+
+def _delete_segment(directory: Path) -> None:
+    [segment] = directory.glob("seg-*.f32")
+    segment.unlink()
+
+
+def _edit_manifest(directory: Path) -> None:
+    manifest = directory / MANIFEST
+    manifest.write_bytes(manifest.read_bytes().replace(b'"position":', b'"position":1', 1))
+
+
+def _truncate_manifest(directory: Path) -> None:
+    manifest = directory / MANIFEST
+    manifest.write_bytes(manifest.read_bytes()[:-10])
+
+
+@SQLITE_ONLY
+@pytest.mark.parametrize(
+    "damage",
+    [
+        _flip_segment_byte,
+        _truncate_segment,
+        _delete_segment,
+        _flip_sidecar_byte,
+        _delete_sidecar,
+        _edit_manifest,
+        _truncate_manifest,
+    ],
+)
+def test_damaged_files_are_not_served_and_are_rebuilt(
+    settings: Settings, damage: Callable[[Path], None], caplog: pytest.LogCaptureFixture
+) -> None:
+    with MemoryService(settings, embedder=CountingEmbedder()) as service:
+        ledger = service.for_principal(ALICE)
+        address = ledger.remember(fact("home_address", ADDRESS)).item_id
+        ledger.remember(preference("seat", "window"))
+        service.vectors.catch_up()
+        healthy = service.vectors.snapshot()
+    damage(settings.data_dir / "vectors")
+
+    again = CountingEmbedder()
+    with (
+        caplog.at_level(logging.WARNING, logger="memory_ledger.vectors"),
+        MemoryService(settings, embedder=again) as service,
+    ):
+        assert service.vectors.search(ALICE.namespace, q(ADDRESS), 5) == []  # never served
+        assert "not served" in caplog.text and "Haisong" not in caplog.text
+        assert [p.name for p in files_of(settings)] == [".lock", MANIFEST]  # discarded
+        assert service.vectors.catch_up() == 2 and len(again.texts) == 2  # re-embedded
+        assert ids(service.vectors.search(ALICE.namespace, q(ADDRESS), 1)) == [address]
+        rebuilt = service.vectors.snapshot()
+    assert [(r.item_id, r.version) for r in rebuilt] == [(r.item_id, r.version) for r in healthy]
+    assert all(np.array_equal(a.vector, b.vector) for a, b in zip(rebuilt, healthy, strict=True))
+
+
+@SQLITE_ONLY
+def test_a_forget_reads_only_the_files_it_wrote_and_verify_reads_them_all(
+    alice: MemoryLedger, service: MemoryService, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The erasure scans what it wrote; segments that never held the row are not its to
+    read. Even an unrelated segment forged to hold the erased bytes is left to `verify`,
+    which reads every file, finds it does not match its checksum, and fails."""
+    directory = settings.data_dir / "vectors"
+    service.vectors = VectorIndex(service.log, directory, HASH, segment_rows=2)
+    address = alice.remember(fact("home_address", ADDRESS)).item_id
+    seat = alice.remember(preference("seat", "window")).item_id
+    city = alice.remember(fact("city", "Hangzhou")).item_id
+    service.vectors.catch_up()
+    before = segments_on_disk(directory)
+    [holder] = [f for f, members in before.items() if address in members]
+    [unrelated] = [f for f, members in before.items() if members == [city]]
+    erased = row_of(service, address).tobytes()
+    (directory / unrelated).write_bytes(erased)  # same size: one row of 256 float32
+    read: list[str] = []
+    real_read = vector_erasure._read
+
+    def spy(path: Path, contents: dict[Path, bytes]) -> bytes | None:
+        read.append(path.name)
+        return real_read(path, contents)
+
+    monkeypatch.setattr(vector_erasure, "_read", spy)  # how the erasure reads any file
+
+    vector = receipt(alice.forget(address).receipts, "vector_index")
+
+    after = segments_on_disk(directory)
+    [rewritten] = [f for f, members in after.items() if members == [seat]]
+    assert rewritten != holder and not (directory / holder).exists()
+    assert sorted(read) == sorted([MANIFEST, rewritten, rewritten.replace(".f32", ".json")])
+    assert unrelated not in read
+    assert vector.status == "ok" and vector.evidence["files_scanned"] == 3
+    assert vector.evidence["vector_bytes_found"] == 0
+    assert vector.evidence["files_discarded"] is False
+    evidence = service.stores.get("vector_index").verify_absent([address])
+    assert not evidence.absent and evidence.detail["segments_invalid"] == 1
+    assert evidence.detail["segments_checked"] == 2 and evidence.detail["rows_left"] == 0
+
+    service.vectors.repair()  # what `rebuild` or the next process start does with it
+    assert holding(settings, erased) == [] and service.vectors.snapshot() == []
+    assert service.stores.get("vector_index").verify_absent([address]).absent
+    service.vectors.catch_up()
+    assert sorted(r.item_id for r in service.vectors.snapshot()) == sorted([seat, city])
+
+
+@SQLITE_ONLY
+def test_a_segment_that_does_not_read_back_as_written_is_discarded_by_the_erasure(
+    alice: MemoryLedger, service: MemoryService, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    directory = settings.data_dir / "vectors"
+    address = alice.remember(fact("home_address", ADDRESS)).item_id
+    seat = alice.remember(preference("seat", "window")).item_id
+    service.vectors.catch_up()
+    write_segment = vector_index.write_segment
+
+    def bad_write(*args: Any, **kwargs: Any) -> Any:
+        entry = write_segment(*args, **kwargs)
+        _flip_segment_byte(directory, entry.file)  # e.g. a failing disk
+        return entry
+
+    monkeypatch.setattr(vector_index, "write_segment", bad_write)
+
+    report = alice.forget(address)
+
+    vector = receipt(report.receipts, "vector_index")
+    assert vector.status == "ok" and vector.evidence["files_discarded"] is True
+    assert report.completed and service.vectors.snapshot() == []
+    monkeypatch.undo()
+    service.vectors.catch_up()
+    assert [r.item_id for r in service.vectors.snapshot()] == [seat]
+
+
+@SQLITE_ONLY
+def test_a_segment_of_the_wrong_size_is_not_served_even_with_a_consistent_manifest(
+    settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    with MemoryService(settings, embedder=CountingEmbedder()) as service:
+        ledger = service.for_principal(ALICE)
+        ledger.remember_many([fact("home_address", ADDRESS), preference("seat", "window")])
+        service.vectors.catch_up()
+    directory = settings.data_dir / "vectors"
+    manifest = Manifest.from_bytes((directory / MANIFEST).read_bytes())
+    [meta] = manifest.segments
+    short = (directory / meta.file).read_bytes()[:1024]  # one row's worth, not two
+    (directory / meta.file).write_bytes(short)
+    forged = replace(meta, sha256=digest(short))  # checksums agree; only the size does not
+    (directory / MANIFEST).write_bytes(replace(manifest, segments=(forged,)).to_bytes())
+    with (
+        caplog.at_level(logging.WARNING, logger="memory_ledger.vectors"),
+        MemoryService(settings, embedder=CountingEmbedder()) as service,
+    ):
+        assert service.vectors.search(ALICE.namespace, q(ADDRESS), 5) == []
+        assert "wrong size" in caplog.text
+        assert service.vectors.catch_up() == 2 and len(service.vectors.snapshot()) == 2
+
+
+def test_an_index_ahead_of_its_log_is_rebuilt_from_the_log(tmp_path: Path) -> None:
+    """A vectors/ directory from another (or a newer) log must never be served."""
+    first, second = Settings.resolve(tmp_path / "a"), Settings.resolve(tmp_path / "b")
+    with MemoryService(first, embedder=CountingEmbedder()) as service:
+        ledger = service.for_principal(ALICE)
+        ledger.remember_many([fact("home_address", ADDRESS), preference("seat", "window")])
+        service.vectors.catch_up()
+    with MemoryService(second, embedder=CountingEmbedder()) as service:
+        kept = service.for_principal(ALICE).remember(fact("city", "Hangzhou")).item_id
+        shutil.copytree(first.data_dir / "vectors", second.data_dir / "vectors")
+        assert service.vectors.catch_up() == 1
+        assert [r.item_id for r in service.vectors.snapshot()] == [kept]
+
+
+def test_a_query_from_another_embedder_is_refused(
+    items: dict[str, str], service: MemoryService
+) -> None:
+    assert issubclass(IndexMismatch, ConfigurationError)
+    with pytest.raises(IndexMismatch, match="256-dimensional"):
+        service.vectors.search(ALICE.namespace, HashingEmbedder(128).embed(["x"])[0], 3)
+    with pytest.raises(IndexMismatch, match="use-multilingual-v3"):
+        service.vectors.search(
+            ALICE.namespace, q("home"), 3, embedder_name=UniversalSentenceEncoder.name
+        )
+    assert service.vectors.search(ALICE.namespace, q("home"), 3, embedder_name=HASH.name)
+
+
+@SQLITE_ONLY
+def test_a_manifest_of_another_dimension_is_rebuilt_for_the_configured_embedder(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv(EMBEDDER_ENV, "hashing:128")
+    with MemoryService(settings) as service:
+        assert service.vectors.dimension == 128
+        address = service.for_principal(ALICE).remember(fact("home_address", ADDRESS)).item_id
+        service.vectors.catch_up()
+    monkeypatch.setenv(EMBEDDER_ENV, "hashing")
+    with (
+        caplog.at_level(logging.WARNING, logger="memory_ledger.vectors"),
+        MemoryService(settings) as service,
+    ):
+        assert service.vectors.search(ALICE.namespace, q(ADDRESS), 5) == []
+        assert "hashing-128" in caplog.text and "hashing-256" in caplog.text
+        service.vectors.catch_up()
+        assert ids(service.vectors.search(ALICE.namespace, q(ADDRESS), 5)) == [address]
+    manifest = json.loads((settings.data_dir / "vectors" / MANIFEST).read_bytes())
+    assert manifest["embedder"] == {"name": "hashing-256", "dimension": 256}
+
+
+def _history(alice: MemoryLedger, bob: MemoryLedger, service: MemoryService) -> None:
+    """Every event kind, with catch-ups in between (and not) so batches split differently."""
+    home = alice.remember(fact("home_address", ADDRESS)).item_id
+    seat = alice.remember(preference("seat", "window")).item_id
+    card = alice.remember(turn("my card is 4111 1111 1111 1111", turn_id="t2")).item_id
+    bob.remember(fact("home_address", ADDRESS))
+    service.vectors.catch_up()
+    alice.update(home, {"value": "7 Binjiang Avenue", "provenance": provenance(at=later(2))})
+    alice.suppress(seat)
+    alice.redact(card, ["content"])  # before its vector's catch-up, and after
+    service.vectors.catch_up()
+    early = alice.remember(turn("ship it to 9 Lake Road", turn_id="t3")).item_id
+    alice.redact(early, ["content"])  # never embedded before the redaction
+    alice.unsuppress(seat)
+    gone = alice.remember(fact("phone", "+86 138 0000 0000")).item_id
+    service.vectors.catch_up()
+    alice.forget(gone)
+    hidden = alice.remember(fact("city", "Hangzhou")).item_id
+    alice.suppress(hidden)
+    alice.update(hidden, {"value": "Ningbo", "provenance": provenance(at=later(3))})
+    service.vectors.catch_up()
+
+
+def test_rebuild_equals_incremental(
+    alice: MemoryLedger, bob: MemoryLedger, service: MemoryService
+) -> None:
+    _history(alice, bob, service)
+    incremental = service.vectors.snapshot()
+    assert len(incremental) == 5
+    assert service.vectors.rebuild() > 0
+    rebuilt = service.vectors.snapshot()
+    assert [(r.item_id, r.namespace, r.kind, r.version) for r in rebuilt] == [
+        (r.item_id, r.namespace, r.kind, r.version) for r in incremental
+    ]
+    assert all(np.allclose(a.vector, b.vector) for a, b in zip(rebuilt, incremental, strict=True))
+    redacted = [r for r in rebuilt if np.allclose(r.vector, q("[redacted]"))]
+    assert len(redacted) == 2
+
+
+@SQLITE_ONLY
+def test_segments_roll_over_and_only_the_touched_ones_are_rewritten(
+    alice: MemoryLedger, service: MemoryService, tmp_path: Path
+) -> None:
+    embedder = CountingEmbedder(64)
+    index = VectorIndex(service.log, tmp_path / "v", embedder, batch_size=4, segment_rows=3)
+    stored = [alice.remember(fact(f"p{i}", f"value {i}")).item_id for i in range(7)]
+    assert index.catch_up() == 7 and [len(c) for c in embedder.calls] == [4, 3]
+
+    def segments() -> dict[str, list[str]]:
+        return segments_on_disk(tmp_path / "v")
+
+    layout = segments()
+    assert sorted(len(v) for v in layout.values()) == [1, 3, 3]
+    first = next(f for f, members in layout.items() if stored[0] in members)
+    untouched = {f: (tmp_path / "v" / f).stat().st_ino for f in layout if f != first}
+
+    done = index.erase([stored[0]])
+    assert (done.rows_removed, done.segments_rewritten, done.segments_removed) == (1, 1, 0)
+    after = segments()
+    assert first not in after and {f: (tmp_path / "v" / f).stat().st_ino for f in untouched} == (
+        untouched
+    )
+    last = next(f for f, members in after.items() if members == [stored[6]])
+    done = index.erase([stored[6]])
+    assert (done.rows_removed, done.segments_rewritten, done.segments_removed) == (1, 0, 1)
+    assert last not in segments() and not (tmp_path / "v" / last).exists()
+    names = {p.name for p in (tmp_path / "v").iterdir()}
+    sidecars = {f.replace(".f32", ".json") for f in segments()}
+    assert names == {".lock", MANIFEST, *segments(), *sidecars}
+
+
+@SQLITE_ONLY
+def test_a_commit_writes_only_what_changed(
+    alice: MemoryLedger, service: MemoryService, tmp_path: Path
+) -> None:
+    directory = tmp_path / "v"
+    index = VectorIndex(service.log, directory, CountingEmbedder(64), segment_rows=3)
+    stored = [alice.remember(fact(f"p{i}", f"value {i}")).item_id for i in range(5)]
+    index.catch_up()
+    raw = (directory / MANIFEST).read_bytes()
+    assert not any(item.encode() in raw for item in stored), "no per-row data in the manifest"
+    before = {p.name: p.stat().st_ino for p in directory.iterdir()}
+    [full] = [f for f, members in segments_on_disk(directory).items() if len(members) == 3]
+
+    alice.remember(fact("p5", "value 5"))
+    index.catch_up()
+
+    after = {p.name: p.stat().st_ino for p in directory.iterdir()}
+    new = {name for name, inode in after.items() if before.get(name) != inode}
+    kept = {full, full.replace(".f32", ".json"), ".lock"}
+    assert {name for name in after if before.get(name) == after[name]} == kept
+    [last] = set(segments_on_disk(directory)) - {full}  # the 2-row segment, appended to
+    assert len(segments_on_disk(directory)[last]) == 3
+    assert new == {MANIFEST, last, last.replace(".f32", ".json")}
+
+
+def test_searches_see_every_commit_of_their_namespace(
+    alice: MemoryLedger, bob: MemoryLedger, service: MemoryService
+) -> None:
+    """A search caches where a namespace's rows are; a commit must drop what it changed."""
+    first = alice.remember(fact("home_address", ADDRESS)).item_id
+    bobs = bob.remember(fact("home_address", ADDRESS)).item_id
+    service.vectors.catch_up()
+    query = q(ADDRESS)
+    assert ids(service.vectors.search(ALICE.namespace, query, 5)) == [first]
+    assert ids(service.vectors.search(BOB.namespace, query, 5)) == [bobs]
+    second = alice.remember(fact("city", "Hangzhou")).item_id
+    service.vectors.catch_up()
+    assert set(ids(service.vectors.search(ALICE.namespace, query, 5))) == {first, second}
+    alice.forget(first)
+    assert ids(service.vectors.search(ALICE.namespace, query, 5)) == [second]
+    assert ids(service.vectors.search(BOB.namespace, query, 5)) == [bobs]
+
+
+def test_segments_are_written_by_namespace_and_read_in_any_order(
+    alice: MemoryLedger, bob: MemoryLedger, service: MemoryService, settings: Settings
+) -> None:
+    """Rows are written grouped by namespace, so a search takes one slice per segment;
+    a segment whose rows are not grouped is still searched right (through row indexes)."""
+    stored = [alice.remember(fact("city", "Hangzhou")), bob.remember(fact("city", "Ningbo"))]
+    stored.append(alice.remember(preference("seat", "window")))
+    service.vectors.catch_up()
+    directory = settings.data_dir / "vectors"
+    [sidecar] = directory.glob("seg-*.json")
+    namespaces = json.loads(sidecar.read_bytes())["namespaces"]
+    assert namespaces == sorted(namespaces) and len(set(namespaces)) == 2
+
+    entry = SegmentEntry("seg-0.f32", 3, "", "seg-0.json", "")
+    meta = SegmentMeta(("x", "y", "z"), ("a", "b", "a"), ("fact",) * 3, ("p",) * 3, (1, 1, 1))
+    matrix = np.eye(3, 4, dtype=np.float32)
+    manifest = Manifest("e", 4, "epoch", 1, 0, 1, (entry,))
+    state = IndexState.of(manifest, [Segment.of(entry, meta, matrix)], None)
+    found = state.namespace("a")
+    assert found is not None and found[1] == ["x", "z"]
+    [(part, rows)] = found[0]
+    assert np.array_equal(part[rows], matrix[[0, 2]]) and state.namespace("c") is None
+
+
+@SQLITE_ONLY
+def test_redaction_drops_the_old_vector_at_once(
+    alice: MemoryLedger, service: MemoryService, settings: Settings
+) -> None:
+    card = alice.remember(turn("my card is 4111 1111 1111 1111")).item_id
+    service.vectors.catch_up()
+    old = row_of(service, card).tobytes()
+    alice.redact(card, ["content"])
+    assert holding(settings, old) == [] and service.vectors.snapshot() == []
+    service.vectors.catch_up()
+    assert np.allclose(row_of(service, card), q("[redacted]"))
+
+
+def test_a_forget_drops_the_vectors_of_items_that_repeated_the_value(
+    alice: MemoryLedger, service: MemoryService, settings: Settings
+) -> None:
+    alice.remember(fact("home_address", ADDRESS))
+    taxi = alice.remember(
+        turn(f"Send the taxi to {ADDRESS} at 7am.", turn_id="t9", at=later(3))
+    ).item_id
+    service.vectors.catch_up()
+    old = row_of(service, taxi).tobytes()
+
+    report = alice.forget_scope(ADDRESS_SCOPE)
+
+    assert report.completed and report.mentions == [taxi]
+    [redacted] = [r for r in report.receipts if r.action == "mentions_redacted"]
+    assert redacted.evidence["vector_rows_dropped"] == 1
+    assert redacted.evidence["vector_bytes_found"] == 0
+    if settings.postgres is None:
+        assert holding(settings, old) == []
+    assert taxi not in {r.item_id for r in service.vectors.snapshot()}
+    service.vectors.catch_up()  # embedded again, from the redacted wording
+    assert np.allclose(row_of(service, taxi), q(alice.get(taxi).text or ""))
+    assert not np.allclose(row_of(service, taxi), np.frombuffer(old, dtype=np.float32))
+
+
+@SQLITE_ONLY
+def test_a_crashed_writers_leftover_is_counted_then_shredded(
+    items: dict[str, str], alice: MemoryLedger, service: MemoryService, settings: Settings
+) -> None:
+    erased = row_of(service, items["address"]).tobytes()
+    (settings.data_dir / "vectors" / ".tmp-leftover").write_bytes(erased * 2)
+    store = service.stores.get("vector_index")
+    assert store.verify_absent([items["seat"]]).detail["stray_files"] == 1
+    report = alice.forget(items["address"])
+    assert receipt(report.receipts, "vector_index").status == "ok"
+    assert holding(settings, erased) == []
+    assert not (settings.data_dir / "vectors" / ".tmp-leftover").exists()
+
+
+def test_a_vector_shared_with_a_live_item_is_reported_not_failed(
+    alice: MemoryLedger, bob: MemoryLedger, service: MemoryService
+) -> None:
+    mine = alice.remember(preference("seat", "window")).item_id
+    theirs = bob.remember(preference("seat", "window")).item_id
+    service.vectors.catch_up()
+    vector = receipt(alice.forget(mine).receipts, "vector_index")
+    assert vector.status == "ok" and vector.evidence["vector_bytes_found"] == 0
+    assert vector.evidence["vectors_shared_with_live_items"] == 1
+    assert ids(service.vectors.search(BOB.namespace, q("window seat"), 5)) == [theirs]
+
+
+def test_the_scheduler_and_a_full_rebuild_include_the_vector_index(
+    alice: MemoryLedger, service: MemoryService, embedder: CountingEmbedder
+) -> None:
+    alice.remember(fact("city", "Hangzhou"))
+    _catch_up(service)
+    assert service.vectors.status()["position"] == service.log.max_position()
+    assert len(embedder.calls) == 1
+    service.rebuild(["facts"])
+    assert len(embedder.calls) == 1, "rebuilding one table leaves the vectors alone"
+    service.rebuild()
+    assert len(embedder.calls) == 2 and service.vectors.status()["rows"] == 1
+
+
+@SQLITE_ONLY
+def test_the_rebuild_command_rebuilds_the_vector_index(settings: Settings) -> None:
+    with MemoryService(settings) as service:
+        service.for_principal(ALICE).remember(fact("city", "Hangzhou"))
+    result = CliRunner().invoke(app, ["rebuild", "--data-dir", str(settings.data_dir), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["projections"][-1] == "vector_index"
+    manifest = json.loads((settings.data_dir / "vectors" / MANIFEST).read_bytes())
+    assert [s["rows"] for s in manifest["segments"]] == [1]
+
+
+@SQLITE_ONLY
+def test_the_default_embedder_finds_a_chinese_memory_for_an_english_query(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(EMBEDDER_ENV, "use")
+    with MemoryService(settings) as service:
+        assert isinstance(service.vectors.embedder, UniversalSentenceEncoder)
+        ledger = service.for_principal(ALICE)
+        stored = ledger.remember_many(
+            [
+                turn("我对花生过敏"),
+                turn("我住在杭州"),
+                turn("我喜欢靠窗的座位"),
+                fact("employer", "Acme Corp"),
+            ]
+        )
+        service.vectors.catch_up()
+        for query, expected in (
+            ("Do I have any food allergies?", stored[0].item_id),
+            ("Where do I like to sit on a plane?", stored[2].item_id),
+        ):
+            vector = service.vectors.embed_query(query)
+            assert vector.shape == (512,)
+            assert ids(service.vectors.search(ALICE.namespace, vector, 4))[0] == expected
+
+
+class _NoEmbedding:
+    name = "synthetic-512"
+    dimension = 512
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        raise AssertionError("not used")
+
+
+def test_search_over_100k_rows_takes_well_under_a_millisecond(tmp_path: Path) -> None:
+    rng = np.random.default_rng(7)
+    rows, namespaces = 100_000, 2_000  # about 50 items per namespace
+    vectors = rng.standard_normal((rows, 512), dtype=np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    owner = [f"t/u{n}" for n in rng.integers(namespaces, size=rows)]
+    index = VectorIndex(None, tmp_path / "v", _NoEmbedding())  # type: ignore[arg-type]
+    ops: dict[str, Put | None] = {
+        f"item-{i}": Put(owner[i], "fact", "p", 1, "", 1) for i in range(rows)
+    }
+    with index._writing() as state:
+        index._commit(state, ops, vectors, position=rows)  # type: ignore[arg-type]
+    index.close()  # searched from the files, as a fresh process would
+    assert index.status()["rows"] == rows
+    assert index.status()["segments"] == -(-rows // SEGMENT_ROWS)
+    timings = []
+    for n in range(0, rows, rows // 300):
+        started = time.perf_counter()
+        found = index.search(owner[n], vectors[n], 10)
+        timings.append(time.perf_counter() - started)
+        assert found[0][0] == f"item-{n}" and found[0][1] > 0.99
+    assert statistics.median(timings) < 0.0005, statistics.median(timings)
