@@ -1,8 +1,10 @@
 """`memory-ledger demo`: the product's promise, end to end, on the embedded default.
 
-A travel assistant remembers a home address, a seat preference and a trip. The user
-asks to delete the address. We show what was deleted and what was kept, recall from a
-fresh process, rebuild every projection from the log, and scan every file's bytes.
+A travel assistant remembers a home address, a seat preference and a trip, and finds the
+address when asked in Chinese. The user asks to delete the address. We show what was
+deleted and what was kept, recall (lists and the context builder's vector and keyword
+search) from a fresh process, rebuild every projection from the log, and scan every
+file's bytes, the vector index's files included.
 """
 
 from __future__ import annotations
@@ -73,24 +75,11 @@ def _memory(
     }
 
 
-def _recall_in_new_process(data_dir: Path) -> list[dict[str, Any]]:
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "memory_ledger.cli",
-            "recall",
-            "--namespace",
-            NAMESPACE,
-            "--data-dir",
-            str(data_dir),
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return json.loads(result.stdout)  # type: ignore[no-any-return]
+def _cli_in_new_process(data_dir: Path, *args: str) -> Any:
+    command = [sys.executable, "-m", "memory_ledger.cli", *args]
+    command += ["--namespace", NAMESPACE, "--data-dir", str(data_dir), "--json"]
+    result = subprocess.run(command, capture_output=True, text=True, check=True)
+    return json.loads(result.stdout)
 
 
 def _show(title: str, memories: list[dict[str, Any]]) -> None:
@@ -143,6 +132,12 @@ def run_demo(data_dir: Path | None = None) -> int:
         )
         console.rule("1. The assistant remembers")
         _show("recall, before", [m.to_dict() for m in mem.recall()])
+        asked = mem.context("她住在哪里？")  # "where does she live?", asked in Chinese
+        console.print("context for the turn [italic]她住在哪里？[/] (where does she live?):")
+        console.print(asked.render())
+        checks.append(
+            ("a Chinese question recalls the English address", "Haisong" in asked.render())
+        )
 
         console.rule('2. "Please delete my old address."')
         console.print(
@@ -190,11 +185,23 @@ def run_demo(data_dir: Path | None = None) -> int:
         kept_ids = {seat.item_id, trip.item_id}
 
     console.rule("3. Recall from a fresh process")
-    fresh = _recall_in_new_process(directory)
+    fresh = _cli_in_new_process(directory, "recall")
     _show("recall, after (new process)", fresh)
     texts = json.dumps(fresh)
     checks.append(("address absent from recall in a new process", "Haisong" not in texts))
     checks.append(("seat preference and trip kept", kept_ids <= {m["item_id"] for m in fresh}))
+    where = _cli_in_new_process(directory, "context", "where does she live? 她住在哪里？")
+    seat_now = _cli_in_new_process(directory, "context", "which seat should I book?")
+    console.print("context for [italic]where does she live?[/] now:")
+    console.print(where["rendered"] or "(nothing relevant)")
+    checks.append(
+        (
+            "the vector and keyword indexes no longer find the address",
+            "Haisong" not in json.dumps(where, ensure_ascii=False),
+        )
+    )
+    served = {i["item_id"] for i in seat_now["items"]}
+    checks.append(("the seat preference is still found", seat.item_id in served))
 
     console.rule("4. Rebuild every projection from the log")
     with MemoryService.open(directory) as service:
@@ -225,7 +232,9 @@ def run_demo(data_dir: Path | None = None) -> int:
     hits = {f.path for f in findings}
     for path in paths:
         table.add_row(
-            path.name, str(path.stat().st_size), "[red]YES[/]" if str(path) in hits else "no"
+            str(path.relative_to(directory)),
+            str(path.stat().st_size),
+            "[red]YES[/]" if str(path) in hits else "no",
         )
     console.print(table)
     checks.append(("address bytes absent from every file in the data dir", not findings))
