@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -17,11 +18,14 @@ from memory_ledger.config import Settings
 
 def test_demo_runs_end_to_end_and_proves_the_erasure(tmp_path: Path) -> None:
     data_dir = tmp_path / "demo"
+    # The demo is the product as a user gets it: the default embedder, not the tests' one.
+    env = {k: v for k, v in os.environ.items() if k != "MEMORY_LEDGER_EMBEDDER"}
     result = subprocess.run(
         [sys.executable, "-m", "memory_ledger.cli", "demo", "--data-dir", str(data_dir)],
         capture_output=True,
         text=True,
         timeout=300,
+        env=env,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "All checks passed." in result.stdout
