@@ -31,7 +31,13 @@ from sqlalchemy import Connection, select
 
 from memory_ledger.errors import InvalidWrite
 from memory_ledger.instruction_like import FLAG
-from memory_ledger.write_policy import Identifier, Kind, StrictModel, canonical_time
+from memory_ledger.write_policy import (
+    Identifier,
+    Kind,
+    StrictModel,
+    canonical_time,
+    invalid_input,
+)
 from projections.catalog import catalog
 from projections.facts import facts
 from projections.keyword_index import search as keyword_search
@@ -85,12 +91,7 @@ def parse_request(data: ContextRequest | dict[str, Any]) -> ContextRequest:
     try:
         return ContextRequest.model_validate(data)
     except ValidationError as exc:
-        problems = [
-            f"{'.'.join(str(p) for p in e['loc']) or 'request'}: "
-            + e["msg"].removeprefix("Value error, ")
-            for e in exc.errors(include_url=False, include_input=False)
-        ]
-        raise InvalidWrite("invalid recall: " + "; ".join(problems), problems) from None
+        raise invalid_input("invalid recall", exc, "request") from None
 
 
 @dataclass(frozen=True)

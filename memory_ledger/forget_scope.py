@@ -24,6 +24,7 @@ from memory_ledger.write_policy import (
     Sensitivity,
     StrictModel,
     canonical_time,
+    invalid_input,
 )
 from projections.catalog import catalog
 from projections.facts import facts
@@ -103,12 +104,7 @@ def parse_scope(data: ForgetScope | dict[str, Any]) -> ForgetScope:
     try:
         return ForgetScope.model_validate(data)
     except ValidationError as exc:
-        problems = [
-            f"{'.'.join(str(p) for p in e['loc']) or 'scope'}: "
-            + e["msg"].removeprefix("Value error, ")
-            for e in exc.errors(include_url=False, include_input=False)
-        ]
-        raise InvalidWrite("invalid forget scope: " + "; ".join(problems), problems) from None
+        raise invalid_input("invalid forget scope", exc, "scope") from None
 
 
 @dataclass(frozen=True)

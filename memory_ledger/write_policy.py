@@ -215,13 +215,15 @@ def _refuse_namespace(data: Any) -> None:
         )
 
 
-def _as_invalid_write(what: str, exc: ValidationError) -> InvalidWrite:
+def invalid_input(headline: str, exc: ValidationError, what: str) -> InvalidWrite:
+    """One clear error for every bad input at the boundary: a headline, then each
+    problem as `field: message`, never the offending value (it may be personal)."""
     problems = []
     for error in exc.errors(include_url=False, include_input=False):
         location = ".".join(str(part) for part in error["loc"]) or what
         message = error["msg"].removeprefix("Value error, ")
         problems.append(f"{location}: {message}")
-    return InvalidWrite(f"invalid {what}; nothing was stored: " + "; ".join(problems), problems)
+    return InvalidWrite(f"{headline}: " + "; ".join(problems), problems)
 
 
 def parse_write(data: MemoryWrite | dict[str, Any]) -> MemoryWrite:
@@ -231,7 +233,7 @@ def parse_write(data: MemoryWrite | dict[str, Any]) -> MemoryWrite:
     try:
         return MemoryWrite.model_validate(data)
     except ValidationError as exc:
-        raise _as_invalid_write("write", exc) from None
+        raise invalid_input("invalid write; nothing was stored", exc, "write") from None
 
 
 def parse_update(data: MemoryUpdate | dict[str, Any]) -> MemoryUpdate:
@@ -241,4 +243,4 @@ def parse_update(data: MemoryUpdate | dict[str, Any]) -> MemoryUpdate:
     try:
         return MemoryUpdate.model_validate(data)
     except ValidationError as exc:
-        raise _as_invalid_write("update", exc) from None
+        raise invalid_input("invalid update; nothing was stored", exc, "update") from None
