@@ -1,0 +1,243 @@
+"""Commands of forgetting: forget requests, their receipts and verification, the data
+map and the lifecycle ledger's audit."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from memory_ledger.cli_common import (
+    DataDir,
+    Json,
+    Namespace,
+    Url,
+    app,
+    emit,
+    fail,
+    open_ledger,
+    open_service,
+    out,
+)
+from memory_ledger.errors import InvalidWrite
+from memory_ledger.forget_requests import RequestReport
+
+EXIT_FOR_STATUS = {
+    "verification_failed": 7,
+    "completed": 0,
+    "dry_run": 0,
+    "nothing_matched": 0,
+    "partial": 7,
+    "pending": 7,
+    "needs_clarification": 8,
+}
+
+
+@app.command()
+def forget(
+    namespace: Namespace,
+    memory: Annotated[
+        list[str] | None, typer.Option("--memory", help="Id of an item to erase (repeatable).")
+    ] = None,
+    subject: Annotated[str | None, typer.Option(help="With --predicate: all versions.")] = None,
+    predicate: Annotated[str | None, typer.Option()] = None,
+    which: Annotated[str, typer.Option(help="all | current | previous (predicate)")] = "all",
+    turn_id: Annotated[str | None, typer.Option(help="Everything from this turn.")] = None,
+    session_id: Annotated[str | None, typer.Option(help="Everything from this session.")] = None,
+    tool_call_id: Annotated[str | None, typer.Option()] = None,
+    category: Annotated[str | None, typer.Option()] = None,
+    sensitivity: Annotated[str | None, typer.Option()] = None,
+    since: Annotated[str | None, typer.Option(help="ISO time with zone (inclusive).")] = None,
+    until: Annotated[str | None, typer.Option(help="ISO time with zone (exclusive).")] = None,
+    everything: Annotated[
+        bool, typer.Option("--everything", help="The whole namespace (the user).")
+    ] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Resolve only; erase nothing.")
+    ] = False,
+    resume: Annotated[str | None, typer.Option(help="Retry an unfinished request.")] = None,
+    data_dir: DataDir = None,
+    url: Url = None,
+    as_json: Json = False,
+) -> None:
+    """Erase by scope: resolve, fan out to every store, verify, record receipts."""
+    given = {
+        "item": bool(memory),
+        "predicate": bool(subject or predicate),
+        "source": bool(turn_id or session_id or tool_call_id),
+        "category": bool(category),
+        "sensitivity": bool(sensitivity),
+        "time_range": bool(since or until),
+        "namespace": everything,
+    }
+    kinds = [k for k, on in given.items() if on]
+    if resume is not None and kinds:
+        fail(InvalidWrite("--resume takes no scope: it retries the recorded one"), as_json)
+    if which != "all" and kinds != ["predicate"]:
+        fail(InvalidWrite("--which applies to --subject/--predicate scopes only"), as_json)
+    if resume is None and len(kinds) != 1:
+        fail(
+            InvalidWrite(
+                "name exactly one scope: --memory, --subject/--predicate, "
+                "--turn-id/--session-id/--tool-call-id, --category, --sensitivity, "
+                "--since/--until or --everything"
+            ),
+            as_json,
+        )
+    with open_ledger(namespace, data_dir, url, as_json) as ledger:
+        if resume is not None:
+            report = ledger.service.requests.resume(resume)
+        else:
+            scope = {
+                "kind": kinds[0],
+                "item_ids": memory or [],
+                "subject": subject,
+                "predicate": predicate,
+                "turn_id": turn_id,
+                "session_id": session_id,
+                "tool_call_id": tool_call_id,
+                "category": category,
+                "sensitivity": sensitivity,
+                "since": since,
+                "until": until,
+            }
+            if kinds[0] == "predicate":
+                scope["which"] = which
+            scope = {k: v for k, v in scope.items() if v not in (None, [])}
+            report = ledger.forget_scope(scope, dry_run=dry_run)
+        emit(as_json, report.to_dict(), lambda: _print_request(report))
+        raise typer.Exit(EXIT_FOR_STATUS.get(report.status, 1))
+
+
+def _print_request(report: RequestReport) -> None:
+    out.print(f"request [bold]{report.request_id}[/]: {escape(report.status)}")
+    if report.targets or report.cascaded or report.mentions:
+        table = Table("item", "why")
+        for item in report.targets:
+            table.add_row(item, "in scope")
+        for item in report.cascaded:
+            table.add_row(item, "derived from or carrying a target")
+        for item in report.mentions:
+            table.add_row(item, "repeats a target's value: redacted, kept")
+        out.print(table)
+    if report.candidates:
+        table = Table("candidate item", "valid from", "valid to")
+        for c in report.candidates:
+            table.add_row(c.item_id, c.valid_from, c.valid_to or "")
+        out.print(table)
+    if report.receipts:
+        table = Table("store", "action", "status", "evidence")
+        for r in report.receipts:
+            status = "ok" if r.status == "ok" else f"[red]{escape(r.status)}[/]"
+            evidence = ", ".join(f"{k}={v}" for k, v in r.evidence.items())
+            table.add_row(r.store, r.action, status, Text(evidence))
+        out.print(table)
+    if report.residue_scan:
+        out.print(Text(f"byte scan: {report.residue_scan}"))
+    out.print(Text(report.message))
+
+
+@app.command()
+def requests(data_dir: DataDir = None, url: Url = None, as_json: Json = False) -> None:
+    """Every forget request in the lifecycle ledger, with its latest status."""
+    with open_service(data_dir, url, as_json) as service:
+        rows = [service.requests.report(r) for r in service.ledger.request_ids()]
+        data = [
+            {
+                "request_id": r.request_id,
+                "namespace": r.namespace,
+                "status": r.status,
+                "scope": r.scope,
+                "targets": len(r.targets) + len(r.cascaded),
+            }
+            for r in rows
+        ]
+
+        def human() -> None:
+            table = Table("request", "namespace", "scope", "targets", "status")
+            for d in data:
+                table.add_row(
+                    d["request_id"],
+                    d["namespace"],
+                    d["scope"].get("kind", ""),
+                    str(d["targets"]),
+                    d["status"],
+                )
+            out.print(table)
+
+        emit(as_json, data, human)
+
+
+@app.command()
+def receipts(
+    request_id: str, data_dir: DataDir = None, url: Url = None, as_json: Json = False
+) -> None:
+    """The recorded receipts of one request, store by store."""
+    with open_service(data_dir, url, as_json) as service:
+        report = service.requests.report(request_id)
+        emit(as_json, report.to_dict(), lambda: _print_request(report))
+
+
+@app.command()
+def verify(
+    request_id: str, data_dir: DataDir = None, url: Url = None, as_json: Json = False
+) -> None:
+    """Ask every store again for evidence that a request's targets are gone."""
+    with open_service(data_dir, url, as_json) as service:
+        report = service.requests.verify(request_id)
+        emit(as_json, report.to_dict(), lambda: _print_request(report))
+        if report.failed_stores:
+            raise typer.Exit(7)
+
+
+@app.command()
+def stores(data_dir: DataDir = None, url: Url = None, as_json: Json = False) -> None:
+    """The data map: every registered store and what it holds."""
+    with open_service(data_dir, url, as_json) as service:
+        data = [{"store": s.name, "holds": s.holds} for s in service.stores]
+
+        def human() -> None:
+            table = Table("store", "holds")
+            for d in data:
+                table.add_row(d["store"], Text(d["holds"]))
+            out.print(table)
+
+        emit(as_json, data, human)
+
+
+audit = typer.Typer(help="Check the lifecycle ledger.", no_args_is_help=True)
+app.add_typer(audit, name="audit")
+
+
+@audit.command("verify")
+def audit_verify(
+    anchor: Annotated[
+        str | None,
+        typer.Option(help="SEQ:HASH from an earlier run, to detect removed newest entries."),
+    ] = None,
+    data_dir: DataDir = None,
+    url: Url = None,
+    as_json: Json = False,
+) -> None:
+    """Recompute the ledger's hash chain; any tampering makes this fail."""
+    pinned = None
+    if anchor is not None:
+        seq, _, digest = anchor.partition(":")
+        if not seq.isdigit() or len(digest) != 64:
+            fail(InvalidWrite("--anchor must be SEQ:HASH as printed by an earlier run"), as_json)
+        pinned = (int(seq), digest)
+    with open_service(data_dir, url, as_json) as service:
+        result = service.ledger.verify(pinned)
+
+        def human() -> None:
+            verdict = "[green]intact[/]" if result.ok else "[red]BROKEN[/]"
+            out.print(f"lifecycle ledger {verdict}: {escape(result.explanation)}")
+            out.print(Text(f"anchor for the next audit: {result.head_seq}:{result.head_hash}"))
+
+        emit(as_json, asdict(result), human)
+        if not result.ok:
+            raise typer.Exit(9)

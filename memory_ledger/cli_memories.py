@@ -1,0 +1,306 @@
+"""Commands on one namespace's memories: write, read, recall a context, change."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.text import Text
+
+from memory_ledger.cli_common import (
+    DataDir,
+    Json,
+    Namespace,
+    Url,
+    app,
+    emit,
+    fail,
+    memories_table,
+    open_ledger,
+    out,
+)
+from memory_ledger.errors import InvalidWrite
+
+
+@app.command()
+def remember(
+    namespace: Namespace,
+    kind: Annotated[str | None, typer.Option(help="fact | preference | turn")] = None,
+    subject: Annotated[str | None, typer.Option()] = None,
+    predicate: Annotated[str | None, typer.Option()] = None,
+    value: Annotated[str | None, typer.Option(help="Value of a fact or preference.")] = None,
+    content: Annotated[str | None, typer.Option(help="Text of a transcript turn.")] = None,
+    category: Annotated[str, typer.Option()] = "general",
+    origin: Annotated[str, typer.Option(help="explicit | observed | inferred")] = "explicit",
+    sensitivity: Annotated[
+        str, typer.Option(help="public|internal|personal|restricted")
+    ] = "personal",
+    scope: Annotated[str, typer.Option(help="Preference scope.")] = "global",
+    writer: Annotated[str, typer.Option(help="Identity of the writing agent.")] = "cli",
+    turn_id: Annotated[str | None, typer.Option()] = None,
+    session_id: Annotated[str | None, typer.Option()] = None,
+    tool_call_id: Annotated[str | None, typer.Option()] = None,
+    consent_ref: Annotated[str | None, typer.Option()] = None,
+    expires_at: Annotated[str | None, typer.Option(help="ISO-8601 time with zone.")] = None,
+    basis: Annotated[str, typer.Option(help="session|consent|contract|indefinite")] = "indefinite",
+    from_json: Annotated[
+        str | None, typer.Option("--from-json", help="A JSON write (or a list), '-' for stdin.")
+    ] = None,
+    data_dir: DataDir = None,
+    url: Url = None,
+    as_json: Json = False,
+) -> None:
+    """Store a memory. Validated before anything is written; refused writes change nothing."""
+    if from_json is not None:
+        try:
+            raw = sys.stdin.read() if from_json == "-" else Path(from_json).read_text()
+            payload = json.loads(raw)
+        except (OSError, ValueError) as exc:
+            fail(InvalidWrite(f"cannot read the JSON write: {exc}; nothing was stored"), as_json)
+        writes = payload if isinstance(payload, list) else [payload]
+    else:
+        write: dict[str, Any] = {
+            "kind": kind,
+            "subject": subject,
+            "predicate": predicate,
+            "value": value,
+            "content": content,
+            "category": category,
+            "origin": origin,
+            "sensitivity": sensitivity,
+            "scope": scope,
+            "provenance": {
+                "writer": writer,
+                "written_at": datetime.now(UTC).isoformat(),
+                "turn_id": turn_id,
+                "session_id": session_id,
+                "tool_call_id": tool_call_id,
+                "consent_ref": consent_ref,
+            },
+            "retention": {"basis": basis, "expires_at": expires_at},
+        }
+        writes = [{k: v for k, v in write.items() if v is not None}]
+    with open_ledger(namespace, data_dir, url, as_json) as ledger:
+        stored = ledger.remember_many(writes)
+        emit(
+            as_json,
+            [vars(s) for s in stored],
+            lambda: [out.print(f"remembered {s.kind} [bold]{s.item_id}[/]") for s in stored],
+        )
+
+
+@app.command()
+def recall(
+    namespace: Namespace,
+    subject: Annotated[str | None, typer.Option()] = None,
+    predicate: Annotated[str | None, typer.Option()] = None,
+    kind: Annotated[str | None, typer.Option()] = None,
+    category: Annotated[str | None, typer.Option()] = None,
+    limit: Annotated[int, typer.Option()] = 100,
+    data_dir: DataDir = None,
+    url: Url = None,
+    as_json: Json = False,
+) -> None:
+    """List live memories: not suppressed, erased or expired."""
+    with open_ledger(namespace, data_dir, url, as_json) as ledger:
+        found = ledger.recall(
+            subject=subject, predicate=predicate, kind=kind, category=category, limit=limit
+        )
+        emit(
+            as_json,
+            [m.to_dict() for m in found],
+            lambda: out.print(memories_table(found, f"memories of {ledger.namespace}")),
+        )
+
+
+@app.command()
+def context(
+    namespace: Namespace,
+    query: Annotated[str, typer.Argument(help="What the turn is about.")],
+    budget: Annotated[int, typer.Option(help="Token budget for the returned context.")] = 800,
+    kind: Annotated[list[str] | None, typer.Option(help="fact, preference, turn.")] = None,
+    category: Annotated[str | None, typer.Option()] = None,
+    workspace: Annotated[str | None, typer.Option(help="Preference scope in effect.")] = None,
+    task: Annotated[str | None, typer.Option(help="Preference scope in effect.")] = None,
+    session: Annotated[str | None, typer.Option(help="Preference scope in effect.")] = None,
+    limit: Annotated[int, typer.Option()] = 20,
+    rank: Annotated[str, typer.Option(help="hybrid, vector or keyword.")] = "hybrid",
+    for_turn: Annotated[
+        str | None, typer.Option(help="Record what was served on this turn (ids + MAC).")
+    ] = None,
+    data_dir: DataDir = None,
+    url: Url = None,
+    as_json: Json = False,
+) -> None:
+    """The context for one turn: relevant live memories, ranked, labelled, within budget."""
+    with open_ledger(namespace, data_dir, url, as_json) as ledger:
+        built = ledger.context(
+            query,
+            for_turn=for_turn,
+            token_budget=budget,
+            kinds=tuple(kind or ()),
+            category=category,
+            workspace=workspace,
+            task=task,
+            session=session,
+            limit=limit,
+            rank=rank,
+        )
+
+        def human() -> None:
+            out.print(Text(built.render() or "(nothing relevant)"))
+            out.print(
+                f"[dim]{len(built.items)} item(s), {built.tokens}/{built.token_budget} tokens, "
+                f"{built.omitted} over budget; ranked {built.rank}, embedder {built.embedder}[/]"
+            )
+
+        emit(as_json, built.to_dict(), human)
+
+
+@app.command()
+def history(
+    namespace: Namespace,
+    item_id: Annotated[str | None, typer.Argument(help="A fact's id.")] = None,
+    subject: Annotated[str | None, typer.Option()] = None,
+    predicate: Annotated[str | None, typer.Option()] = None,
+    data_dir: DataDir = None,
+    url: Url = None,
+    as_json: Json = False,
+) -> None:
+    """Every version of a fact, with validity intervals."""
+    with open_ledger(namespace, data_dir, url, as_json) as ledger:
+        versions = ledger.history(item_id, subject=subject, predicate=predicate)
+        emit(
+            as_json,
+            [m.to_dict() for m in versions],
+            lambda: out.print(memories_table(versions, "history")),
+        )
+
+
+@app.command()
+def show(
+    namespace: Namespace,
+    item_id: str,
+    data_dir: DataDir = None,
+    url: Url = None,
+    as_json: Json = False,
+) -> None:
+    """Read one item straight from the log (ERASED once its key is destroyed)."""
+    with open_ledger(namespace, data_dir, url, as_json) as ledger:
+        state = ledger.get(item_id)
+        emit(as_json, state.to_dict(), lambda: out.print(state))
+
+
+@app.command()
+def summary(
+    namespace: Namespace, data_dir: DataDir = None, url: Url = None, as_json: Json = False
+) -> None:
+    """The profile summary of live facts and preferences, with the inputs it was built from."""
+    with open_ledger(namespace, data_dir, url, as_json) as ledger:
+        found = ledger.summary()
+
+        def human() -> None:
+            if found is None:
+                out.print(f"no summary for {escape(ledger.namespace)}: nothing live to summarise")
+                return
+            out.print(Text(found.text))
+            out.print(
+                f"[dim]{len(found.inputs)} input(s); summarizer {escape(found.summarizer)}[/]"
+            )
+
+        emit(as_json, None if found is None else found.to_dict(), human)
+
+
+@app.command()
+def update(
+    namespace: Namespace,
+    item_id: str,
+    value: Annotated[str, typer.Option()],
+    writer: Annotated[str, typer.Option()] = "cli",
+    turn_id: Annotated[str | None, typer.Option()] = None,
+    session_id: Annotated[str | None, typer.Option()] = None,
+    tool_call_id: Annotated[str | None, typer.Option()] = None,
+    data_dir: DataDir = None,
+    url: Url = None,
+    as_json: Json = False,
+) -> None:
+    """Record a new version of a fact or preference; the old one stays as history."""
+    provenance = {
+        k: v
+        for k, v in {
+            "writer": writer,
+            "written_at": datetime.now(UTC).isoformat(),
+            "turn_id": turn_id,
+            "session_id": session_id,
+            "tool_call_id": tool_call_id,
+        }.items()
+        if v is not None
+    }
+    with open_ledger(namespace, data_dir, url, as_json) as ledger:
+        version = ledger.update(item_id, {"value": value, "provenance": provenance})
+        emit(
+            as_json,
+            {"item_id": item_id, "version": version},
+            lambda: out.print(f"updated {escape(item_id)} to version {version}"),
+        )
+
+
+@app.command()
+def suppress(
+    namespace: Namespace,
+    item_id: str,
+    reason: Annotated[str, typer.Option()] = "user_request",
+    data_dir: DataDir = None,
+    url: Url = None,
+    as_json: Json = False,
+) -> None:
+    """Stop using an item: hidden from recall, but not deleted."""
+    with open_ledger(namespace, data_dir, url, as_json) as ledger:
+        version = ledger.suppress(item_id, reason)
+        emit(
+            as_json,
+            {"item_id": item_id, "version": version, "suppressed": True},
+            lambda: out.print(f"suppressed {escape(item_id)} (data kept; use forget to delete)"),
+        )
+
+
+@app.command()
+def unsuppress(
+    namespace: Namespace,
+    item_id: str,
+    data_dir: DataDir = None,
+    url: Url = None,
+    as_json: Json = False,
+) -> None:
+    """Use a suppressed item again."""
+    with open_ledger(namespace, data_dir, url, as_json) as ledger:
+        version = ledger.unsuppress(item_id)
+        emit(
+            as_json,
+            {"item_id": item_id, "version": version, "suppressed": False},
+            lambda: out.print(f"unsuppressed {escape(item_id)}"),
+        )
+
+
+@app.command()
+def redact(
+    namespace: Namespace,
+    item_id: str,
+    field: Annotated[list[str], typer.Option("--field", help="Field to redact (value, content).")],
+    data_dir: DataDir = None,
+    url: Url = None,
+    as_json: Json = False,
+) -> None:
+    """Rewrite named fields; the old content is shredded (its key generation destroyed)."""
+    with open_ledger(namespace, data_dir, url, as_json) as ledger:
+        version = ledger.redact(item_id, field)
+        emit(
+            as_json,
+            {"item_id": item_id, "version": version, "fields": field},
+            lambda: out.print(escape(f"redacted {', '.join(field)} of {item_id}")),
+        )
