@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import Field, StringConstraints, ValidationError, model_validator
+from pydantic import Field, StringConstraints, model_validator
 from sqlalchemy import Connection, select
 
 from memory_ledger.errors import InvalidWrite
@@ -36,7 +36,7 @@ from memory_ledger.write_policy import (
     Kind,
     StrictModel,
     canonical_time,
-    invalid_input,
+    parse_input,
 )
 from projections.catalog import catalog
 from projections.facts import facts
@@ -84,14 +84,7 @@ class ContextRequest(StrictModel):
 
 
 def parse_request(data: ContextRequest | dict[str, Any]) -> ContextRequest:
-    if isinstance(data, ContextRequest):
-        return data
-    if any(k in data for k in ("namespace", "tenant", "user_id")):
-        raise InvalidWrite("a recall must not name a namespace: it is the principal's")
-    try:
-        return ContextRequest.model_validate(data)
-    except ValidationError as exc:
-        raise invalid_input("invalid recall", exc, "request") from None
+    return parse_input(ContextRequest, data, "recall", "nothing was read")
 
 
 @dataclass(frozen=True)

@@ -14,17 +14,16 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 from uuid import UUID
 
-from pydantic import ValidationError, model_validator
+from pydantic import model_validator
 from sqlalchemy import Connection, select
 
-from memory_ledger.errors import InvalidWrite
 from memory_ledger.write_policy import (
     AwareDatetime,
     Identifier,
     Sensitivity,
     StrictModel,
     canonical_time,
-    invalid_input,
+    parse_input,
 )
 from projections.catalog import catalog
 from projections.facts import facts
@@ -97,14 +96,7 @@ class ForgetScope(StrictModel):
 
 
 def parse_scope(data: ForgetScope | dict[str, Any]) -> ForgetScope:
-    if isinstance(data, ForgetScope):
-        return data
-    if isinstance(data, dict) and "namespace" in data:
-        raise InvalidWrite("a forget request must not name a namespace: it is the principal's")
-    try:
-        return ForgetScope.model_validate(data)
-    except ValidationError as exc:
-        raise invalid_input("invalid forget scope", exc, "scope") from None
+    return parse_input(ForgetScope, data, "forget scope", "nothing was erased")
 
 
 @dataclass(frozen=True)

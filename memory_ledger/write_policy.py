@@ -9,7 +9,7 @@ erasure requests enumerate without decrypting, so free text must not hide in the
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 from uuid import UUID
 
 from pydantic import (
@@ -206,15 +206,6 @@ def _check_size(name: str, text: str, limit: int) -> None:
         raise ValueError(f"{name} is {size} bytes; the limit is {limit} bytes")
 
 
-def _refuse_namespace(data: Any) -> None:
-    if isinstance(data, dict) and any(k in data for k in ("namespace", "tenant", "user_id")):
-        raise InvalidWrite(
-            "a write must not name a namespace: it is taken from the authenticated "
-            "principal; nothing was stored",
-            ["namespace: not allowed in a write"],
-        )
-
-
 def invalid_input(headline: str, exc: ValidationError, what: str) -> InvalidWrite:
     """One clear error for every bad input at the boundary: a headline, then each
     problem as `field: message`, never the offending value (it may be personal)."""
@@ -226,21 +217,36 @@ def invalid_input(headline: str, exc: ValidationError, what: str) -> InvalidWrit
     return InvalidWrite(f"{headline}: " + "; ".join(problems), problems)
 
 
-def parse_write(data: MemoryWrite | dict[str, Any]) -> MemoryWrite:
-    if isinstance(data, MemoryWrite):
+Parsed = TypeVar("Parsed", bound=BaseModel)
+NAMESPACE_KEYS = ("namespace", "tenant", "user_id")
+
+
+def parse_input(
+    model: type[Parsed],
+    data: Parsed | dict[str, Any],
+    what: str,
+    outcome: str = "nothing was stored",
+) -> Parsed:
+    """Validate one input at the boundary (a write, an update, a forget scope, a recall).
+    Naming a namespace is refused by name first: it comes only from the authenticated
+    principal, never from a request body."""
+    if isinstance(data, model):
         return data
-    _refuse_namespace(data)
+    if isinstance(data, dict) and any(k in data for k in NAMESPACE_KEYS):
+        raise InvalidWrite(
+            f"a {what} must not name a namespace: it is taken from the authenticated "
+            f"principal; {outcome}",
+            [f"namespace: not allowed in a {what}"],
+        )
     try:
-        return MemoryWrite.model_validate(data)
+        return model.model_validate(data)
     except ValidationError as exc:
-        raise invalid_input("invalid write; nothing was stored", exc, "write") from None
+        raise invalid_input(f"invalid {what}; {outcome}", exc, what) from None
+
+
+def parse_write(data: MemoryWrite | dict[str, Any]) -> MemoryWrite:
+    return parse_input(MemoryWrite, data, "write")
 
 
 def parse_update(data: MemoryUpdate | dict[str, Any]) -> MemoryUpdate:
-    if isinstance(data, MemoryUpdate):
-        return data
-    _refuse_namespace(data)
-    try:
-        return MemoryUpdate.model_validate(data)
-    except ValidationError as exc:
-        raise invalid_input("invalid update; nothing was stored", exc, "update") from None
+    return parse_input(MemoryUpdate, data, "update")
