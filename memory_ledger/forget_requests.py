@@ -144,7 +144,8 @@ class ForgetRequests:
         if resolution.status != "resolved":
             self.ledger.append_many(request_id, [*entries, ("status", {"status": report.status})])
             return report
-        report.mentions = self._mentions(report, forgotten_texts(self.service, report))
+        texts = forgotten_texts(self.service, report)  # decrypted once, for both steps
+        report.mentions = self._mentions(report, texts)
         resolved = {
             "targets": resolution.targets,
             "cascaded": resolution.cascaded,
@@ -156,7 +157,7 @@ class ForgetRequests:
         self.ledger.append_many(
             request_id, [*entries, ("resolved", resolved), ("status", {"status": report.status})]
         )
-        return report if dry_run else self._execute(report)
+        return report if dry_run else self._execute(report, texts)
 
     def resume(self, request_id: str) -> RequestReport:
         report = self.report(request_id)
@@ -246,9 +247,12 @@ class ForgetRequests:
 
     # -- the fan-out -------------------------------------------------------------------
 
-    def _execute(self, report: RequestReport) -> RequestReport:
+    def _execute(self, report: RequestReport, texts: list[str] | None = None) -> RequestReport:
+        """`texts`: the targets' content if the caller has just read it; a resumed request
+        reads whatever is still readable."""
         targets = report.all_targets
-        texts = forgotten_texts(self.service, report)
+        if texts is None:
+            texts = forgotten_texts(self.service, report)
         receipts: list[Receipt] = []
         if report.mentions:  # first: once the targets are erased, their values are gone
             receipts.append(self._redact_mentions(report.mentions, texts))
