@@ -256,7 +256,7 @@ def _item(c: _Candidate, score: float, now: datetime) -> ContextItem:
         provenance=_provenance(row["provenance"]),
     )
     tokens = estimate_tokens(item.render()) + ITEM_OVERHEAD_TOKENS
-    return ContextItem(**{**asdict(item), "tokens": tokens})
+    return replace(item, tokens=tokens)
 
 
 def _candidates(
