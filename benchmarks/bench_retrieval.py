@@ -153,12 +153,12 @@ class QueryTimer:
 
     def __init__(self, service: MemoryService) -> None:
         self.seconds = 0.0
-        self._original = service.vectors.embed_query
+        self.embed = service.vectors.embed_query
 
         def timed(text: str) -> np.ndarray:
             start = time.perf_counter()
             try:
-                return self._original(text)
+                return self.embed(text)
             finally:
                 self.seconds += time.perf_counter() - start
 
@@ -198,7 +198,7 @@ def latency(
         ledger.context(query.text)
         total.append(time.perf_counter() - start)
         embed.append(timer.seconds)
-        vector = timer._original(query.text)
+        vector = timer.embed(query.text)
         start = time.perf_counter()
         service.vectors.search(namespace, vector, 50)
         vector_only.append(time.perf_counter() - start)
