@@ -123,16 +123,36 @@ class ResidueCheck:
         self, how: str, search: Callable[[list[Path]], list[ResidueFinding]]
     ) -> tuple[str, list[ResidueFinding]]:
         data_dir = self.service.settings.data_dir
-        paths = files_under(data_dir)
+        paths, skipped = self._text_bearing_files()
         found = search(paths)
         rebuilt = [p for p in {f.path for f in found} if self.service.rewrite_sqlite_file(Path(p))]
         if rebuilt:
             # secure_delete zeroes freed cells, but a page's unused gap can still hold
             # old bytes; rebuilding the file (VACUUM) leaves only live rows. Then look again.
-            paths = files_under(data_dir)
+            paths, skipped = self._text_bearing_files()
             found = search(paths)
         note = f"; {len(rebuilt)} file(s) rebuilt with VACUUM" if rebuilt else ""
+        if skipped:
+            note += (
+                f"; {skipped} float32 vector segment(s) left to the vector index's own "
+                "check for the erased vectors' bytes"
+            )
         return f"{how} of {len(paths)} files under {data_dir}{note}", found
+
+    def _text_bearing_files(self) -> tuple[list[Path], int]:
+        """Every file under the data directory but the vector index's float32 segments.
+
+        On the request path only. A segment is a raw float32 matrix written from numpy,
+        checked against its manifest checksum when loaded and never changed after: no
+        code path puts text in it, so searching it for text could only ever find a
+        coincidence. It is a third of a store's bytes at 100k items, and the scan's cost
+        is its bytes. The vector store's own erasure checks the segments it rewrote for
+        the erased vectors' exact bytes, and `again` (the later `verify`) still reads
+        every file, segments included."""
+        segments = self.service.vectors.segment_files()
+        paths = files_under(self.service.settings.data_dir)
+        kept = [p for p in paths if p not in segments]
+        return kept, len(paths) - len(kept)
 
     def _held_by_live_items(
         self, needles: list[bytes], found: set[int], erased: set[str]

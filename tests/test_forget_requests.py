@@ -370,6 +370,27 @@ def test_the_same_words_held_by_another_user_are_shared_not_residue(
 
 
 @pytest.mark.parametrize("backend", ["sqlite"])  # PostgreSQL's files live on the server
+def test_the_request_scan_leaves_vector_segments_out_and_verify_reads_them(
+    alice: MemoryLedger, service: MemoryService, settings: Settings
+) -> None:
+    alice.remember(fact("city", "Hangzhou"))  # keeps the segment alive after the forget
+    home = alice.remember(fact("home_address", "18 Haisong Road, Hangzhou"))
+    service.vectors.catch_up()
+    [segment] = service.vectors.segment_files()
+
+    report = alice.forget(home.item_id)
+
+    assert report.completed, report.to_dict()
+    assert "1 float32 vector segment(s) left to the vector index" in report.residue_scan
+    assert service.vectors.segment_files() != {segment}  # the erasure rewrote it
+    [segment] = service.vectors.segment_files()
+    assert file_bytes_contain([*sqlite_files(settings), segment], "Haisong") == []
+    # Text in a segment is what no code writes; verify, which reads every file, finds it.
+    segment.write_bytes(segment.read_bytes() + b"18 Haisong Road, Hangzhou")
+    assert service.requests.verify(report.request_id).residue_files == [str(segment)]
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])  # PostgreSQL's files live on the server
 def test_a_shared_text_does_not_hide_the_others(
     alice: MemoryLedger, bob: MemoryLedger, service: MemoryService, settings: Settings
 ) -> None:
