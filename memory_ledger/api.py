@@ -107,12 +107,15 @@ class MemoryService:
         return MemoryLedger(self, principal)
 
     def status(self) -> dict[str, Any]:
+        events = self.log.max_position()
+        vectors = self.vectors.status()  # local to this host: its files, not the database
         return {
             "backend": self.settings.backend,
             "location": self.settings.describe(),
-            "events": self.log.max_position(),
+            "events": events,
             "keys": dict(zip(("live", "destroyed"), self.log.key_counts(), strict=True)),
             "projections": [vars(s) for s in self.runner.status()],
+            "vector_index": {**vectors, "behind": max(0, events - vectors["position"])},
         }
 
     def rebuild(self, names: Sequence[str] | None = None) -> int:

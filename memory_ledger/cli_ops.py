@@ -27,7 +27,7 @@ from memory_ledger.errors import InvalidWrite
 
 @app.command()
 def status(data_dir: DataDir = None, url: Url = None, as_json: Json = False) -> None:
-    """Backend, event count and how far each projection has caught up."""
+    """Backend, event count and how far each projection and the vector index have caught up."""
     with open_service(data_dir, url, as_json) as service:
         info = service.status()
 
@@ -39,6 +39,12 @@ def status(data_dir: DataDir = None, url: Url = None, as_json: Json = False) -> 
             table = Table("projection", "position", "behind")
             for p in info["projections"]:
                 table.add_row(p["name"], str(p["position"]), str(p["behind"]))
+            vectors = info["vector_index"]
+            table.add_row(
+                f"vector_index ({vectors['embedder']}, {vectors['rows']} rows)",
+                str(vectors["position"]),
+                str(vectors["behind"]),
+            )
             out.print(table)
 
         emit(as_json, info, human)

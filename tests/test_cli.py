@@ -134,8 +134,13 @@ def test_from_json_and_status_and_rebuild(where: list[str], tmp_path: Path) -> N
     code, output = cli("status", *where, "--json")
     status = json.loads(output)
     assert status["events"] == 1 and status["keys"] == {"live": 1, "destroyed": 0}
+    assert (status["vector_index"]["rows"], status["vector_index"]["behind"]) == (0, 1)
     code, output = cli("rebuild", *where, "--json")
     assert code == 0 and json.loads(output)["replayed"] == 1
+    code, output = cli("status", *where)
+    assert code == 0 and "vector_index (hashing" in output
+    vectors = json.loads(cli("status", *where, "--json")[1])["vector_index"]
+    assert (vectors["rows"], vectors["behind"]) == (1, 0)
     code, output = cli("rebuild", *where, "--projection", "nope")
     assert code == 2 and "unknown projection" in output
 
