@@ -179,6 +179,11 @@ class Projection(ABC):
         )
         return int(conn.execute(query).scalar_one())
 
+    def unattributed_rows(self, conn: Connection) -> int:
+        """Rows that `count_rows` cannot attribute to any item, whose check must read the
+        whole projection: run by `verify`, not on the forget path. None by default."""
+        return 0
+
     def plaintext_of(self, conn: Connection, item_ids: Sequence[str]) -> list[str]:
         if not self.plaintext_columns:
             return []

@@ -6,11 +6,20 @@ import math
 
 import pytest
 from factories import fact, file_bytes_contain, later, preference, provenance, sqlite_files, turn
-from sqlalchemy import event
+from sqlalchemy import event, inspect, select, text
 
 from memory_ledger.api import MemoryLedger, MemoryService
 from memory_ledger.config import Settings
-from projections.keyword_index import KeywordIndexProjection, search, tokenize
+from memory_ledger.principal import Principal
+from projections.keyword_index import (
+    KeywordIndexProjection,
+    keyword_docs,
+    keyword_postings,
+    search,
+    tokenize,
+)
+
+ALICE = Principal("acme", "alice")
 
 # -- tokenizer -----------------------------------------------------------------------------
 
@@ -80,6 +89,23 @@ def ids(ledger: MemoryLedger, query: str, **kw: object) -> list[str]:
 def rows_of(service: MemoryService, item_ids: list[str]) -> int:
     with service.engine.connect() as conn:
         return KeywordIndexProjection().count_rows(conn, item_ids)
+
+
+def orphans(service: MemoryService) -> int:
+    with service.engine.connect() as conn:
+        return KeywordIndexProjection().orphan_postings(conn)
+
+
+def numbers(service: MemoryService) -> dict[str, int]:
+    with service.engine.connect() as conn:
+        query = select(keyword_docs.c.item_id, keyword_docs.c.doc)
+        return {item_id: int(doc) for item_id, doc in conn.execute(query)}
+
+
+def doc_of(service: MemoryService, item_id: str) -> int:
+    with service.engine.connect() as conn:
+        query = select(keyword_docs.c.doc).where(keyword_docs.c.item_id == item_id)
+        return int(conn.execute(query).scalar_one())
 
 
 # -- search --------------------------------------------------------------------------------
@@ -222,6 +248,7 @@ def test_forget_removes_postings_and_their_bytes(
     assert receipt.status == "ok" and receipt.evidence == {"rows_left": 0}
     assert rows_of(service, [gone]) == 0 and ids(alice, "xq7haisong") == []
     assert ids(alice, "zr9kept") == [kept]
+    assert orphans(service) == 0
     if settings.postgres is None:
         files = sqlite_files(settings)
         # The index stores the casefolded form: only its rows can hold "zr9kept".
@@ -268,7 +295,167 @@ def test_rebuild_equals_the_incremental_view(
     assert terms >= {"kyoto", "aisle", "redacted", "杭州"}
     assert not terms & {"hangzhou", "window", "0571", "xq7haisong", "temporary"}
 
+    numbered = numbers(service)
+    assert len(numbered) == 4 and orphans(service) == 0
+
     service.rebuild(["keyword_index"])  # alone: the source tables are at the head
     assert runner.snapshot()["keyword_index"] == incremental
+    # The same view under other document numbers: the snapshot does not depend on them.
+    assert numbers(service).keys() == numbered.keys() and numbers(service) != numbered
     service.rebuild()
     assert runner.snapshot()["keyword_index"] == incremental
+    assert orphans(service) == 0
+
+
+# -- the lean layout and its invariant -----------------------------------------------------
+
+
+def test_a_posting_is_stored_once_keyed_by_a_document_number(
+    alice: MemoryLedger, service: MemoryService, settings: Settings
+) -> None:
+    item = alice.remember(turn("Passport E12345678 renewed")).item_id
+    alice.service.runner.catch_up()
+    with service.engine.connect() as conn:
+        found = inspect(conn)
+        assert [c["name"] for c in found.get_columns("keyword_postings")] == [
+            "namespace",
+            "term",
+            "doc",
+            "tf",
+        ]
+        key = found.get_pk_constraint("keyword_postings")["constrained_columns"]
+        assert key == ["namespace", "term", "doc"]
+        assert found.get_indexes("keyword_postings") == []  # the key is the only B-tree
+        if settings.postgres is None:
+            ddl = conn.execute(
+                text("SELECT sql FROM sqlite_master WHERE name = 'keyword_postings'")
+            ).scalar_one()
+            assert ddl.rstrip().endswith("WITHOUT ROWID")
+        docs = conn.execute(select(keyword_docs).where(keyword_docs.c.item_id == item)).one()
+        postings = conn.execute(select(keyword_postings.c.term, keyword_postings.c.doc)).all()
+    assert docs.terms.split("\n") == sorted({"passport", "e12345678", "12345678", "renewed"})
+    assert sorted(postings) == [(t, docs.doc) for t in docs.terms.split("\n")]
+    assert rows_of(service, [item]) == 1 + 4  # its document row and its postings
+
+
+def test_document_numbers_are_never_reused(alice: MemoryLedger, service: MemoryService) -> None:
+    """Not even the highest one, once its row is deleted (SQLite's default would reuse
+    it): a posting left behind by any fault must never be attributed to another item."""
+    alice.remember_many([turn("first note"), turn("second note", turn_id="t2")])
+    alice.service.runner.catch_up()
+    numbered = numbers(service)
+    last = max(numbered, key=lambda i: numbered[i])
+    alice.forget(last)
+    newcomer = alice.remember(turn("third note", turn_id="t3")).item_id
+    alice.service.runner.catch_up()
+    assert doc_of(service, newcomer) > numbered[last]
+
+
+def test_an_update_renumbers_the_item_and_leaves_no_posting_behind(
+    alice: MemoryLedger, service: MemoryService
+) -> None:
+    item = alice.remember(fact("home_city", "Hangzhou")).item_id
+    alice.service.runner.catch_up()
+    before = doc_of(service, item)
+    alice.update(item, {"value": "Kyoto", "provenance": provenance(at=later(2))})
+    alice.service.runner.catch_up()
+    assert doc_of(service, item) != before
+    assert rows_of(service, [item]) == 1 + 3  # "home", "city", "kyoto"
+    assert orphans(service) == 0
+
+
+def test_the_invariant_check_reports_postings_without_their_document(
+    alice: MemoryLedger, service: MemoryService
+) -> None:
+    """Corrupt the index by hand, three ways, and watch the checks see it."""
+    kept = alice.remember(turn("Zr9kept is my locker")).item_id
+    lost = alice.remember(turn("Xq7haisong at the station", turn_id="t2")).item_id
+    alice.service.runner.catch_up()
+    terms_of_lost = rows_of(service, [lost]) - 1
+    lost_doc = doc_of(service, lost)
+    assert orphans(service) == 0
+    p, d = keyword_postings, keyword_docs
+    with service.engine.begin() as conn:  # a document row deleted, its postings left
+        conn.execute(d.delete().where(d.c.item_id == lost))
+    assert orphans(service) == terms_of_lost
+    # count_rows cannot name the postings of an item whose row is gone: the invariant
+    # check is what sees them, and the snapshot shows them as nobody's.
+    assert rows_of(service, [lost]) == 0
+    snapshot = service.runner.snapshot()["keyword_index"]
+    assert {r["term"] for r in snapshot if "term" in r and r["item_id"] is None} >= {"xq7haisong"}
+
+    with service.engine.begin() as conn:  # cleaned up; then a posting inserted by hand
+        conn.execute(p.delete().where(p.c.doc == lost_doc))
+    assert orphans(service) == 0
+    with service.engine.begin() as conn:
+        conn.execute(p.insert().values(namespace=alice.namespace, term="x", doc=lost_doc, tf=1))
+    assert orphans(service) == 1
+
+    with service.engine.begin() as conn:  # a posting under another namespace's document
+        conn.execute(p.delete().where(p.c.doc == lost_doc))
+        row = {"namespace": "acme/bob", "term": "zr9kept", "doc": doc_of(service, kept), "tf": 1}
+        conn.execute(p.insert().values(**row))
+    assert orphans(service) == 1
+
+    with service.engine.begin() as conn:
+        conn.execute(p.delete().where(p.c.namespace == "acme/bob"))
+    assert orphans(service) == 0
+    # While an item's document row is there, count_rows counts it and its postings.
+    assert rows_of(service, [kept]) == 1 + len(set(tokenize("Zr9kept is my locker")))
+
+
+def test_an_index_from_older_code_is_dropped_and_rebuilt(settings: Settings) -> None:
+    """The old layout (item ids in every posting, two secondary indexes) has other
+    columns: the runner drops it and replays the log, never migrates it."""
+    with MemoryService(settings) as service:
+        ledger = service.for_principal(ALICE)
+        item = ledger.remember(turn("Passport E12345678 renewed")).item_id
+        service.runner.catch_up()
+        with service.engine.begin() as conn:
+            for table in ("keyword_postings", "keyword_docs"):
+                conn.execute(text(f"DROP TABLE {table}"))
+            conn.execute(
+                text(
+                    "CREATE TABLE keyword_postings (namespace TEXT NOT NULL, term TEXT NOT "
+                    "NULL, item_id TEXT NOT NULL, tf INTEGER NOT NULL)"
+                )
+            )
+            conn.execute(
+                text("CREATE INDEX ix_keyword_postings_item ON keyword_postings (item_id)")
+            )
+            conn.execute(
+                text(
+                    "CREATE TABLE keyword_docs (item_id TEXT PRIMARY KEY, namespace TEXT NOT "
+                    "NULL, length INTEGER NOT NULL, subject TEXT, predicate TEXT)"
+                )
+            )
+            old = {"ns": ledger.namespace, "id": item}
+            conn.execute(text("INSERT INTO keyword_postings VALUES (:ns, 'stale', :id, 1)"), old)
+            conn.execute(text("INSERT INTO keyword_docs VALUES (:id, :ns, 1, NULL, NULL)"), old)
+    with MemoryService(settings) as service:
+        ledger = service.for_principal(ALICE)
+        assert ids(ledger, "e12345678") == [item] and ids(ledger, "stale") == []
+        with service.engine.connect() as conn:
+            names = [c["name"] for c in inspect(conn).get_columns("keyword_postings")]
+        assert names == ["namespace", "term", "doc", "tf"]
+        assert rows_of(service, [item]) == 1 + 4 and orphans(service) == 0
+
+
+def test_verify_reports_postings_a_purge_left_behind(
+    alice: MemoryLedger, service: MemoryService
+) -> None:
+    """The erasure's receipt counts the item's rows by key; `verify` also reads every
+    posting, so terms left without their document row fail the request's check."""
+    stored = alice.remember(turn("Xq7haisong at the station")).item_id
+    alice.service.runner.catch_up()
+    with service.engine.connect() as conn:
+        [(doc, namespace, terms)] = KeywordIndexProjection._docs_of(conn, [stored])
+    report = alice.forget(stored)
+    assert report.completed and service.requests.verify(report.request_id).failed_stores == []
+    with service.engine.begin() as conn:  # what a purge that lost its document row would leave
+        row = {"namespace": namespace, "term": terms.split("\n")[0], "doc": doc, "tf": 1}
+        conn.execute(keyword_postings.insert().values(**row))
+    check = service.requests.verify(report.request_id)
+    assert check.failed_stores == ["keyword_index"]
+    [receipt] = [r for r in check.receipts if r.store == "keyword_index"]
+    assert receipt.evidence["unattributed_rows"] == 1 and receipt.evidence["rows_left"] == 0
