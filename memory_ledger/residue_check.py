@@ -25,7 +25,7 @@ from memory_ledger.keystore import KeyDestruction, NewKey
 from memory_ledger.residue import (
     Fingerprints,
     ResidueFinding,
-    files_under,
+    file_paths_under,
     fingerprint,
     scan,
     scan_fingerprints,
@@ -115,12 +115,12 @@ class ResidueCheck:
                 "verification window has closed and their key was destroyed)",
                 [],
             )
-        paths = files_under(self.service.settings.data_dir)
+        paths = file_paths_under(self.service.settings.data_dir)
         files = sorted({f.path for f in scan_fingerprints(paths, prints)})
         return ScanOutcome(True, f"keyed fingerprints over {len(paths)} files", files)
 
     def _scan_rebuilding(
-        self, how: str, search: Callable[[list[Path]], list[ResidueFinding]]
+        self, how: str, search: Callable[[list[str]], list[ResidueFinding]]
     ) -> tuple[str, list[ResidueFinding]]:
         data_dir = self.service.settings.data_dir
         paths, skipped = self._text_bearing_files()
@@ -139,7 +139,7 @@ class ResidueCheck:
             )
         return f"{how} of {len(paths)} files under {data_dir}{note}", found
 
-    def _text_bearing_files(self) -> tuple[list[Path], int]:
+    def _text_bearing_files(self) -> tuple[list[str], int]:
         """Every file under the data directory but the vector index's float32 segments.
 
         On the request path only. A segment is a raw float32 matrix written from numpy,
@@ -149,8 +149,8 @@ class ResidueCheck:
         is its bytes. The vector store's own erasure checks the segments it rewrote for
         the erased vectors' exact bytes, and `again` (the later `verify`) still reads
         every file, segments included."""
-        segments = self.service.vectors.segment_files()
-        paths = files_under(self.service.settings.data_dir)
+        segments = {str(p) for p in self.service.vectors.segment_files()}
+        paths = file_paths_under(self.service.settings.data_dir)
         kept = [p for p in paths if p not in segments]
         return kept, len(paths) - len(kept)
 

@@ -74,3 +74,58 @@ def test_agrees_with_plain_containment(
     found = {f.needle_index for f in residue.scan([path], needles)}
 
     assert found == {i for i, n in enumerate(needles) if n in data}
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    files=st.lists(st.binary(min_size=0, max_size=30), min_size=1, max_size=8),
+    needles=st.lists(st.binary(min_size=4, max_size=6), min_size=1, max_size=3, unique=True),
+    planted=st.lists(st.tuples(st.integers(0, 7), st.integers(0, 2)), max_size=5),
+)
+def test_small_files_packed_together_are_each_named_correctly(
+    tmp_path: Path,
+    engine: str,
+    files: list[bytes],
+    needles: list[bytes],
+    planted: list[tuple[int, int]],
+) -> None:
+    """Files smaller than a piece share one task; a finding must still name its file."""
+    for file_index, needle_index in planted:
+        if file_index < len(files) and needle_index < len(needles):
+            files[file_index] += needles[needle_index]
+    folder = tmp_path / "packed"
+    folder.mkdir(exist_ok=True)
+    for old in folder.iterdir():
+        old.unlink()
+    paths = []
+    for index, data in enumerate(files):
+        paths.append(folder / f"f{index}")
+        paths[-1].write_bytes(data)
+
+    found = {(Path(f.path).name, f.needle_index) for f in residue.scan(paths, needles)}
+
+    expected = {
+        (f"f{i}", n)
+        for i, data in enumerate(files)
+        for n, needle in enumerate(needles)
+        if needle in data
+    }
+    assert found == expected
+
+
+def test_files_under_lists_nested_files_and_skips_symlinks(tmp_path: Path) -> None:
+    (tmp_path / "vectors").mkdir()
+    (tmp_path / "vectors" / "seg-1.f32").write_bytes(b"\x00" * 8)
+    (tmp_path / "events.sqlite").write_bytes(b"x")
+    outside = tmp_path.parent / f"{tmp_path.name}-outside"
+    outside.mkdir(exist_ok=True)
+    (outside / "secret").write_text("not ours")
+    (tmp_path / "link-to-dir").symlink_to(outside, target_is_directory=True)
+    (tmp_path / "link-to-file").symlink_to(outside / "secret")
+
+    names = [p.relative_to(tmp_path).as_posix() for p in residue.files_under(tmp_path)]
+
+    assert names == ["events.sqlite", "vectors/seg-1.f32"]
+    assert residue.files_under(tmp_path / "missing") == []
