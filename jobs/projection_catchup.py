@@ -24,23 +24,33 @@ def start_catchup_scheduler(
 ) -> BackgroundScheduler:
     """Start a scheduler that runs projection catch-up every `interval` seconds,
     consolidation every `consolidate_every` seconds if given, and, hourly from the
-    start, the closing of elapsed verification windows.
+    start, the closing of elapsed verification windows and the VACUUM of SQLite files
+    whose free pages have piled up.
 
     One instance at a time and coalescing: a slow run is never run twice at once.
     """
+    from jobs.file_vacuum import ratio_from_env, vacuum_fragmented
     from jobs.verification_window import close_elapsed_windows, window_from_env
 
     window = window_from_env()  # a bad setting stops the start, not a later tick
+    ratio = ratio_from_env()
     scheduler = BackgroundScheduler(timezone="UTC")
-    scheduler.add_job(
-        _guarded(lambda: close_elapsed_windows(service, window), "verification window"),
-        "interval",
-        hours=1,
-        next_run_time=datetime.now(UTC),
-        id="verification-window",
-        max_instances=1,
-        coalesce=True,
-    )
+    hourly = {
+        "verification-window": _guarded(
+            lambda: close_elapsed_windows(service, window), "verification window"
+        ),
+        "file-vacuum": _guarded(lambda: vacuum_fragmented(service, ratio), "file vacuum"),
+    }
+    for job_id, job in hourly.items():
+        scheduler.add_job(
+            job,
+            "interval",
+            hours=1,
+            next_run_time=datetime.now(UTC),
+            id=job_id,
+            max_instances=1,
+            coalesce=True,
+        )
     if consolidate_every:
         from jobs.consolidation import Consolidator
 
