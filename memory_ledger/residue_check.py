@@ -123,13 +123,13 @@ class ResidueCheck:
         self, how: str, search: Callable[[list[str]], list[ResidueFinding]]
     ) -> tuple[str, list[ResidueFinding]]:
         data_dir = self.service.settings.data_dir
-        paths, skipped = self._text_bearing_files()
+        paths, skipped = self.request_scan_files()
         found = search(paths)
         rebuilt = [p for p in {f.path for f in found} if self.service.rewrite_sqlite_file(Path(p))]
         if rebuilt:
             # secure_delete zeroes freed cells, but a page's unused gap can still hold
             # old bytes; rebuilding the file (VACUUM) leaves only live rows. Then look again.
-            paths, skipped = self._text_bearing_files()
+            paths, skipped = self.request_scan_files()
             found = search(paths)
         note = f"; {len(rebuilt)} file(s) rebuilt with VACUUM" if rebuilt else ""
         if skipped:
@@ -139,7 +139,7 @@ class ResidueCheck:
             )
         return f"{how} of {len(paths)} files under {data_dir}{note}", found
 
-    def _text_bearing_files(self) -> tuple[list[str], int]:
+    def request_scan_files(self) -> tuple[list[str], int]:
         """Every file under the data directory but the vector index's float32 segments.
 
         On the request path only. A segment is a raw float32 matrix written from numpy,
