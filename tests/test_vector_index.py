@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import shutil
-import statistics
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -769,7 +767,11 @@ class _NoEmbedding:
         raise AssertionError("not used")
 
 
-def test_search_over_100k_rows_takes_well_under_a_millisecond(tmp_path: Path) -> None:
+def test_search_over_100k_rows_from_the_files_finds_each_namespaces_own_rows(
+    tmp_path: Path,
+) -> None:
+    """At benchmark scale, from the files as a fresh process reads them. How fast is
+    measured in benchmarks/bench_retrieval.py, not asserted here: machines are noisy."""
     rng = np.random.default_rng(7)
     rows, namespaces = 100_000, 2_000  # about 50 items per namespace
     vectors = rng.standard_normal((rows, 512), dtype=np.float32)
@@ -784,10 +786,7 @@ def test_search_over_100k_rows_takes_well_under_a_millisecond(tmp_path: Path) ->
     index.close()  # searched from the files, as a fresh process would
     assert index.status()["rows"] == rows
     assert index.status()["segments"] == -(-rows // SEGMENT_ROWS)
-    timings = []
     for n in range(0, rows, rows // 300):
-        started = time.perf_counter()
         found = index.search(owner[n], vectors[n], 10)
-        timings.append(time.perf_counter() - started)
         assert found[0][0] == f"item-{n}" and found[0][1] > 0.99
-    assert statistics.median(timings) < 0.0005, statistics.median(timings)
+        assert all(owner[int(item_id.removeprefix("item-"))] == owner[n] for item_id, _ in found)
