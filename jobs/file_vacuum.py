@@ -65,7 +65,7 @@ def file_space(path: Path) -> FileSpace | None:
     """Page counts as the latest commit has them (WAL included), read without a lock."""
     if not path.exists():
         return None
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
     try:
         pages, free, size = (
             int(conn.execute(f"PRAGMA {name}").fetchone()[0])

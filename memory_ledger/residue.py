@@ -89,7 +89,7 @@ def scan(paths: Sequence[str | Path], needles: Sequence[bytes]) -> list[ResidueF
             pool.map(lambda task: [_scan_piece(*p, overlap, search) for p in task], tasks)
         )
     found = {
-        (str(piece[0]), i)
+        (piece[0], i)
         for task, hits in zip(tasks, results, strict=True)
         for piece, piece_hits in zip(task, hits, strict=True)
         for i in piece_hits

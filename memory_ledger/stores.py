@@ -153,26 +153,27 @@ class ProjectionStore:
         runner.catch_up()  # applies the tombstones, which purge the rows
         with self.service.engine.begin() as conn:
             self.projection.purge(conn, item_ids)  # and a direct purge, for idempotence
-        with self.service.engine.connect() as conn:
-            count = self.projection.count_rows(conn, item_ids)
+        evidence = self._absent(item_ids, whole_projection=False)
         return Receipt(
             self.name,
             "purged",
             len(item_ids),
-            "ok" if count == 0 else "failed",
-            {"rows_left": count},
+            "ok" if evidence.absent else "failed",
+            dict(evidence.detail),
         )
 
     def verify_absent(self, item_ids: Sequence[str]) -> Evidence:
-        """The items' rows, and (reading the whole projection, so only here, not in the
-        erasure's receipt) rows no item can be named for, such as keyword postings left
-        without their document row."""
+        return self._absent(item_ids, whole_projection=True)
+
+    def _absent(self, item_ids: Sequence[str], *, whole_projection: bool) -> Evidence:
+        """The items' rows, and with `whole_projection` (which reads all of it, so for
+        `verify`, not for the erasure's receipt) rows no item can be named for, such as
+        keyword postings left without their document row."""
         with self.service.engine.connect() as conn:
-            count = self.projection.count_rows(conn, item_ids)
-            stray = self.projection.unattributed_rows(conn)
-        return Evidence(
-            self.name, count == 0 and stray == 0, {"rows_left": count, "unattributed_rows": stray}
-        )
+            detail = {"rows_left": self.projection.count_rows(conn, item_ids)}
+            if whole_projection:
+                detail["unattributed_rows"] = self.projection.unattributed_rows(conn)
+        return Evidence(self.name, not any(detail.values()), detail)
 
     def rebuild(self) -> int:
         return self.service.runner.rebuild([self.name])

@@ -23,7 +23,7 @@ its document row, which lists its distinct terms: one short text per item instea
 second index over every posting. Document numbers are never reused (AUTOINCREMENT on
 SQLite, a sequence on PostgreSQL), so a posting can never be attributed to another item
 than the one it was written for; a search joins postings to their document rows, so a
-posting without one (`orphan_postings`) could never be served.
+posting without one (`unattributed_rows`) could never be served.
 
 Like summaries, the projection never interprets event contents: the runner applies it
 after the facts, preferences and transcripts projections in the same transaction, and it
@@ -368,7 +368,7 @@ class KeywordIndexProjection(Projection):
         Postings carry no item id, so once an item's document row is gone nothing cheap
         can name its postings: that invariant is kept by construction instead. A row and
         its postings are written together from one term count, and deleted together by
-        `purge`, by key, in one transaction. `orphan_postings` checks it by reading every
+        `purge`, by key, in one transaction. `unattributed_rows` checks it by reading every
         posting (0.35 s for 550,000 postings on SQLite: not for the forget path), and the
         snapshot shows an orphan, so the rebuild property tests would catch one."""
         p = keyword_postings
@@ -384,9 +384,6 @@ class KeywordIndexProjection(Projection):
         return total
 
     def unattributed_rows(self, conn: Connection) -> int:
-        return self.orphan_postings(conn)
-
-    def orphan_postings(self, conn: Connection) -> int:
         """Postings without a document row of their number and namespace (0 when sound).
 
         No item could find them, nor a search serve them, but their terms would be bytes

@@ -93,7 +93,7 @@ def rows_of(service: MemoryService, item_ids: list[str]) -> int:
 
 def orphans(service: MemoryService) -> int:
     with service.engine.connect() as conn:
-        return KeywordIndexProjection().orphan_postings(conn)
+        return KeywordIndexProjection().unattributed_rows(conn)
 
 
 def numbers(service: MemoryService) -> dict[str, int]:
