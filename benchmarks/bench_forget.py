@@ -42,6 +42,7 @@ import random
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -103,15 +104,22 @@ QUICK_SIZES = Sizes((1_000,), {"item": 5, "predicate": 3, "user": 2}, 1)
 # -- in-call attribution ------------------------------------------------------------------
 
 
+#: Suffix of a step timed on another thread than the caller's: it overlaps the caller's
+#: steps, so it is reported but not subtracted when `other` is worked out.
+BESIDE = " (beside)"
+
+
 class Spans:
     """Timers around the service's own steps. Only the outermost wrapped call counts,
     so the buckets never overlap: a catch-up inside a projection's erase belongs to that
-    erase. Whatever no bucket covers is reported as `other`."""
+    erase. Whatever no bucket covers is reported as `other`. A step a worker thread
+    runs (the vector index's erase, beside the scan) is counted per thread and named
+    with BESIDE."""
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
         self.missing: list[str] = []  # steps not found in the code measured
-        self._depth = 0
+        self._local = threading.local()
 
     def reset(self) -> None:
         self.seconds = {}
@@ -119,15 +127,17 @@ class Spans:
     def wrap(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(fn)
         def timed_step(*args: Any, **kwargs: Any) -> Any:
-            if self._depth:
+            depth = getattr(self._local, "depth", 0)
+            if depth:
                 return fn(*args, **kwargs)
-            self._depth += 1
+            self._local.depth = 1
+            key = name if threading.current_thread() is threading.main_thread() else name + BESIDE
             start = time.perf_counter()
             try:
                 return fn(*args, **kwargs)
             finally:
-                self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
-                self._depth -= 1
+                self.seconds[key] = self.seconds.get(key, 0.0) + time.perf_counter() - start
+                self._local.depth = 0
 
         return timed_step
 
@@ -289,7 +299,8 @@ def run_job(
     seconds, report = timed(functools.partial(job.call, ledger))
     status = check_report(service, job, report)
     stages = dict(spans.seconds)
-    stages["other"] = max(0.0, seconds - sum(stages.values()))
+    in_line = sum(v for k, v in stages.items() if not k.endswith(BESIDE))
+    stages["other"] = max(0.0, seconds - in_line)
     run: dict[str, Any] = {
         "user": job.user,
         "status": status,
@@ -580,8 +591,11 @@ def render(results: dict[str, Any], console: Console) -> None:
                     continue
                 goal = met = ""
                 if backend == "sqlite" and case == "item" and int(size) == GOAL_ITEMS:
-                    goal = f"< {GOAL_SECONDS * 1e3:.0f} excl."  # the goal excludes vacuum
-                    met = _met(s["excluding_compact_and_scan"]["p50"] < GOAL_SECONDS)
+                    # The whole call: the goal leaves out the scheduled vacuum only, and
+                    # `completed` includes the in-call compaction and scan. The JSON's
+                    # goals list the readings without them too.
+                    goal = f"< {GOAL_SECONDS * 1e3:.0f}"
+                    met = _met(s["total"]["p50"] < GOAL_SECONDS)
                 table.add_row(
                     backend,
                     f"{int(size):,}",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
@@ -68,8 +69,7 @@ class RequestReport:
         redacted = f"; {len(self.mentions)} other item(s) that repeated it redacted"
         redacted = redacted if self.mentions else ""
         return {
-            "completed": f"Done: {count} item(s) erased from every store and verified"
-            f"{redacted}.",
+            "completed": f"Done: {count} item(s) erased from every store and verified{redacted}.",
             "partial": f"Not finished: {len(self.failed_stores)} store(s) still to confirm; "
             "the request will be retried.",
             "pending": "In progress.",
@@ -262,20 +262,29 @@ class ForgetRequests:
         missing = [
             s for s in report.failed_stores if s not in self.service.stores.names() and s != "files"
         ]
-        for store in self.service.stores:
-            receipts.append(_erase_at(store, targets))
-            tombstones = getattr(store, "tombstones", {}).items()
-            if tombstones:  # recorded at once: restore replays them from the ledger
-                self.ledger.append_many(
-                    report.request_id,
-                    [("tombstone", {"item_id": i, "position": p}) for i, p in tombstones],
-                )
-        if report.history:
-            receipts.append(self._shred_history(report.history))
-        compaction = self.service.compact()
+        # A store that checks its own files, which the request's scan leaves out, erases
+        # beside the compaction and the scan instead of before them: both wait on the disk
+        # and the scan on the cores, and neither reads the other's files.
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="forget-aside") as aside:
+            started: list[Receipt | Future[Receipt]] = []
+            for store in self.service.stores:
+                if getattr(store, "checks_own_files", False):
+                    started.append(aside.submit(_erase_at, store, targets))
+                    continue
+                started.append(_erase_at(store, targets))
+                tombstones = getattr(store, "tombstones", {}).items()
+                if tombstones:  # recorded at once: restore replays them from the ledger
+                    self.ledger.append_many(
+                        report.request_id,
+                        [("tombstone", {"item_id": i, "position": p}) for i, p in tombstones],
+                    )
+            if report.history:
+                started.append(self._shred_history(report.history))
+            compaction = self.service.compact()
+            outcome = self.residue.after_erasure(report.request_id, needles, targets)
+        receipts.extend(r.result() if isinstance(r, Future) else r for r in started)
         for name in missing:  # a store that failed before must confirm before "completed"
             receipts.append(Receipt(name, "erase", len(targets), "failed", {"registered": False}))
-        outcome = self.residue.after_erasure(report.request_id, needles, targets)
         report.residue_checked, report.residue_scan = outcome.checked, outcome.how
         report.residue_files = outcome.files
         receipts.append(

@@ -14,6 +14,7 @@ are dropped from the fingerprints so that `verify` does not trip on them either.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,7 @@ from memory_ledger.residue import (
     scan,
     scan_fingerprints,
 )
+from projections.vector_files import is_segment_file
 
 if TYPE_CHECKING:
     from memory_ledger.api import MemoryService
@@ -96,9 +98,7 @@ class ResidueCheck:
         if not needles:
             return ScanOutcome(False, NOTHING_TO_SEARCH, [])
         how, findings = self._scan_rebuilding("bytes", lambda paths: scan(paths, needles))
-        shared = self._held_by_live_items(
-            needles, {f.needle_index for f in findings}, set(erased)
-        )
+        shared = self._held_by_live_items(needles, {f.needle_index for f in findings}, set(erased))
         if shared:
             self._drop_shared(request_id, [n for i, n in enumerate(needles) if i not in shared])
         files = sorted({f.path for f in findings if f.needle_index not in shared})
@@ -148,10 +148,18 @@ class ResidueCheck:
         coincidence. It is a third of a store's bytes at 100k items, and the scan's cost
         is its bytes. The vector store's own erasure checks the segments it rewrote for
         the erased vectors' exact bytes, and `again` (the later `verify`) still reads
-        every file, segments included."""
-        segments = {str(p) for p in self.service.vectors.segment_files()}
+        every file, segments included.
+
+        Segments are told by their names in the index's directory, not by its manifest:
+        a forget request's vector erasure runs while this scan lists and reads, so the
+        number left out can count a segment it is replacing."""
+        index_dir = os.path.join(self.service.vectors.directory, "")
         paths = file_paths_under(self.service.settings.data_dir)
-        kept = [p for p in paths if p not in segments]
+        kept = [
+            p
+            for p in paths
+            if not (p.startswith(index_dir) and is_segment_file(p[len(index_dir) :]))
+        ]
         return kept, len(paths) - len(kept)
 
     def _held_by_live_items(

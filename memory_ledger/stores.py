@@ -192,6 +192,10 @@ class VectorIndexStore:
 
     name = "vector_index"
     holds = "embeddings of live, unsuppressed items' text (float32 files under vectors/)"
+    #: Its segments are left out of the request's residue scan (see
+    #: `ResidueCheck.request_scan_files`): the erasure checks the files it wrote itself,
+    #: so a forget request runs it beside the compaction and the scan.
+    checks_own_files = True
 
     def __init__(self, service: MemoryService) -> None:
         self.service = service

@@ -26,6 +26,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, fields
@@ -50,6 +51,15 @@ class BadIndexFiles(Exception):
 def segment_names(number: int) -> tuple[str, str]:
     """A segment's vector file and its sidecar: new names for every write, never reused."""
     return f"seg-{number}.f32", f"seg-{number}.json"
+
+
+_SEGMENT_FILE = re.compile(r"seg-[0-9]+\.f32")
+
+
+def is_segment_file(name: str) -> bool:
+    """Whether a file name is a segment's float32 file. By name, not by a manifest: the
+    residue scan asks while an erasure may be replacing segments."""
+    return _SEGMENT_FILE.fullmatch(name) is not None
 
 
 @dataclass(frozen=True)

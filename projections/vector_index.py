@@ -181,14 +181,6 @@ class VectorIndex:
             "segments": len(state.segments),
         }
 
-    def segment_files(self) -> set[Path]:
-        """The float32 segment files of the state loaded in this process (none if it has
-        not loaded one): for the residue scan, which has no text to look for in them."""
-        state = self._state
-        if state is None:
-            return set()
-        return {self.directory / seg.entry.file for seg in state.segments}
-
     # -- loading ---------------------------------------------------------------------------
 
     def _current(self) -> IndexState:
