@@ -262,9 +262,10 @@ class ForgetRequests:
         missing = [
             s for s in report.failed_stores if s not in self.service.stores.names() and s != "files"
         ]
-        # A store that checks its own files, which the request's scan leaves out, erases
-        # beside the compaction and the scan instead of before them: both wait on the disk
-        # and the scan on the cores, and neither reads the other's files.
+        # A store that checks its own files, which the request's scan leaves out (the
+        # vector index), erases on a worker thread beside the compaction and the scan
+        # rather than before them: it waits mostly on the disk, the scan on the cores,
+        # and neither reads the other's files. Its receipt keeps its place in the list.
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="forget-aside") as aside:
             started: list[Receipt | Future[Receipt]] = []
             for store in self.service.stores:
