@@ -16,13 +16,12 @@ PostgreSQL reclaims dead tuples with its own autovacuum; this job does nothing t
 from __future__ import annotations
 
 import logging
-import os
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
 from memory_ledger.api import MemoryService
-from memory_ledger.errors import ConfigurationError
+from memory_ledger.config import number_from_env
 
 log = logging.getLogger("memory_ledger.jobs")
 
@@ -49,16 +48,9 @@ class FileSpace:
 
 
 def ratio_from_env() -> float:
-    raw = os.environ.get(RATIO_ENV, "").strip()
-    if not raw:
-        return DEFAULT_RATIO
-    try:
-        ratio = float(raw)
-    except ValueError:
-        ratio = -1.0
-    if not 0 < ratio <= 1:
-        raise ConfigurationError(f"{RATIO_ENV} must be a share of the file above 0, up to 1")
-    return ratio
+    return number_from_env(
+        RATIO_ENV, DEFAULT_RATIO, lambda r: 0 < r <= 1, "a share of the file above 0, up to 1"
+    )
 
 
 def file_space(path: Path) -> FileSpace | None:

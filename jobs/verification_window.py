@@ -12,11 +12,10 @@ check the stores only, and say why.
 from __future__ import annotations
 
 import logging
-import os
 from datetime import UTC, datetime, timedelta
 
 from memory_ledger.api import MemoryService
-from memory_ledger.errors import ConfigurationError
+from memory_ledger.config import number_from_env
 
 log = logging.getLogger("memory_ledger.jobs")
 
@@ -26,15 +25,9 @@ CLOSED = "verification_closed"
 
 
 def window_from_env() -> timedelta:
-    raw = os.environ.get(WINDOW_ENV, "").strip()
-    if not raw:
-        return DEFAULT_WINDOW
-    try:
-        days = float(raw)
-    except ValueError:
-        days = -1.0
-    if not 0 <= days <= 3650:
-        raise ConfigurationError(f"{WINDOW_ENV} must be a number of days from 0 to 3650")
+    days = number_from_env(
+        WINDOW_ENV, DEFAULT_WINDOW.days, lambda d: 0 <= d <= 3650, "a number of days from 0 to 3650"
+    )
     return timedelta(days=days)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -183,6 +183,22 @@ class Settings:
             raise BackendUnavailable(
                 f"cannot connect to {self.postgres.masked()}: {reason}; nothing was changed"
             ) from None
+
+
+def number_from_env(name: str, default: float, accept: Callable[[float], bool], rule: str) -> float:
+    """A number setting for a scheduled job, read when the job starts: unset gives the
+    default, and anything `accept` refuses (or that is not a number) stops the start
+    with "<name> must be <rule>", rather than a later tick."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")  # accepted by no range
+    if not accept(value):
+        raise ConfigurationError(f"{name} must be {rule}")
+    return value
 
 
 def _sqlite_dir(url: str) -> Path:
