@@ -70,3 +70,11 @@ class IndexMismatch(ConfigurationError):
     Vectors of two models (or two dimensions of one) are not comparable: a search across
     them would return confident nonsense, so it is refused instead.
     """
+
+
+class ProjectionMismatch(MemoryLedgerError):
+    """A projection named targets the event log does not confirm (another namespace, or
+    attributes the scope did not select). The request was refused before any key was
+    destroyed: projections are caches, and the log decides."""
+
+    exit_code = 7

@@ -17,13 +17,14 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from memory_ledger.domain import MemoryItem
-from memory_ledger.errors import CorruptKeyEntry, NotFound
+from memory_ledger.errors import CorruptKeyEntry, NotFound, ProjectionMismatch
 from memory_ledger.event_log import ERASED
 from memory_ledger.forget_scope import Candidate, ForgetScope, Resolution, parse_scope, resolve
 from memory_ledger.mentions import find_mentions, mention_pattern, without_mentions
 from memory_ledger.residue import needles_for
 from memory_ledger.residue_check import ResidueCheck
 from memory_ledger.stores import Receipt
+from memory_ledger.target_check import confirm_targets
 
 if TYPE_CHECKING:
     from memory_ledger.api import MemoryService
@@ -146,6 +147,7 @@ class ForgetRequests:
             return report
         texts = forgotten_texts(self.service, report)  # decrypted once, for both steps
         report.mentions = self._mentions(report, texts)
+        self._confirm_from_log(report, parsed, entries)
         resolved = {
             "targets": resolution.targets,
             "cascaded": resolution.cascaded,
@@ -379,6 +381,39 @@ class ForgetRequests:
             len(item_ids),
             "ok" if left == 0 else "failed",
             {"keys_rotated": shredded, "readable_old_versions": left},
+        )
+
+    def _confirm_from_log(
+        self, report: RequestReport, scope: ForgetScope, entries: list[tuple[str, dict[str, Any]]]
+    ) -> None:
+        """Refuse the request, destroying nothing, if the log does not confirm every item
+        the projections resolved it to (see target_check)."""
+        mismatches = confirm_targets(
+            self.service.log,
+            report.namespace,
+            scope,
+            targets=report.targets,
+            cascaded=report.cascaded,
+            history=report.history,
+            mentions=report.mentions,
+        )
+        if not mismatches:
+            return
+        ids = sorted({m.item_id for m in mismatches})
+        refusal = {"reason": "projection_mismatch", "items": ids}
+        self.ledger.append_many(
+            report.request_id,
+            [*entries, ("refusal", refusal), ("status", {"status": "refused"})],
+        )
+        reasons = ", ".join(sorted({m.reason for m in mismatches}))
+        log.warning(
+            "refused forget request %s: projections disagree with the log", report.request_id
+        )
+        raise ProjectionMismatch(
+            f"forget request {report.request_id} refused, nothing was erased: {len(ids)} "
+            f"item(s) the projections resolved it to are not confirmed by the event log "
+            f"({reasons}). The projections are damaged or were changed: run "
+            "`memory-ledger doctor`, then `memory-ledger rebuild`, and file the request again."
         )
 
     def _check_owned(self, namespace: str, scope: ForgetScope, requested_by: str) -> None:

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from memory_ledger.crypto import MasterKey
+from memory_ledger.times import now_text
 
 KEYS_TABLE = "memory_keys"
 META_TABLE = "memory_ledger_meta"
@@ -59,7 +59,7 @@ class KeySQL:
 
     def insert_keys(self, cursor: Cursorish, keys: Sequence[NewKey]) -> None:
         p = self.param
-        now = _now()
+        now = now_text()
         cursor.executemany(
             f"INSERT INTO {self.keys_table} (item_id, generation, wrapped, created_at) "
             f"VALUES ({p}, {p}, {p}, {p})",
@@ -68,7 +68,7 @@ class KeySQL:
 
     def destroy_keys(self, cursor: Cursorish, destructions: Sequence[KeyDestruction]) -> None:
         p = self.param
-        now = _now()
+        now = now_text()
         for d in destructions:
             sql = (
                 f"UPDATE {self.keys_table} SET wrapped = NULL, destroyed_at = {p} "
@@ -101,10 +101,6 @@ class KeySQL:
 def values(row: Any) -> tuple[Any, ...]:
     """Row values in column order: psycopg gives dict rows here, sqlite3 sequence rows."""
     return tuple(row.values()) if isinstance(row, dict) else tuple(row)
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat()
 
 
 class KeyRing:

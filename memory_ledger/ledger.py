@@ -37,12 +37,11 @@ from uuid import UUID
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
-    PlainSerializer,
     StrictBool,
     StrictInt,
-    StringConstraints,
     TypeAdapter,
     ValidationError,
     model_validator,
@@ -54,6 +53,7 @@ from memory_ledger.errors import (
     InvalidWrite,
     MemoryLedgerError,
 )
+from memory_ledger.identifiers import Identifier, Namespace, is_identifier, is_namespace
 from memory_ledger.ledger_storage import (  # re-exported: part of this module's API
     COLUMNS,
     GENESIS_HASH,
@@ -63,7 +63,8 @@ from memory_ledger.ledger_storage import (  # re-exported: part of this module's
     first_line,
     open_backend,
 )
-from memory_ledger.write_policy import AwareDatetime, Identifier, Sensitivity, canonical_time
+from memory_ledger.times import Timestamp, canonical_time
+from memory_ledger.write_policy import Sensitivity
 
 __all__ = [
     "AUDIT_REASONS",
@@ -105,20 +106,27 @@ def _not_a_digest(value: str) -> str:
     return value
 
 
-_PART = r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}"
+_CODE = re.compile(r"[a-z][a-z0-9_.:\-]{0,63}")
+
+
+def _code(value: object) -> str:
+    if not (isinstance(value, str) and _CODE.fullmatch(value)):
+        raise ValueError("not a code: lower-case letters, digits and _.:- , at most 64")
+    return value
+
+
+def _actor(value: object) -> str:
+    if not (is_identifier(value) or is_namespace(value)):
+        raise ValueError("not an actor: an identifier or a namespace (tenant/user)")
+    return value  # type: ignore[return-value]
+
+
+# The identifier and namespace definitions are the write boundary's own (one definition,
+# full-string matches): whatever a write accepts, the ledger can record a forget of.
 LedgerId = Annotated[Identifier, AfterValidator(_not_a_digest)]
-Code = Annotated[
-    str, StringConstraints(pattern=r"^[a-z][a-z0-9_.:\-]{0,63}$"), AfterValidator(_not_a_digest)
-]
-Namespace = Annotated[
-    str, StringConstraints(pattern=rf"^{_PART}(/{_PART}){{1,2}}$"), AfterValidator(_not_a_digest)
-]
-Actor = Annotated[  # an identifier, or a principal's namespace form (tenant/user)
-    str,
-    StringConstraints(pattern=rf"^[A-Za-z0-9][A-Za-z0-9_.:\-]{{0,127}}(/{_PART}){{0,2}}$"),
-    AfterValidator(_not_a_digest),
-]
-Timestamp = Annotated[AwareDatetime, PlainSerializer(canonical_time, return_type=str)]
+Code = Annotated[str, BeforeValidator(_code), AfterValidator(_not_a_digest)]
+LedgerNamespace = Annotated[Namespace, AfterValidator(_not_a_digest)]
+Actor = Annotated[str, BeforeValidator(_actor), AfterValidator(_not_a_digest)]
 Count = Annotated[int, Field(strict=True, ge=0)]
 Position = Annotated[int, Field(strict=True, ge=1)]
 EvidenceValue = StrictBool | StrictInt | LedgerId
@@ -143,6 +151,7 @@ RefusalReason = Literal[
     "protected",
     "duplicate_request",
     "unauthorized",
+    "projection_mismatch",
 ]
 
 _SCOPE_PARAMETERS: dict[str, tuple[str, ...]] = {
@@ -193,7 +202,7 @@ class RequestPayload(_Payload):
     """A deletion request as filed: whose, what scope, by whom, and on what basis."""
 
     request_id: LedgerId | None = None  # optional echo; must equal the entry's request id
-    namespace: Namespace
+    namespace: LedgerNamespace
     scope: LedgerScope
     requested_by: Actor
     dry_run: StrictBool = False
@@ -253,6 +262,8 @@ class RefusalPayload(_Payload):
     """Why a request was refused, as a fixed code: never the caller's words."""
 
     reason: RefusalReason
+    #: The items concerned (for projection_mismatch: those the log did not confirm).
+    items: tuple[UUID, ...] | None = None
 
 
 PAYLOAD_MODELS: dict[EntryType, type[_Payload]] = {

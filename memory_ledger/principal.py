@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from memory_ledger.errors import InvalidWrite
-
-_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
+from memory_ledger.identifiers import NAMESPACE_PART_RULE, is_namespace_part
 
 
 @dataclass(frozen=True)
@@ -23,10 +21,9 @@ class Principal:
             value = getattr(self, name)
             if value is None and name == "project":
                 continue
-            if not isinstance(value, str) or not _PART.match(value):
-                raise InvalidWrite(
-                    f"invalid principal {name} {value!r}: use letters, digits, '_', '.', '-'"
-                )
+            if not is_namespace_part(value):
+                # Not echoed: it may be anything a caller typed, control characters too.
+                raise InvalidWrite(f"invalid principal {name}: use {NAMESPACE_PART_RULE}")
 
     @property
     def namespace(self) -> str:
@@ -35,10 +32,12 @@ class Principal:
 
     @classmethod
     def from_namespace(cls, namespace: str) -> Principal:
-        """For operators (the CLI) who name a namespace explicitly: tenant/user[/project]."""
-        parts = namespace.strip().split("/")
+        """For operators (the CLI) who name a namespace explicitly: tenant/user[/project].
+        Taken exactly as given: a padded or newline-ended namespace is refused, not
+        trimmed into another one."""
+        parts = namespace.split("/") if isinstance(namespace, str) else []
         if len(parts) not in (2, 3):
             raise InvalidWrite(
-                f"invalid namespace {namespace!r}: expected tenant/user or tenant/user/project"
+                "invalid namespace: expected tenant/user or tenant/user/project"
             )
         return cls(*parts)

@@ -8,24 +8,34 @@ erasure requests enumerate without decrypting, so free text must not hide in the
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import re
 from typing import Annotated, Any, Literal, TypeVar
 from uuid import UUID
 
 from pydantic import (
-    AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
-    StringConstraints,
+    StrictStr,
     ValidationError,
     model_validator,
 )
 
 from memory_ledger.errors import InvalidWrite
+from memory_ledger.identifiers import IDENTIFIER_PATTERN, Identifier
+from memory_ledger.times import AwareDatetime, canonical_time
+
+__all__ = [  # the identifier and time types are defined once, and re-exported here
+    "AwareDatetime",
+    "Identifier",
+    "canonical_time",
+]
 
 MAX_VALUE_BYTES = 16 * 1024
 MAX_TURN_BYTES = 64 * 1024
+#: Inputs a derived write may cite: enough for any consolidation, small enough to check.
+MAX_DERIVED_FROM = 256
 
 Kind = Literal["fact", "preference", "turn"]
 Origin = Literal["explicit", "observed", "inferred"]
@@ -33,26 +43,18 @@ Sensitivity = Literal["public", "internal", "personal", "restricted"]
 RetentionBasis = Literal["session", "consent", "contract", "indefinite"]
 RedactionState = Literal["none", "applied", "required"]
 
-Identifier = Annotated[
-    str,
-    StringConstraints(strip_whitespace=True, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$"),
-]
-Scope = Annotated[
-    str,
-    StringConstraints(
-        strip_whitespace=True,
-        pattern=r"^(global|(workspace|task|session):[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127})$",
-    ),
-]
+_SCOPE = re.compile(rf"global|(?:workspace|task|session):{IDENTIFIER_PATTERN}")
 
 
-def _aware(value: datetime) -> datetime:
-    if value.tzinfo is None:
-        raise ValueError("timestamps must carry a timezone (e.g. 2026-11-29T10:00:00Z)")
-    return value.astimezone(UTC)
+def _check_scope(value: Any) -> str:
+    if not (isinstance(value, str) and _SCOPE.fullmatch(value)):
+        raise ValueError("a scope is 'global' or workspace:|task:|session: and an identifier")
+    return value
 
 
-AwareDatetime = Annotated[datetime, AfterValidator(_aware)]
+Scope = Annotated[str, BeforeValidator(_check_scope)]
+#: A share (confidence, strength): a real number in [0, 1]; not a bool, not text.
+Fraction = Annotated[float, Field(strict=True, ge=0.0, le=1.0, allow_inf_nan=False)]
 
 
 class StrictModel(BaseModel):
@@ -110,7 +112,7 @@ class DerivedRef(StrictModel):
     """An input of a derived item, pinned to the version that was read."""
 
     item_id: UUID
-    version: Annotated[int, Field(ge=1)]
+    version: Annotated[int, Field(strict=True, ge=1, le=2**31 - 1)]
 
     def event_data(self) -> dict[str, Any]:
         return {"item_id": str(self.item_id), "version": self.version}
@@ -122,18 +124,18 @@ class MemoryWrite(StrictModel):
     kind: Kind
     subject: Identifier
     predicate: Identifier | None = None
-    value: str | None = None
-    content: str | None = None
+    value: StrictStr | None = None
+    content: StrictStr | None = None
     category: Identifier = "general"
     origin: Origin
-    confidence: Annotated[float, Field(ge=0.0, le=1.0)] = 1.0
+    confidence: Fraction = 1.0
     provenance: Provenance
     sensitivity: Sensitivity
     retention: Retention = Retention()
     redaction: Redaction = Redaction()
-    derived_from: tuple[DerivedRef, ...] = ()
+    derived_from: Annotated[tuple[DerivedRef, ...], Field(max_length=MAX_DERIVED_FROM)] = ()
     scope: Scope = "global"
-    strength: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
+    strength: Fraction | None = None
     valid_from: AwareDatetime | None = None
     valid_to: AwareDatetime | None = None
 
@@ -153,8 +155,12 @@ class MemoryWrite(StrictModel):
             _check_size("value", self.value, MAX_VALUE_BYTES)
         if self.kind != "preference" and (self.scope != "global" or self.strength is not None):
             raise ValueError("scope and strength apply to preferences only")
-        if self.valid_to and self.valid_from and self.valid_to <= self.valid_from:
-            raise ValueError("valid_to must be after valid_from")
+        valid_from = self.valid_from or self.provenance.written_at
+        if self.valid_to is not None and self.valid_to <= valid_from:
+            raise ValueError("valid_to must be after valid_from (which defaults to written_at)")
+        cited = [ref.item_id for ref in self.derived_from]
+        if len(set(cited)) != len(cited):
+            raise ValueError("derived_from names an input more than once")
         expires = self.retention.expires_at
         if expires is not None and expires <= self.provenance.written_at:
             raise ValueError("retention.expires_at must be after provenance.written_at")
@@ -179,23 +185,15 @@ class MemoryWrite(StrictModel):
 class MemoryUpdate(StrictModel):
     """A new version of an existing item's value: the old version stays as history."""
 
-    value: str
+    value: StrictStr
     provenance: Provenance
-    confidence: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
+    confidence: Fraction | None = None
     valid_from: AwareDatetime | None = None
 
     @model_validator(mode="after")
     def _size(self) -> MemoryUpdate:
         _check_size("value", self.value, MAX_VALUE_BYTES)
         return self
-
-
-def canonical_time(value: datetime) -> str:
-    """The one text form of a time in events and projections: UTC, microseconds, 'Z'.
-
-    A fixed width makes string order equal time order on every backend.
-    """
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _check_size(name: str, text: str, limit: int) -> None:

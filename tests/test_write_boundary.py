@@ -62,6 +62,49 @@ BAD_WRITES = {
         {**fact("city", "Hangzhou"), "retention": {"basis": "forever"}},
         "basis",
     ),
+    # No lax coercion: a value of the wrong type is refused, never converted.
+    "bool as confidence": ({**fact("city", "Hangzhou"), "confidence": True}, "confidence"),
+    "NaN confidence": ({**fact("city", "Hangzhou"), "confidence": float("nan")}, "confidence"),
+    "epoch as written_at": (
+        {**fact("city", "Hangzhou"), "provenance": {**provenance(), "written_at": 1764000000}},
+        "written_at",
+    ),
+    "bytes value": ({**fact("city", "Hangzhou"), "value": b"Hangzhou"}, "value"),
+    "padded subject": (fact("city", "Hangzhou", subject=" user"), "subject"),
+    "newline-ended predicate": (fact("city\n", "Hangzhou"), "predicate"),
+    "valid_to before the defaulted valid_from": (
+        {**fact("city", "Hangzhou"), "valid_to": "2026-10-01T00:00:00Z"},
+        "valid_to",
+    ),
+    "year 1 with an offset": (
+        {
+            **fact("city", "Hangzhou"),
+            "provenance": {**provenance(), "written_at": "0001-01-01T00:00:00+01:00"},
+        },
+        "range",
+    ),
+    "year 9999 with an offset": (
+        {**fact("city", "Hangzhou"), "valid_to": "9999-12-31T23:30:00-01:00"},
+        "range",
+    ),
+    "duplicate derived_from": (
+        {
+            **fact("city", "Hangzhou"),
+            "derived_from": [{"item_id": "6f1c0e4e-0b7a-4d43-9d51-8d0c1b1f0a11", "version": 1}]
+            * 2,
+        },
+        "more than once",
+    ),
+    "too many derived_from": (
+        {
+            **fact("city", "Hangzhou"),
+            "derived_from": [
+                {"item_id": f"6f1c0e4e-0b7a-4d43-9d51-{i:012x}", "version": 1}
+                for i in range(100_000)
+            ],
+        },
+        "derived_from",
+    ),
     "scope on a fact": ({**fact("city", "Hangzhou"), "scope": "session:s1"}, "scope"),
     "malformed preference scope": (
         {

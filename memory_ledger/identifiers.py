@@ -1,0 +1,60 @@
+"""The one definition of every identifier the system keeps in clear.
+
+Identifiers (subjects, predicates, categories, provenance ids, codes) and namespace parts
+are what erasure enumerates without decrypting, so the write boundary, forget scopes,
+recalls, the ledger and the principal must agree on them exactly: a value accepted by
+one and refused by another is data that can be written but never erased. Every check
+here is a full-string match (`re.fullmatch`: no `$` that matches before a trailing
+newline), nothing is stripped or coerced (a bytes value or a padded string is refused,
+not repaired), and a refusal never echoes the value, which may be free text.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator
+
+IDENTIFIER_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}"
+NAMESPACE_PART_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}"
+NAMESPACE_PATTERN = rf"{NAMESPACE_PART_PATTERN}(?:/{NAMESPACE_PART_PATTERN}){{1,2}}"
+
+_IDENTIFIER = re.compile(IDENTIFIER_PATTERN)
+_NAMESPACE_PART = re.compile(NAMESPACE_PART_PATTERN)
+_NAMESPACE = re.compile(NAMESPACE_PATTERN)
+
+IDENTIFIER_RULE = "letters, digits and _.:- (starting with a letter or digit), at most 128"
+NAMESPACE_PART_RULE = "letters, digits and _.- (starting with a letter or digit), at most 64"
+
+
+def is_identifier(value: object) -> bool:
+    return isinstance(value, str) and _IDENTIFIER.fullmatch(value) is not None
+
+
+def is_namespace_part(value: object) -> bool:
+    return isinstance(value, str) and _NAMESPACE_PART.fullmatch(value) is not None
+
+
+def is_namespace(value: object) -> bool:
+    """tenant/user or tenant/user/project, each part a namespace part."""
+    return isinstance(value, str) and _NAMESPACE.fullmatch(value) is not None
+
+
+def check_identifier(value: Any) -> str:
+    """For pydantic fields and plain calls alike: the value itself, or ValueError."""
+    if not is_identifier(value):
+        raise ValueError(f"not an identifier: use {IDENTIFIER_RULE}")
+    return value  # type: ignore[no-any-return]
+
+
+def check_namespace(value: Any) -> str:
+    if not is_namespace(value):
+        raise ValueError(
+            f"not a namespace: tenant/user or tenant/user/project, each part {NAMESPACE_PART_RULE}"
+        )
+    return value  # type: ignore[no-any-return]
+
+
+Identifier = Annotated[str, BeforeValidator(check_identifier)]
+Namespace = Annotated[str, BeforeValidator(check_namespace)]

@@ -1,0 +1,136 @@
+"""Confirm a resolved target set against the event log before any key is destroyed.
+
+Scopes are resolved from projections (the catalog, the facts table) because they are
+indexed and fast; but projections are rebuildable caches, and a damaged or tampered row
+must not steer an irreversible erasure into another user's data. So every item a request
+would touch (targets, what cascades from them, items whose history is shredded and items
+whose mentions are redacted) is read back from the log, the source of truth, and must
+belong to the request's namespace; targets must also have the attributes that selected
+them (subject and predicate, category, sensitivity, a version's source or time), and a
+cascaded item must really derive from a target or carry its words. Any mismatch refuses
+the whole request: nothing is destroyed, the ledger records the refusal with the ids,
+and the operator is told to rebuild the projections.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from memory_ledger.domain import MemoryItem
+from memory_ledger.errors import NotFound
+from memory_ledger.event_log import EventLog
+from memory_ledger.forget_scope import ForgetScope
+from memory_ledger.times import canonical_time
+
+SOURCE_FIELDS = ("session_id", "turn_id", "tool_call_id")
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """One item the projections named that the log does not confirm. Ids and codes."""
+
+    item_id: str
+    reason: str  # not_in_log | other_namespace | not_selected | not_derived
+
+
+def confirm_targets(
+    log: EventLog,
+    namespace: str,
+    scope: ForgetScope,
+    *,
+    targets: Iterable[str],
+    cascaded: Iterable[str] = (),
+    history: Iterable[str] = (),
+    mentions: Iterable[str] = (),
+) -> list[Mismatch]:
+    """Every mismatch between what resolution chose and what the log says."""
+    problems: list[Mismatch] = []
+    items: dict[str, MemoryItem] = {}
+    roles = {"target": list(targets), "cascaded": list(cascaded)}
+    roles |= {"history": list(history), "mention": list(mentions)}
+    for role, ids in roles.items():
+        for item_id in ids:
+            try:
+                item = items.get(item_id) or log.get(UUID(item_id))
+            except NotFound:
+                problems.append(Mismatch(item_id, "not_in_log"))
+                continue
+            items[item_id] = item
+            if not _in_namespace(item.namespace, namespace, scope):
+                problems.append(Mismatch(item_id, "other_namespace"))
+            elif role in ("target", "history") and not _selected(log, item, scope, role):
+                problems.append(Mismatch(item_id, "not_selected"))
+    cascaded_items = [items[i] for i in roles["cascaded"] if i in items]
+    if cascaded_items:
+        sources = set(roles["target"]) | set(roles["cascaded"])
+        spoken = _turns_spoken(log, [items[i] for i in roles["target"] if i in items])
+        for item in cascaded_items:
+            if not _cascades(item, sources, spoken):
+                problems.append(Mismatch(str(item.id), "not_derived"))
+    return problems
+
+
+def _in_namespace(item_namespace: str, namespace: str, scope: ForgetScope) -> bool:
+    if item_namespace == namespace:
+        return True  # a user's whole-namespace deletion covers their projects too
+    return scope.kind == "namespace" and item_namespace.startswith(namespace + "/")
+
+
+def _selected(log: EventLog, item: MemoryItem, scope: ForgetScope, role: str) -> bool:
+    """Does the log give the item the attributes its scope selected it by?"""
+    if scope.kind in ("item", "namespace"):
+        return True  # named by id (checked at submit), or everything in the namespace
+    if scope.kind == "predicate":
+        return item.subject == scope.subject and item.predicate == scope.predicate
+    if scope.kind == "category":
+        return bool(item.category == scope.category)
+    if scope.kind == "sensitivity":
+        return bool(item.sensitivity == scope.sensitivity)
+    hits = [_version_matches(p, scope) for p in _version_provenance(log, item)]
+    if not hits:
+        return False
+    # A target's current version matches; a history item keeps its current version and
+    # loses earlier ones that match.
+    return hits[-1] if role == "target" else any(hits[:-1])
+
+
+def _version_provenance(log: EventLog, item: MemoryItem) -> list[dict[str, Any]]:
+    return [
+        e.provenance
+        for e in log.events_of(item.id)
+        if type(e).__name__ in ("Recorded", "Superseded")
+    ]
+
+
+def _version_matches(provenance: dict[str, Any], scope: ForgetScope) -> bool:
+    if scope.kind == "time_range":
+        at = provenance["written_at"]
+        since = canonical_time(scope.since) if scope.since else None
+        until = canonical_time(scope.until) if scope.until else None
+        return (since is None or at >= since) and (until is None or at < until)
+    return all(
+        getattr(scope, name) is None or provenance.get(name) == getattr(scope, name)
+        for name in SOURCE_FIELDS
+    )
+
+
+def _turns_spoken(log: EventLog, items: list[MemoryItem]) -> set[tuple[str, str]]:
+    """The (session, turn) every version of these items was taken from."""
+    return {
+        (p["session_id"], p["turn_id"])
+        for item in items
+        for p in _version_provenance(log, item)
+        if p.get("session_id") and p.get("turn_id")
+    }
+
+
+def _cascades(item: MemoryItem, sources: set[str], spoken: set[tuple[str, str]]) -> bool:
+    """Derived (transitively) from a target, or a transcript turn a target came from
+    (`spoken`: only targets' own sources, as resolution's carrier turns are)."""
+    if any(ref["item_id"] in sources for ref in item.derived_from):
+        return True
+    turn = (item.provenance.get("session_id"), item.provenance.get("turn_id"))
+    return item.kind == "turn" and turn in spoken
