@@ -38,9 +38,10 @@ from memory_ledger.event_log import ERASED, EventLog
 from memory_ledger.forget_requests import ForgetRequests, RequestReport
 from memory_ledger.forget_scope import ForgetScope
 from memory_ledger.instruction_like import content_flags
-from memory_ledger.keystore import KeyDestruction, NewKey
+from memory_ledger.keystore import NewKey
 from memory_ledger.ledger import LifecycleLedger
 from memory_ledger.principal import Principal
+from memory_ledger.redaction import RedactionRequest, rewrite_items
 from memory_ledger.stores import default_registry, extra_store_factories
 from memory_ledger.views import ItemState, Memory, Remembered, Summary
 from memory_ledger.write_policy import (
@@ -132,10 +133,7 @@ class MemoryService:
         """Re-seal the item's current content (with `redacted` fields replaced) under a
         new key generation and destroy every older one, in one transaction: every earlier
         version becomes unreadable. Redaction and history shredding both use it."""
-        generation = item.key_generation + 1
-        sealed, key = self.log.seal_new(item.id, generation, fields)
-        retired = item.redact(fields=redacted, key_generation=generation, sealed=sealed)
-        self.log.save([item], [key], [KeyDestruction(str(item.id), tuple(retired))])
+        rewrite_items(self.log, [(item, fields, redacted)])
 
     def shred_history(self, item_id: str) -> bool:
         """Make an item's earlier versions unreadable and keep its current value."""
@@ -320,26 +318,29 @@ class MemoryLedger:
         return item.version
 
     def redact(
-        self, item_id: str | UUID, fields: Sequence[str], replacement: str = "[redacted]"
-    ) -> int:
-        """Rewrite named fields under a fresh key; every older key generation is destroyed."""
-        item = self._owned(item_id)
-        item.require_live("redacted")
-        current = self._log.read(item)
-        if current is ERASED:
-            raise InvalidTransition(f"item {item_id} has no readable content to redact")
-        unknown = sorted(set(fields) - set(current))  # type: ignore[arg-type]
-        if not fields or unknown:
-            raise InvalidWrite(
-                f"redact needs fields of this item ({', '.join(sorted(current))}); "  # type: ignore[arg-type]
-                f"unknown: {', '.join(unknown) or 'none given'}"
-            )
-        new_fields = {k: (replacement if k in fields else v) for k, v in current.items()}  # type: ignore[union-attr]
-        self.service.rotate_key(item, new_fields, list(fields))
-        self.service.vectors.erase([str(item.id)])  # the old text's vector; re-embedded later
-        self.service.runner.catch_up()
-        self.service.compact()
-        return item.version
+        self,
+        item_id: str | UUID | Sequence[str | UUID],
+        fields: Sequence[str] = (),
+        *,
+        spans: Sequence[str] = (),
+        dry_run: bool = False,
+    ) -> RequestReport:
+        """Remove spans (substrings) or whole fields from one item or several: a forget
+        request of its own (receipts, ledger entries, verification), which keeps the
+        rest of the text readable under a fresh key and destroys every older key
+        generation. What was derived from the items, or carried their words, loses the
+        same spans. `dry_run` resolves and records the request, changing nothing."""
+        ids = [item_id] if isinstance(item_id, str | UUID) else list(item_id)
+        spans = [spans] if isinstance(spans, str) else spans
+        fields = [fields] if isinstance(fields, str) else fields
+        request: RedactionRequest | dict[str, Any] = {
+            "item_ids": [str(i) for i in ids],
+            "spans": list(spans),
+            "fields": list(fields),
+        }
+        return self.service.requests.submit_redaction(
+            self.namespace, request, dry_run=dry_run, requested_by=self.principal.user
+        )
 
     def forget(self, *item_ids: str | UUID) -> RequestReport:
         """Erase items of this namespace by id: a forget request of kind `item`."""

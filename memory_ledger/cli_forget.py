@@ -113,14 +113,40 @@ def forget(
         raise typer.Exit(EXIT_FOR_STATUS.get(report.status, 1))
 
 
+@app.command()
+def redact(
+    namespace: Namespace,
+    item_ids: Annotated[list[str], typer.Argument(help="The item(s) to remove text from.")],
+    span: Annotated[
+        list[str] | None,
+        typer.Option("--span", help="Text to remove (repeatable); the rest of the item stays."),
+    ] = None,
+    field: Annotated[
+        list[str] | None, typer.Option("--field", help="Remove a whole field (value, content).")
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Resolve; change nothing.")] = False,
+    data_dir: DataDir = None,
+    url: Url = None,
+    as_json: Json = False,
+) -> None:
+    """Remove spans (or whole fields) from items, as a forget request: receipts per
+    store, ledger entries, verification; the old wording's keys are destroyed."""
+    with open_ledger(namespace, data_dir, url, as_json) as ledger:
+        report = ledger.redact(item_ids, field or (), spans=span or (), dry_run=dry_run)
+        emit(as_json, report.to_dict(), lambda: _print_request(report))
+        raise typer.Exit(EXIT_FOR_STATUS.get(report.status, 1))
+
+
 def _print_request(report: RequestReport) -> None:
     out.print(f"request [bold]{report.request_id}[/]: {escape(report.status)}")
     if report.targets or report.cascaded or report.mentions:
         table = Table("item", "why")
+        redaction = report.scope.get("kind") == "redaction"
         for item in report.targets:
-            table.add_row(item, "in scope")
+            table.add_row(item, "named: spans removed, rest kept" if redaction else "in scope")
         for item in report.cascaded:
-            table.add_row(item, "derived from or carrying a target")
+            why = "derived from or carrying a target"
+            table.add_row(item, why + (": spans removed, rest kept" if redaction else ""))
         for item in report.mentions:
             table.add_row(item, "repeats a target's value: redacted, kept")
         out.print(table)

@@ -285,22 +285,3 @@ def unsuppress(
             {"item_id": item_id, "version": version, "suppressed": False},
             lambda: out.print(f"unsuppressed {escape(item_id)}"),
         )
-
-
-@app.command()
-def redact(
-    namespace: Namespace,
-    item_id: str,
-    field: Annotated[list[str], typer.Option("--field", help="Field to redact (value, content).")],
-    data_dir: DataDir = None,
-    url: Url = None,
-    as_json: Json = False,
-) -> None:
-    """Rewrite named fields; the old content is shredded (its key generation destroyed)."""
-    with open_ledger(namespace, data_dir, url, as_json) as ledger:
-        version = ledger.redact(item_id, field)
-        emit(
-            as_json,
-            {"item_id": item_id, "version": version, "fields": field},
-            lambda: out.print(escape(f"redacted {', '.join(field)} of {item_id}")),
-        )

@@ -77,4 +77,4 @@ class ProjectionMismatch(MemoryLedgerError):
     attributes the scope did not select). The request was refused before any key was
     destroyed: projections are caches, and the log decides."""
 
-    exit_code = 7
+    exit_code = 10

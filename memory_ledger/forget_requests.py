@@ -10,6 +10,7 @@ ever reported as done.
 from __future__ import annotations
 
 import logging
+import re
 import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
@@ -17,14 +18,37 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from memory_ledger.domain import MemoryItem
-from memory_ledger.errors import CorruptKeyEntry, NotFound, ProjectionMismatch
+from memory_ledger.errors import (
+    CorruptKeyEntry,
+    InvalidTransition,
+    InvalidWrite,
+    NotFound,
+    ProjectionMismatch,
+)
 from memory_ledger.event_log import ERASED
-from memory_ledger.forget_scope import Candidate, ForgetScope, Resolution, parse_scope, resolve
+from memory_ledger.forget_scope import (
+    Candidate,
+    ForgetScope,
+    Resolution,
+    carrier_turns,
+    derived_from,
+    parse_scope,
+    resolve,
+)
 from memory_ledger.mentions import find_mentions, mention_pattern, without_mentions
+from memory_ledger.redaction import (
+    REDACTED,
+    RedactionRequest,
+    rewrite_items,
+    span_pattern,
+    without_spans,
+)
 from memory_ledger.residue import needles_for
-from memory_ledger.residue_check import ResidueCheck
-from memory_ledger.stores import Receipt
+from memory_ledger.residue_check import ResidueCheck, ScanOutcome
+from memory_ledger.stores import Receipt, RedactingStore, redact_at
 from memory_ledger.target_check import confirm_targets
+from memory_ledger.times import canonical_time
+from memory_ledger.write_policy import parse_input
 
 if TYPE_CHECKING:
     from memory_ledger.api import MemoryService
@@ -67,6 +91,11 @@ class RequestReport:
     def message(self) -> str:
         """What an agent may tell the user: counts and state, never what was erased."""
         count = len(self.targets) + len(self.cascaded) + len(self.history)
+        if self.scope.get("kind") == "redaction" and self.status in ("completed", "dry_run"):
+            done = "removed" if self.status == "completed" else "would be removed"
+            return f"The named text {done} from {len(self.all_targets)} item(s); the rest stays" + (
+                ", verified in every store." if done == "removed" else "."
+            )
         redacted = f"; {len(self.mentions)} other item(s) that repeated it redacted"
         redacted = redacted if self.mentions else ""
         return {
@@ -78,6 +107,7 @@ class RequestReport:
             "items; please say which.",
             "nothing_matched": "Nothing stored matches that request; nothing was erased.",
             "dry_run": f"{count} item(s) would be erased{redacted}; nothing was changed.",
+            "refused": "Refused; nothing was changed (see the ledger for why).",
             "verification_failed": "A check found the erased data again in "
             f"{len(self.failed_stores)} place(s); the request must be run again.",
         }.get(self.status, self.status)
@@ -161,10 +191,79 @@ class ForgetRequests:
         )
         return report if dry_run else self._execute(report, texts)
 
+    def submit_redaction(
+        self,
+        namespace: str,
+        request: RedactionRequest | dict[str, Any],
+        *,
+        dry_run: bool = False,
+        requested_by: str = "api",
+    ) -> RequestReport:
+        """A request to remove spans from items (see `redaction`), on the same path as a
+        forget: resolved, confirmed against the log, recorded, fanned out, verified."""
+        parsed = parse_input(RedactionRequest, request, "redaction", "nothing was changed")
+        ids = [str(i) for i in parsed.item_ids]
+        as_scope = parse_scope({"kind": "item", "item_ids": ids})
+        self._check_owned(namespace, as_scope, requested_by)
+        log_ = self.service.log
+        named = {i: log_.read(log_.get(UUID(i))) for i in ids}
+        if any(fields is ERASED for fields in named.values()):
+            raise InvalidTransition("an item named for redaction was erased; nothing was changed")
+        if parsed.fields:
+            spans = [f[n] for f in named.values() for n in parsed.fields if n in f]  # type: ignore[index,operator]
+            if not spans:
+                raise InvalidWrite(f"the named items have no field {', '.join(parsed.fields)}")
+        else:
+            spans = list(parsed.spans)
+        missing = [
+            n + 1
+            for n, span in enumerate(spans)
+            if not any(_holds(f, span_pattern([span])) for f in named.values())  # type: ignore[arg-type]
+        ]
+        if missing:
+            raise InvalidWrite(
+                f"span(s) {', '.join(map(str, missing))} occur in none of the named items; "
+                "nothing was changed",
+                [f"spans.{n}: not found" for n in missing],
+            )
+        pattern = span_pattern(spans)
+        self.service.runner.catch_up()
+        with self.service.engine.connect() as conn:
+            around = derived_from(conn, namespace, ids) + carrier_turns(conn, namespace, ids)
+        cascaded = sorted(
+            i
+            for i in set(around) - set(ids)
+            if _holds(log_.read(log_.get(UUID(i))), pattern)  # type: ignore[arg-type]
+        )
+        request_id = f"req-{uuid.uuid4().hex[:16]}"
+        entry = {
+            "namespace": namespace,
+            "scope": parsed.ledger_parameters(),
+            "dry_run": dry_run,
+            "requested_by": requested_by,
+        }
+        entries: list[tuple[str, dict[str, Any]]] = [("request", entry)]
+        report = RequestReport(
+            request_id, namespace, "pending", parsed.ledger_parameters(), ids, cascaded
+        )
+        self._confirm_from_log(report, as_scope, entries)
+        report.status = "dry_run" if dry_run else "pending"
+        self.ledger.append_many(
+            request_id,
+            [
+                *entries,
+                ("resolved", {"targets": ids, "cascaded": cascaded}),
+                ("status", {"status": report.status}),
+            ],
+        )
+        return report if dry_run else self._execute_redaction(report, spans)
+
     def resume(self, request_id: str) -> RequestReport:
         report = self.report(request_id)
         if report.status not in UNFINISHED:
             return report
+        if report.scope.get("kind") == "redaction":
+            return self._execute_redaction(report, None)
         return self._execute(report)
 
     def resume_unfinished(self) -> list[RequestReport]:
@@ -213,7 +312,15 @@ class ForgetRequests:
         report = self.report(request_id)
         targets = report.all_targets
         report.receipts = []
-        if targets:
+        if report.scope.get("kind") == "redaction":
+            # The items stay: the log, the key store and the projections show the spans
+            # gone; the stores that dropped their copies derive them again from the log.
+            report.receipts = [
+                replace(redact_at(store, targets, []), action="verified")
+                for store in self.service.stores
+                if isinstance(store, RedactingStore)
+            ]
+        elif targets:
             for store in self.service.stores:
                 evidence = store.verify_absent(targets)
                 report.receipts.append(
@@ -288,22 +395,11 @@ class ForgetRequests:
         receipts.extend(r.result() if isinstance(r, Future) else r for r in started)
         for name in missing:  # a store that failed before must confirm before "completed"
             receipts.append(Receipt(name, "erase", len(targets), "failed", {"registered": False}))
-        report.residue_checked, report.residue_scan = outcome.checked, outcome.how
-        report.residue_files = outcome.files
-        receipts.append(
-            Receipt(
-                "files",
-                "residue_scan",
-                len(targets),
-                "failed" if outcome.files else "ok",
-                {
-                    "checked": outcome.checked,
-                    "files_with_residue": len(outcome.files),
-                    "texts_shared_with_live_items": outcome.shared,
-                    "compaction_steps": len(compaction),
-                },
-            )
-        )
+        receipts.append(_scan_receipt(report, outcome, len(compaction)))
+        return self._finish(report, receipts)
+
+    def _finish(self, report: RequestReport, receipts: list[Receipt]) -> RequestReport:
+        """Number the receipts by attempt, settle the status, and record both."""
         # A retry's receipts say which of the store's attempts on this request they record.
         tries: dict[str, int] = {}
         for e in self.ledger.entries(report.request_id):
@@ -322,9 +418,85 @@ class ForgetRequests:
             ],
         )
         log.info(
-            "forget request %s: %s (%d targets)", report.request_id, report.status, len(targets)
+            "forget request %s: %s (%d targets)",
+            report.request_id,
+            report.status,
+            len(report.all_targets),
         )
         return report
+
+    def _execute_redaction(self, report: RequestReport, spans: list[str] | None) -> RequestReport:
+        """Rewrite every affected item in one transaction, then have every store drop or
+        refresh its copies of the old wording, and scan the files for the spans.
+
+        `spans` is None when a crashed request is resumed: spans are never recorded, so
+        the rewrite is not repeated. If it had committed, the stores' part runs again
+        (the scan then uses the request's keyed fingerprints); if it had not, nothing
+        changed, and the request is refused as interrupted, to be filed again."""
+        items = report.all_targets
+        receipts: list[Receipt] = []
+        if spans is None:
+            if not self._rewritten_during(report):
+                return self._refuse(report, "interrupted")
+            needles: list[bytes] = []
+        else:
+            pattern = span_pattern(spans)
+            assert pattern is not None  # a request with no span is refused at parse
+            needles = needles_for(spans)
+            if needles and self.service.settings.postgres is None:
+                self.residue.keep(report.request_id, needles)
+            receipt = self._rewrite(items, pattern, REDACTED, "spans_redacted")
+            self.ledger.append_many(report.request_id, [("receipt", _receipt_payload(receipt))])
+            receipts.append(receipt)
+        texts = [n.decode("utf-8") for n in needles]
+        receipts.extend(redact_at(store, items, texts) for store in self.service.stores)
+        compaction = self.service.compact()
+        outcome = self.residue.after_erasure(report.request_id, needles, [])
+        receipts.append(_scan_receipt(report, outcome, len(compaction)))
+        return self._finish(report, receipts)
+
+    def _rewritten_during(self, report: RequestReport) -> bool:
+        """Did the request's rewrite commit? Every item then has a Redacted event recorded
+        after the request was filed."""
+        filed = next(e.recorded_at for e in self.ledger.entries(report.request_id))
+        for item_id in report.all_targets:
+            events = self.service.log.events_of(UUID(item_id))
+            if not any(
+                type(e).__name__ == "Redacted" and canonical_time(e.timestamp) >= filed
+                for e in events
+            ):
+                return False
+        return True
+
+    def _refuse(self, report: RequestReport, reason: str) -> RequestReport:
+        report.status = "refused"
+        self.ledger.append_many(
+            report.request_id, [("refusal", {"reason": reason}), ("status", {"status": "refused"})]
+        )
+        return report
+
+    def _rewrite(
+        self, item_ids: list[str], pattern: re.Pattern[str], replacement: str, action: str
+    ) -> Receipt:
+        """Replace the pattern inside each live item under a fresh key, in one transaction.
+        An item erased since, or with nothing left to replace, is skipped."""
+        rewrites = []
+        for item_id in item_ids:
+            item = self.service.log.get(UUID(item_id))
+            current = self.service.log.read(item)
+            if item.erased or current is ERASED:
+                continue
+            fields, changed = without_spans(current, pattern, replacement)  # type: ignore[arg-type]
+            if changed:
+                rewrites.append((item, fields, changed))
+        rewrite_items(self.service.log, rewrites)
+        return Receipt(
+            "event_log",
+            action,
+            len(item_ids),
+            "ok",
+            {"rewritten": len(rewrites), "skipped": len(item_ids) - len(rewrites)},
+        )
 
     def _mentions(self, report: RequestReport, texts: list[str]) -> list[str]:
         pattern = mention_pattern(texts)
@@ -448,6 +620,30 @@ def _erase_at(store: Any, targets: list[str]) -> Receipt:
     except Exception as exc:  # a failed store leaves the request partial, never half-done
         log.warning("store %s failed during erasure: %s", store.name, type(exc).__name__)
         return Receipt(store.name, "erase", len(targets), "failed", {"error": type(exc).__name__})
+
+
+def _scan_receipt(report: RequestReport, outcome: ScanOutcome, compaction_steps: int) -> Receipt:
+    report.residue_checked, report.residue_scan = outcome.checked, outcome.how
+    report.residue_files = outcome.files
+    return Receipt(
+        "files",
+        "residue_scan",
+        len(report.all_targets),
+        "failed" if outcome.files else "ok",
+        {
+            "checked": outcome.checked,
+            "files_with_residue": len(outcome.files),
+            "texts_shared_with_live_items": outcome.shared,
+            "compaction_steps": compaction_steps,
+        },
+    )
+
+
+def _holds(fields: dict[str, str] | object, pattern: re.Pattern[str] | None) -> bool:
+    """Does readable content contain the pattern? (ERASED content holds nothing.)"""
+    if pattern is None or not isinstance(fields, dict):
+        return False
+    return any(pattern.search(text) for text in fields.values())
 
 
 def _receipt_payload(receipt: Receipt) -> dict[str, Any]:

@@ -133,8 +133,8 @@ def resolve(conn: Connection, namespace: str, scope: ForgetScope) -> Resolution:
         targets, history = _matching_items(conn, namespace, scope), []
     if not targets:
         return Resolution("nothing_matched")
-    affected = _derived_from(conn, namespace, targets)
-    affected += [t for t in _carrier_turns(conn, namespace, targets) if t not in affected]
+    affected = derived_from(conn, namespace, targets)
+    affected += [t for t in carrier_turns(conn, namespace, targets) if t not in affected]
     return Resolution("resolved", targets, sorted(affected), history=history)
 
 
@@ -235,7 +235,7 @@ def _versions_of(conn: Connection, namespace: str, scope: ForgetScope) -> Resolu
     return Resolution("resolved", history=[inside[0].item_id])
 
 
-def _carrier_turns(conn: Connection, namespace: str, targets: list[str]) -> list[str]:
+def carrier_turns(conn: Connection, namespace: str, targets: list[str]) -> list[str]:
     """Transcript turns a target was taken from: they carry the same words. A turn is
     identified by its session and turn id together, since turn ids may repeat per session."""
     c = catalog.c
@@ -255,7 +255,7 @@ def _carrier_turns(conn: Connection, namespace: str, targets: list[str]) -> list
     return sorted(found - set(targets))
 
 
-def _derived_from(conn: Connection, namespace: str, targets: list[str]) -> list[str]:
+def derived_from(conn: Connection, namespace: str, targets: list[str]) -> list[str]:
     """Items whose inputs include a target, transitively: they may embed its content."""
     c = catalog.c
     rows = conn.execute(

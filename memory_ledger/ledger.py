@@ -131,7 +131,7 @@ Count = Annotated[int, Field(strict=True, ge=0)]
 Position = Annotated[int, Field(strict=True, ge=1)]
 EvidenceValue = StrictBool | StrictInt | LedgerId
 ScopeKind = Literal[
-    "item", "predicate", "source", "category", "sensitivity", "time_range", "namespace"
+    "item", "predicate", "source", "category", "sensitivity", "time_range", "namespace", "redaction"
 ]
 RequestStatus = Literal[
     "pending",
@@ -152,6 +152,7 @@ RefusalReason = Literal[
     "duplicate_request",
     "unauthorized",
     "projection_mismatch",
+    "interrupted",
 ]
 
 _SCOPE_PARAMETERS: dict[str, tuple[str, ...]] = {
@@ -162,6 +163,7 @@ _SCOPE_PARAMETERS: dict[str, tuple[str, ...]] = {
     "sensitivity": ("sensitivity",),
     "time_range": ("since", "until"),
     "namespace": (),
+    "redaction": ("item_ids", "spans", "fields"),
 }
 
 
@@ -184,6 +186,8 @@ class LedgerScope(_Payload):
     sensitivity: Sensitivity | None = None
     since: Timestamp | None = None
     until: Timestamp | None = None
+    spans: Count | None = None  # a redaction: how many spans, never which
+    fields: tuple[Literal["value", "content"], ...] | None = None
 
     @model_validator(mode="after")
     def _parameters_fit_kind(self) -> LedgerScope:

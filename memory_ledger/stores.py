@@ -11,8 +11,9 @@ Receipts and evidence carry ids, counts and codes only: never content.
 from __future__ import annotations
 
 import importlib
+import logging
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -20,11 +21,14 @@ from uuid import UUID
 
 from memory_ledger.errors import ConfigurationError
 from memory_ledger.keystore import KeyDestruction
+from memory_ledger.redaction import span_pattern
 from memory_ledger.write_policy import canonical_time
 
 if TYPE_CHECKING:
     from memory_ledger.api import MemoryService
     from projections.base import Projection
+
+log = logging.getLogger("memory_ledger.stores")
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,36 @@ class Store(Protocol):
     def rebuild(self) -> int: ...
 
 
+@runtime_checkable
+class RedactingStore(Store, Protocol):
+    """A store that keeps rewritten items (a redaction) rather than dropping them.
+
+    `redact` runs after the items were rewritten in the log: the store refreshes its
+    copies from the log and returns evidence that none still holds `spans` (the removed
+    text, in memory only; empty on a resumed request, which can check only that the
+    copies are refreshed). A store without it drops its copies (`erase`) and derives
+    them again from the rewritten log, as the vector index and the cache do."""
+
+    def redact(self, item_ids: Sequence[str], spans: Sequence[str]) -> Receipt: ...
+
+
+def redact_at(store: Store, item_ids: Sequence[str], spans: Sequence[str]) -> Receipt:
+    """One store's part of a redaction request; a failure is a failed receipt."""
+    try:
+        if isinstance(store, RedactingStore):
+            return store.redact(item_ids, spans)
+        return store.erase(item_ids)
+    except Exception as exc:  # a failed store leaves the request partial, never half-done
+        log.warning("store %s failed during redaction: %s", store.name, type(exc).__name__)
+        return Receipt(store.name, "redact", len(item_ids), "failed", {"error": type(exc).__name__})
+
+
+def _still_holding(texts: Iterable[str], spans: Sequence[str]) -> int:
+    """How many of the texts still contain a removed span, matched as a redaction does."""
+    pattern = span_pattern(spans)
+    return 0 if pattern is None else sum(1 for t in texts if pattern.search(t))
+
+
 class EventLogStore:
     """The event log: erasure appends a tombstone; the sealed events stay, unreadable."""
 
@@ -101,6 +135,20 @@ class EventLogStore:
         log = self.service.log
         live = sum(1 for i in item_ids if not log.get(UUID(i)).erased)
         return Evidence(self.name, live == 0, {"tombstoned": len(item_ids) - live})
+
+    def redact(self, item_ids: Sequence[str], spans: Sequence[str]) -> Receipt:
+        """The rewritten items' current content, read from the log, holds no span."""
+        log = self.service.log
+        current = [log.read(log.get(UUID(i))) for i in item_ids]
+        texts = [t for fields in current if isinstance(fields, dict) for t in fields.values()]
+        left = _still_holding(texts, spans)
+        return Receipt(
+            self.name,
+            "rewritten",
+            len(item_ids),
+            "ok" if left == 0 else "failed",
+            {"items_holding_spans": left, "spans_checked": bool(spans)},
+        )
 
     def rebuild(self) -> int:
         return 0  # the log is the source of truth; nothing to rebuild
@@ -134,6 +182,24 @@ class KeyStoreStore:
         live = [i for i in item_ids if not keys.is_destroyed(i)]
         return Evidence(self.name, not live, {"items_with_live_keys": len(live)})
 
+    def redact(self, item_ids: Sequence[str], spans: Sequence[str]) -> Receipt:
+        """Every key generation older than each item's current one is destroyed: the
+        earlier wording is unreadable wherever it is sealed."""
+        log = self.service.log
+        keys = log.keys_for(list(item_ids))
+        older_live = 0
+        for item_id in item_ids:
+            current = log.get(UUID(item_id)).key_generation
+            if any(keys.data_key(item_id, g) is not None for g in range(1, current)):
+                older_live += 1
+        return Receipt(
+            self.name,
+            "old_generations_destroyed",
+            len(item_ids),
+            "ok" if older_live == 0 else "failed",
+            {"items_with_older_live_keys": older_live},
+        )
+
     def rebuild(self) -> int:
         return 0  # keys cannot be rebuilt: that is the point of destroying them
 
@@ -164,6 +230,19 @@ class ProjectionStore:
 
     def verify_absent(self, item_ids: Sequence[str]) -> Evidence:
         return self._absent(item_ids, whole_projection=True)
+
+    def redact(self, item_ids: Sequence[str], spans: Sequence[str]) -> Receipt:
+        """Apply the Redacted events, then check the items' rows hold no span."""
+        self.service.runner.catch_up()
+        with self.service.engine.connect() as conn:
+            left = _still_holding(self.projection.plaintext_of(conn, item_ids), spans)
+        return Receipt(
+            self.name,
+            "refreshed",
+            len(item_ids),
+            "ok" if left == 0 else "failed",
+            {"rows_holding_spans": left, "spans_checked": bool(spans)},
+        )
 
     def _absent(self, item_ids: Sequence[str], *, whole_projection: bool) -> Evidence:
         """The items' rows, and with `whole_projection` (which reads all of it, so for
