@@ -46,7 +46,7 @@ from memory_ledger.redaction import (
 from memory_ledger.residue import needles_for
 from memory_ledger.residue_check import ResidueCheck, ScanOutcome
 from memory_ledger.stores import Receipt, RedactingStore, redact_at
-from memory_ledger.target_check import confirm_targets
+from memory_ledger.target_check import confirm_targets, identifiers_repeating
 from memory_ledger.times import canonical_time
 from memory_ledger.write_policy import parse_input
 
@@ -98,6 +98,12 @@ class RequestReport:
             )
         redacted = f"; {len(self.mentions)} other item(s) that repeated it redacted"
         redacted = redacted if self.mentions else ""
+        kept = sum(int(r.evidence.get("target_values_in_identifiers", 0)) for r in self.receipts)
+        if kept:
+            redacted += (
+                f"; note: {kept} item(s) had an erased value inside an identifier (a session, "
+                "turn or tool-call id, a predicate), which stays in clear"
+            )
         return {
             "completed": f"Done: {count} item(s) erased from every store and verified{redacted}.",
             "partial": f"Not finished: {len(self.failed_stores)} store(s) still to confirm; "
@@ -395,7 +401,11 @@ class ForgetRequests:
         receipts.extend(r.result() if isinstance(r, Future) else r for r in started)
         for name in missing:  # a store that failed before must confirm before "completed"
             receipts.append(Receipt(name, "erase", len(targets), "failed", {"registered": False}))
-        receipts.append(_scan_receipt(report, outcome, len(compaction)))
+        scan = _scan_receipt(report, outcome, len(compaction))
+        # Not a failure (identifiers stay in clear by design), but never silent.
+        repeating = identifiers_repeating(self.service.log, targets, texts)
+        scan.evidence["target_values_in_identifiers"] = repeating
+        receipts.append(scan)
         return self._finish(report, receipts)
 
     def _finish(self, report: RequestReport, receipts: list[Receipt]) -> RequestReport:

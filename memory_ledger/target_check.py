@@ -14,6 +14,7 @@ and the operator is told to rebuild the projections.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -134,3 +135,34 @@ def _cascades(item: MemoryItem, sources: set[str], spoken: set[tuple[str, str]])
         return True
     turn = (item.provenance.get("session_id"), item.provenance.get("turn_id"))
     return item.kind == "turn" and turn in spoken
+
+
+_NOT_ALNUM = re.compile(r"[\W_]+", re.UNICODE)
+
+
+def _folded(text: str) -> str:
+    return _NOT_ALNUM.sub("_", text.casefold()).strip("_")
+
+
+def identifiers_repeating(log: EventLog, item_ids: Iterable[str], texts: Iterable[str]) -> int:
+    """How many of the items carry a forgotten value inside one of their identifiers.
+
+    Identifiers (subject, predicate, category, session, turn, tool-call and consent ids)
+    stay in clear after erasure by design: they are how a request finds its targets.
+    A client that builds them from content (`..._deleted_harbor_steps_line`) leaves that
+    content behind, and no key destruction can remove it; the receipt says so."""
+    values = {f for f in (_folded(t) for t in texts) if len(f) >= 4}
+    if not values:
+        return 0
+    found = 0
+    for item_id in item_ids:
+        try:
+            item = log.get(UUID(item_id))
+        except NotFound:
+            continue
+        names = [item.subject, item.predicate, item.category]
+        names += [item.provenance.get(k) or "" for k in (*SOURCE_FIELDS, "consent_ref")]
+        folded = [_folded(n) for n in names]
+        if any(v in n for v in values for n in folded):
+            found += 1
+    return found

@@ -93,3 +93,19 @@ def test_an_untampered_forget_still_completes(service: MemoryService, alice: Mem
     report = alice.forget_scope({"kind": "predicate", "subject": "user", "predicate": "seat"})
     assert report.status == "completed"
     assert report.cascaded == [carrier] and report.targets == [target]
+
+
+def test_a_value_inside_an_identifier_is_named_in_the_receipt(alice: MemoryLedger) -> None:
+    """Identifiers stay in clear after erasure; a client that built one from content is
+    told so, never silently."""
+    leaky = fact("meeting_point", "Harbor steps line", turn="t_deleted_harbor_steps_line")
+    target = alice.remember(leaky).item_id
+    clean = alice.remember(fact("seat", "aisle", turn="t2")).item_id
+    report = alice.forget(target)
+    assert report.status == "completed"
+    [scan] = [r for r in report.receipts if r.store == "files"]
+    assert scan.evidence["target_values_in_identifiers"] == 1
+    assert "inside an identifier" in report.message
+    assert "Harbor" not in report.message
+    other = alice.forget(clean)
+    assert "inside an identifier" not in other.message
