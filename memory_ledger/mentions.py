@@ -9,19 +9,49 @@ text, in the other items of the same namespace, and redacts the value inside the
 instead of erasing them: the rest of the turn ("at 7am tomorrow") is not in scope, and
 stays. Redaction rotates the item's key, so the earlier wording becomes unreadable too.
 
-A value is searched whole, and so is each part of it between commas or semicolons that
-contains a digit: "send the taxi to 18 Haisong Road" repeats the identifying part of
-"18 Haisong Road, Xihu District, Hangzhou". Parts without a digit ("Hangzhou") name
-places and things many people share, and redacting them everywhere would erase far
-more than the request asked for. Matching is literal and case-insensitive. A value
-that starts or ends with a letter or digit must not continue into a longer word ("Tom"
-never matches "Tomorrow"); text in scripts without spaces (Chinese) matches anywhere.
-Values shorter than the residue scan's needles are not searched: too short to identify.
+The one thing redaction must never do is damage the text it keeps. Two rules see to it.
+
+**What is searched.** Each forgotten value, whole (stripped of surrounding spaces; at
+least `MIN_NEEDLE_BYTES`, like the residue scan's needles). And each *distinctive part*
+of it, because "send the taxi to 18 Haisong Road" repeats the identifying part of
+"18 Haisong Road, Xihu District, Hangzhou" without repeating the rest. Parts are cut at
+`; | : ! ?`, line breaks, CJK separators, sentence ends and commas, but never inside a
+number or a date: "2,150" and "September 2, 2026" stay whole, so "150 USD", "2" and
+"2026" are never parts of them. A part is distinctive (`is_distinctive`) only if
+
+- it is at least `MIN_PART_BYTES` long (UTF-8: a CJK character says about as much as
+  a short word);
+- once dates, times and years ("September 2", "2026-09-02", "7am", "2026", "9月2日")
+  and amounts ("2,150 USD", "$30", "12 kg") are set aside, it still holds a digit: a
+  number that identifies (a house, a flat, an account). Dates and amounts do not: many
+  people travel on September 2 or pay 2,150 USD;
+- and it holds two words of letters besides, one of them a name-sized word (four
+  letters, or two CJK characters; month and weekday names do not count): the number
+  is *of* something ("18 Haisong Road", "海松路18号"). A number with one word is a
+  quantity that many share ("Room 12", "150 USD").
+
+Parts without such a number ("Hangzhou", "Xihu District") name places and things many
+people share, and redacting them everywhere would erase far more than the request
+asked for.
+
+**Where it matches.** Literally, case-insensitively, and only on token boundaries of
+the text searched (`atomic_spans`): a match never starts or ends inside a word, a
+number or a date. A word is a run of letters, digits, `_` and combining marks of a
+script written with spaces ("Tom" never matches "Tomorrow", "Room 12" never "Room
+123"). A number runs on across `. , ' : / -` and thin or no-break spaces between
+digits ("150 USD" never matches inside "2,150 USD", nor "1234" inside "555-1234"). A
+date ("September 2, 2026", "2 May 2026", "2026年9月2日") is one unit: "2026" or
+"September 2" are not cut out of it, while a value that contains the whole date
+matches. Letters of scripts written without spaces (Chinese, Japanese, Thai) are not
+part of any word, so "海松路18号" matches inside "请把车开到海松路18号门口"; its digits
+still end a number ("海松路1" does not match in "海松路18号"). Finding and redacting use
+the same `MentionPattern`, so what the dry run lists is what the request redacts.
 """
 
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 
 from sqlalchemy import Connection, select
@@ -30,38 +60,180 @@ from memory_ledger.residue import MIN_NEEDLE_BYTES
 from projections.base import Projection
 
 REPLACEMENT = "[forgotten]"
-_WORD = "A-Za-z0-9"
-_PART_SEPARATORS = re.compile(r"[,;\n，；、]")
+MIN_PART_BYTES = 8
+
+# Scripts written without spaces between words (Thai, Lao, Myanmar, Khmer, CJK
+# radicals, symbols, kana, bopomofo, Han, compatibility ideographs, half-width kana,
+# supplementary Han): their letters belong to no word, so a match may begin or end
+# next to them.
+_NO_SPACE = (
+    "\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u2e80-\u2fdf\u3000-\u312f\u31a0-\u31ff"
+    "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003134f"
+)
+_MARKS = "\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f"
+_W = rf"(?:[^\W{_NO_SPACE}]|[{_MARKS}])"  # one character of a word of a spaced script
+_JOINER = "[.,'\u2019:/\u00a0\u202f\u2009-]"  # inside a number, between two digits
+_TOKEN = re.compile(rf"{_W}+(?:(?<=\d){_JOINER}(?=\d){_W}+)*")
+_NUMBER = rf"\d+(?:{_JOINER}\d+)*"
+
+_MONTH = (
+    r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
+    r"|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?"
+)
+_DAY = r"\d{1,2}(?:st|nd|rd|th)?"
+_AMPM = r"[ap]\.?m\b\.?"
+_DATE = re.compile(
+    rf"(?<!{_W})(?:"
+    rf"{_MONTH}\s+{_DAY}(?:,?\s+\d{{4}})?"  # September 2, 2026
+    rf"|{_DAY}\s+(?:of\s+)?{_MONTH}(?:,?\s+\d{{4}})?"  # 2 September 2026
+    rf"|{_MONTH},?\s+\d{{4}}"  # September 2026
+    r"|\d{4}-\d{1,2}-\d{1,2}|\d{1,2}[/.]\d{1,2}[/.]\d{2,4}"  # 2026-09-02, 2/9/2026
+    rf"|\d{{1,2}}(?::\d\d){{1,2}}(?:\s?{_AMPM})?|\d{{1,2}}\s?{_AMPM}"  # 7:30, 7am
+    r"|\d{2,4}\s*年(?:\s*\d{1,2}\s*月(?:\s*\d{1,2}\s*[日号])?)?"  # 2026年9月2日
+    r"|\d{1,2}\s*月(?:\s*\d{1,2}\s*[日号])?"  # 9月2日
+    r"|(?:19|20)\d\d"  # a year, last: the forms above may begin with one
+    rf")(?!{_W})",
+    re.IGNORECASE,
+)
+_CURRENCY_SIGN = "[$€£¥₹₩₽¢]"
+_CURRENCY = r"(?-i:[A-Z]{3})|usd|eur|gbp|cny|rmb|jpy|rupees?|dollars?|euros?|pounds?|yuan|yen"
+_UNIT = (
+    r"%|percent|kg|g|mg|km|m|cm|mm|mi|miles?|lbs?|oz|ml|l|kwh|"
+    r"元|美元|欧元|英镑|人民币|块|公斤|千克|公里|米"
+)
+_AMOUNT = re.compile(
+    rf"(?<!{_W})(?:{_CURRENCY_SIGN}\s?{_NUMBER}|(?:{_CURRENCY})\s?{_NUMBER}"
+    rf"|{_NUMBER}\s?(?:{_CURRENCY_SIGN}|%|(?:{_CURRENCY}|{_UNIT})(?!{_W})))",
+    re.IGNORECASE,
+)
+_WEEKDAY = r"(?:mon|tues|wednes|thurs|fri|satur|sun)day|mon|tues?|wed|thu(?:rs?)?|fri|sat|sun"
+_DATE_WORD = re.compile(rf"{_MONTH}|{_WEEKDAY}", re.IGNORECASE)  # fullmatch: not a name
+_CJK_WORD = re.compile(rf"(?:(?=[{_NO_SPACE}])[^\W\d_])+")
+# Where a value is cut into parts: not inside a number or a date (see `_parts`).
+_SEPARATOR = re.compile(r"[;|\n\r，；、。！？]|[,.!?:](?=\s|$)|,|\s[-–—]\s")
+_EDGES = re.compile(r"^[\W_]+|[\W_]+$")
+
+
+def atomic_spans(text: str) -> list[tuple[int, int]]:
+    """The words, numbers and dates of `text`, as sorted, disjoint (start, end) spans:
+    a mention may start and end only outside them or at their edges."""
+    spans = sorted(
+        [m.span() for m in _TOKEN.finditer(text)] + [m.span() for m in _DATE.finditer(text)]
+    )
+    merged: list[tuple[int, int]] = []
+    for start, end in spans:
+        if merged and start < merged[-1][1]:  # overlapping: a date over its words
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def _inside(spans: list[tuple[int, int]], position: int) -> bool:
+    """Whether `position` falls strictly inside one of the sorted, disjoint spans."""
+    i = bisect_left(spans, (position, position)) - 1  # the last span starting before it
+    return i >= 0 and spans[i][1] > position
+
+
+def on_token_boundaries(text: str, start: int, end: int) -> bool:
+    """Whether text[start:end] begins and ends between words, numbers and dates."""
+    spans = atomic_spans(text)
+    return not _inside(spans, start) and not _inside(spans, end)
+
+
+def _parts(value: str) -> list[str]:
+    """The value cut at its separators, but never inside a number or a date."""
+    spans = atomic_spans(value)
+    parts, start = [], 0
+    for cut in _SEPARATOR.finditer(value):
+        if not _inside(spans, cut.start()):
+            parts.append(value[start : cut.start()])
+            start = cut.end()
+    parts.append(value[start:])
+    return [p for p in (_EDGES.sub("", p) for p in parts) if p]
+
+
+def _word_weight(word: str) -> int:
+    return 2 * len(word) if _CJK_WORD.fullmatch(word) else len(word)
+
+
+def is_distinctive(part: str) -> bool:
+    """Whether a part of a value identifies on its own (see the module docstring): long
+    enough, and a number that is neither a date nor an amount, beside two words."""
+    if len(part.encode("utf-8")) < MIN_PART_BYTES:
+        return False
+    rest = _AMOUNT.sub(" ", _DATE.sub(" ", part))
+    if not any(c.isdigit() for c in rest):
+        return False
+    words = [m.group() for m in _TOKEN.finditer(rest) if not any(c.isdigit() for c in m.group())]
+    words = [w for w in words if not _DATE_WORD.fullmatch(w)] + _CJK_WORD.findall(rest)
+    weights = [w for w in map(_word_weight, words) if w >= 2]
+    return len(weights) >= 2 and max(weights) >= 4
 
 
 def searched_for(values: Iterable[str]) -> set[str]:
-    """The values, and their parts that carry a digit (house numbers, phone numbers)."""
+    """The values whole, and their distinctive parts (house numbers with their street)."""
     out = set()
     for value in values:
-        out.add(value.strip())
-        parts = [p.strip() for p in _PART_SEPARATORS.split(value)]
-        out.update(p for p in parts if any(c.isdigit() for c in p))
-    return {v for v in out if len(v.encode("utf-8")) >= MIN_NEEDLE_BYTES}
+        whole = value.strip()
+        if len(whole.encode("utf-8")) >= MIN_NEEDLE_BYTES:
+            out.add(whole)
+        out.update(p for p in _parts(whole) if p != whole and is_distinctive(p))
+    return out
 
 
-def mention_pattern(values: Iterable[str]) -> re.Pattern[str] | None:
-    """One pattern for all values, longest first so an overlap is replaced whole."""
-    parts = []
-    for value in sorted(searched_for(values), key=len, reverse=True):
-        part = re.escape(value)
-        if value[0].isascii() and value[0].isalnum():
-            part = f"(?<![{_WORD}])" + part
-        if value[-1].isascii() and value[-1].isalnum():
-            part += f"(?![{_WORD}])"
-        parts.append(part)
-    return re.compile("|".join(parts), re.IGNORECASE) if parts else None
+class MentionPattern:
+    """The forgotten values and their distinctive parts, as one matcher used both to
+    find the items that mention them and to redact those items."""
+
+    def __init__(self, searched: Iterable[str]) -> None:
+        # Longest first, so an overlap is replaced whole. Plain literals: the boundary
+        # rule is checked on the spans of the text searched, which needs no lookaround
+        # (a class of every word character takes milliseconds to compile, per value).
+        literals = [re.escape(v) for v in sorted(set(searched), key=lambda v: (-len(v), v))]
+        self._each = [re.compile(lit, re.IGNORECASE) for lit in literals]
+        self._any = re.compile("(?=" + "|".join(literals) + ")", re.IGNORECASE)
+
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        """Where the text mentions a value, left to right and never overlapping."""
+        if self._any.search(text) is None:
+            return []  # the common case: nothing to check
+        atoms = atomic_spans(text)
+        found: list[tuple[int, int]] = []
+        for candidate in self._any.finditer(text):
+            start = candidate.start()
+            if found and start < found[-1][1]:
+                continue
+            for single in self._each:
+                match = single.match(text, start)
+                if match and not _inside(atoms, start) and not _inside(atoms, match.end()):
+                    found.append(match.span())
+                    break
+        return found
+
+    def search(self, text: str) -> bool:
+        return bool(self.spans(text))
+
+    def sub(self, text: str) -> str:
+        """The text with every mention replaced by `REPLACEMENT`."""
+        pieces, last = [], 0
+        for start, end in self.spans(text):
+            pieces += [text[last:start], REPLACEMENT]
+            last = end
+        return "".join([*pieces, text[last:]])
+
+
+def mention_pattern(values: Iterable[str]) -> MentionPattern | None:
+    """The matcher for the values, or None when none is long enough to search for."""
+    searched = searched_for(values)
+    return MentionPattern(searched) if searched else None
 
 
 def find_mentions(
     conn: Connection,
     projections: Sequence[Projection],
     namespace: str,
-    pattern: re.Pattern[str],
+    pattern: MentionPattern,
     exclude: Iterable[str],
 ) -> list[str]:
     """Items of the namespace whose readable content contains a forgotten value.
@@ -85,8 +257,8 @@ def find_mentions(
 
 
 def without_mentions(
-    fields: dict[str, str], pattern: re.Pattern[str]
+    fields: dict[str, str], pattern: MentionPattern
 ) -> tuple[dict[str, str], list[str]]:
     """The fields with every mention replaced, and the names of the fields that changed."""
-    rewritten = {name: pattern.sub(REPLACEMENT, text) for name, text in fields.items()}
+    rewritten = {name: pattern.sub(text) for name, text in fields.items()}
     return rewritten, sorted(n for n in fields if rewritten[n] != fields[n])
