@@ -10,7 +10,6 @@ ever reported as done.
 from __future__ import annotations
 
 import logging
-import re
 import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
@@ -35,13 +34,16 @@ from memory_ledger.forget_scope import (
     parse_scope,
     resolve,
 )
-from memory_ledger.mentions import find_mentions, mention_pattern, without_mentions
+from memory_ledger.mentions import (
+    MentionPattern,
+    find_mentions,
+    mention_pattern,
+    without_mentions,
+)
 from memory_ledger.redaction import (
-    REDACTED,
     RedactionRequest,
     rewrite_items,
     span_pattern,
-    without_spans,
 )
 from memory_ledger.residue import needles_for
 from memory_ledger.residue_check import ResidueCheck, ScanOutcome
@@ -455,7 +457,14 @@ class ForgetRequests:
             needles = needles_for(spans)
             if needles and self.service.settings.postgres is None:
                 self.residue.keep(report.request_id, needles)
-            receipt = self._rewrite(items, pattern, REDACTED, "spans_redacted")
+            rewritten = self._rewrite(items, pattern)
+            receipt = Receipt(
+                "event_log",
+                "spans_redacted",
+                len(items),
+                "ok",
+                {"rewritten": rewritten, "skipped": len(items) - rewritten},
+            )
             self.ledger.append_many(report.request_id, [("receipt", _receipt_payload(receipt))])
             receipts.append(receipt)
         texts = [n.decode("utf-8") for n in needles]
@@ -485,28 +494,20 @@ class ForgetRequests:
         )
         return report
 
-    def _rewrite(
-        self, item_ids: list[str], pattern: re.Pattern[str], replacement: str, action: str
-    ) -> Receipt:
-        """Replace the pattern inside each live item under a fresh key, in one transaction.
-        An item erased since, or with nothing left to replace, is skipped."""
+    def _rewrite(self, item_ids: list[str], pattern: MentionPattern) -> int:
+        """Replace the pattern inside each live item, and re-seal it under a fresh key in
+        one transaction that destroys every older generation: its earlier versions, which
+        may hold the text too, become unreadable even where its current text did not
+        change. An item erased since is skipped, so a retry is harmless."""
         rewrites = []
         for item_id in item_ids:
             item = self.service.log.get(UUID(item_id))
             current = self.service.log.read(item)
             if item.erased or current is ERASED:
                 continue
-            fields, changed = without_spans(current, pattern, replacement)  # type: ignore[arg-type]
-            if changed:
-                rewrites.append((item, fields, changed))
+            rewrites.append((item, *without_mentions(current, pattern)))  # type: ignore[arg-type]
         rewrite_items(self.service.log, rewrites)
-        return Receipt(
-            "event_log",
-            action,
-            len(item_ids),
-            "ok",
-            {"rewritten": len(rewrites), "skipped": len(item_ids) - len(rewrites)},
-        )
+        return len(rewrites)
 
     def _mentions(self, report: RequestReport, texts: list[str]) -> list[str]:
         pattern = mention_pattern(texts)
@@ -519,22 +520,12 @@ class ForgetRequests:
             )
 
     def _redact_mentions(self, item_ids: list[str], texts: list[str]) -> Receipt:
-        """Replace the forgotten values inside each mentioning item under a fresh key (so
-        its earlier wording is unreadable too). Idempotent: an item already rewritten, or
-        erased since, is left as it is."""
-        pattern = mention_pattern(texts)
-        rewritten: list[str] = []
-        for item_id in item_ids:
-            item = self.service.log.get(UUID(item_id))
-            current = self.service.log.read(item)
-            if pattern is None or item.erased or current is ERASED:
-                continue
-            fields, changed = without_mentions(current, pattern)  # type: ignore[arg-type]
-            self.service.rotate_key(item, fields, changed)
-            rewritten.append(item_id)
+        """Replace the forgotten values inside each mentioning item (see `_rewrite`)."""
+        pattern = mention_pattern(texts)  # None on a retry after the values were gone
+        rewritten = self._rewrite(item_ids, pattern) if pattern is not None else 0
         # Their vectors embed the old wording: dropped now, re-embedded from the
         # Redacted events at the index's next catch-up.
-        vectors = self.service.vectors.erase(rewritten)
+        vectors = self.service.vectors.erase(item_ids)
         self.service.runner.catch_up()
         return Receipt(
             "event_log",
@@ -543,8 +534,8 @@ class ForgetRequests:
             "ok" if vectors.vector_bytes_found == 0 else "failed",
             # skipped: erased since, or a retry after the targets' values were gone
             {
-                "rewritten": len(rewritten),
-                "skipped": len(item_ids) - len(rewritten),
+                "rewritten": rewritten,
+                "skipped": len(item_ids) - rewritten,
                 "vector_rows_dropped": vectors.rows_removed,
                 "vector_bytes_found": vectors.vector_bytes_found,
             },
@@ -649,7 +640,7 @@ def _scan_receipt(report: RequestReport, outcome: ScanOutcome, compaction_steps:
     )
 
 
-def _holds(fields: dict[str, str] | object, pattern: re.Pattern[str] | None) -> bool:
+def _holds(fields: dict[str, str] | object, pattern: MentionPattern | None) -> bool:
     """Does readable content contain the pattern? (ERASED content holds nothing.)"""
     if pattern is None or not isinstance(fields, dict):
         return False

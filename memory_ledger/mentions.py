@@ -186,7 +186,8 @@ class MentionPattern:
     """The forgotten values and their distinctive parts, as one matcher used both to
     find the items that mention them and to redact those items."""
 
-    def __init__(self, searched: Iterable[str]) -> None:
+    def __init__(self, searched: Iterable[str], replacement: str = REPLACEMENT) -> None:
+        self.replacement = replacement
         # Longest first, so an overlap is replaced whole. Plain literals: the boundary
         # rule is checked on the spans of the text searched, which needs no lookaround
         # (a class of every word character takes milliseconds to compile, per value).
@@ -215,10 +216,10 @@ class MentionPattern:
         return bool(self.spans(text))
 
     def sub(self, text: str) -> str:
-        """The text with every mention replaced by `REPLACEMENT`."""
+        """The text with every mention replaced (by `REPLACEMENT`, unless told otherwise)."""
         pieces, last = [], 0
         for start, end in self.spans(text):
-            pieces += [text[last:start], REPLACEMENT]
+            pieces += [text[last:start], self.replacement]
             last = end
         return "".join([*pieces, text[last:]])
 

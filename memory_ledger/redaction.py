@@ -18,7 +18,6 @@ never written to the ledger, a receipt or a log line (the ledger records how man
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from typing import Annotated, Literal
 from uuid import UUID
@@ -28,12 +27,12 @@ from pydantic import Field, StrictStr, model_validator
 from memory_ledger.domain import MemoryItem
 from memory_ledger.event_log import EventLog
 from memory_ledger.keystore import KeyDestruction
+from memory_ledger.mentions import MentionPattern
 from memory_ledger.write_policy import MAX_VALUE_BYTES, StrictModel
 
 REDACTED = "[redacted]"
 MAX_SPANS = 32
 MAX_ITEMS = 100
-_WORD = "A-Za-z0-9"
 
 Span = Annotated[StrictStr, Field(min_length=1)]
 
@@ -68,25 +67,11 @@ class RedactionRequest(StrictModel):
         return out
 
 
-def span_pattern(spans: Iterable[str]) -> re.Pattern[str] | None:
-    """One pattern for every span, longest first so an overlap is replaced whole."""
-    parts = []
-    for span in sorted({s for s in spans if s.strip()}, key=len, reverse=True):
-        part = re.escape(span)
-        if span[0].isascii() and span[0].isalnum():
-            part = f"(?<![{_WORD}])" + part
-        if span[-1].isascii() and span[-1].isalnum():
-            part += f"(?![{_WORD}])"
-        parts.append(part)
-    return re.compile("|".join(parts), re.IGNORECASE) if parts else None
-
-
-def without_spans(
-    fields: dict[str, str], pattern: re.Pattern[str], replacement: str = REDACTED
-) -> tuple[dict[str, str], list[str]]:
-    """The fields with every span replaced, and the names of the fields that changed."""
-    rewritten = {name: pattern.sub(replacement, text) for name, text in fields.items()}
-    return rewritten, sorted(n for n in fields if rewritten[n] != fields[n])
+def span_pattern(spans: Iterable[str]) -> MentionPattern | None:
+    """The spans as one matcher, on the token boundaries a forget's mentions use (see
+    `mentions`), replacing with `[redacted]`. Whole spans only: never their parts."""
+    wanted = {s.strip() for s in spans if s.strip()}
+    return MentionPattern(wanted, replacement=REDACTED) if wanted else None
 
 
 def rewrite_items(
