@@ -147,7 +147,7 @@ RefusalReason = Literal[
 
 _SCOPE_PARAMETERS: dict[str, tuple[str, ...]] = {
     "item": ("item_ids",),
-    "predicate": ("subject", "predicate", "which"),
+    "predicate": ("subject", "predicate", "which", "value_filter"),
     "source": ("turn_id", "session_id", "tool_call_id"),
     "category": ("category",),
     "sensitivity": ("sensitivity",),
@@ -175,6 +175,9 @@ class LedgerScope(_Payload):
     sensitivity: Sensitivity | None = None
     since: Timestamp | None = None
     until: Timestamp | None = None
+    #: A predicate scope narrowed to one item by its value. Only that a value was given
+    #: is recorded, never the value: it is the content being forgotten.
+    value_filter: Literal[True] | None = None
 
     @model_validator(mode="after")
     def _parameters_fit_kind(self) -> LedgerScope:
