@@ -19,6 +19,8 @@ from uuid import UUID, uuid4
 from pydantic import TypeAdapter, ValidationError
 from sqlalchemy import func, select
 
+from memory_ledger.cardinality import SetChange
+from memory_ledger.cardinality import decide as decide_cardinality
 from memory_ledger.config import Settings
 from memory_ledger.context import Context, context_mac, served
 from memory_ledger.context import build as build_context
@@ -40,6 +42,7 @@ from memory_ledger.forget_scope import ForgetScope
 from memory_ledger.instruction_like import content_flags
 from memory_ledger.keystore import NewKey
 from memory_ledger.ledger import LifecycleLedger
+from memory_ledger.policy import load_policy
 from memory_ledger.principal import Principal
 from memory_ledger.redaction import RedactionRequest, rewrite_items
 from memory_ledger.stores import default_registry, extra_store_factories
@@ -71,6 +74,7 @@ class MemoryService:
     ) -> None:
         settings.check_reachable()
         embedder = embedder or load_embedder()  # a bad setting fails before anything opens
+        self.policy = load_policy(settings.data_dir)  # so does a bad policy.toml
         self.settings = settings
         self.dev_key_created = False
         if master is None:
@@ -227,15 +231,22 @@ class MemoryLedger:
     def remember_many(self, writes: Sequence[MemoryWrite | dict[str, Any]]) -> list[Remembered]:
         """Validate every write first; then append all of them in one transaction."""
         parsed = [parse_write(w) for w in writes]
-        items, keys = [], []
+        items, keys, changes = [], [], []
+        earlier: list[tuple[MemoryWrite, str]] = []  # for a write replacing a whole set
         for write in parsed:
             self._check_inputs(write)
-            item, key = self._new_item(write)
+            change = decide_cardinality(self, write, earlier)
+            item, key = self._new_item(write, change)
             items.append(item)
             keys.append(key)
+            changes.append(change)
+            earlier.append((write, str(item.id)))
         pinned = [(ref.item_id, ref.version) for w in parsed for ref in w.derived_from]
         position = self._log.save(items, keys, expect_versions=pinned)
-        return [Remembered(str(i.id), i.version, i.kind, position) for i in items]
+        return [
+            Remembered(str(i.id), i.version, i.kind, position, c.cardinality, c.replaces)
+            for i, c in zip(items, changes, strict=True)
+        ]
 
     def _check_inputs(self, write: MemoryWrite) -> None:
         """A derived write must cite inputs exactly as they are now, and usable."""
@@ -248,7 +259,7 @@ class MemoryLedger:
                     f"is now {state}; nothing was stored"
                 )
 
-    def _new_item(self, write: MemoryWrite) -> tuple[MemoryItem, NewKey]:
+    def _new_item(self, write: MemoryWrite, change: SetChange) -> tuple[MemoryItem, NewKey]:
         item_id = uuid4()
         field_name = "content" if write.kind == "turn" else "value"
         sealed, key = self._log.seal_new(item_id, 1, {field_name: write.text})
@@ -274,6 +285,8 @@ class MemoryLedger:
             key_generation=1,
             sealed=sealed,
             flags=content_flags(write.text),
+            cardinality=change.cardinality,
+            replaces=list(change.replaces),
         )
         return item, key
 

@@ -46,6 +46,13 @@ def forget(
     subject: Annotated[str | None, typer.Option(help="With --predicate: all versions.")] = None,
     predicate: Annotated[str | None, typer.Option()] = None,
     which: Annotated[str, typer.Option(help="all | current | previous (predicate)")] = "all",
+    value: Annotated[
+        str | None,
+        typer.Option(
+            help="With --subject/--predicate: only the item with this value (case and "
+            "spacing ignored; never recorded)."
+        ),
+    ] = None,
     turn_id: Annotated[str | None, typer.Option(help="Everything from this turn.")] = None,
     session_id: Annotated[str | None, typer.Option(help="Everything from this session.")] = None,
     tool_call_id: Annotated[str | None, typer.Option()] = None,
@@ -79,6 +86,8 @@ def forget(
         fail(InvalidWrite("--resume takes no scope: it retries the recorded one"), as_json)
     if which != "all" and kinds != ["predicate"]:
         fail(InvalidWrite("--which applies to --subject/--predicate scopes only"), as_json)
+    if value is not None and kinds != ["predicate"]:
+        fail(InvalidWrite("--value applies to --subject/--predicate scopes only"), as_json)
     if resume is None and len(kinds) != 1:
         fail(
             InvalidWrite(
@@ -107,6 +116,7 @@ def forget(
             }
             if kinds[0] == "predicate":
                 scope["which"] = which
+                scope["value"] = value
             scope = {k: v for k, v in scope.items() if v not in (None, [])}
             report = ledger.forget_scope(scope, dry_run=dry_run)
         emit(as_json, report.to_dict(), lambda: _print_request(report))

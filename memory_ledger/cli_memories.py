@@ -25,6 +25,7 @@ from memory_ledger.cli_common import (
     out,
 )
 from memory_ledger.errors import InvalidWrite
+from memory_ledger.views import Remembered
 
 
 @app.command()
@@ -48,6 +49,14 @@ def remember(
     consent_ref: Annotated[str | None, typer.Option()] = None,
     expires_at: Annotated[str | None, typer.Option(help="ISO-8601 time with zone.")] = None,
     basis: Annotated[str, typer.Option(help="session|consent|contract|indefinite")] = "indefinite",
+    mode: Annotated[
+        str | None,
+        typer.Option(help="Facts: add | replace (default: by the predicate's cardinality)."),
+    ] = None,
+    replaces: Annotated[
+        list[str] | None,
+        typer.Option("--replaces", help="Facts: id of a set member to replace (repeatable)."),
+    ] = None,
     from_json: Annotated[
         str | None, typer.Option("--from-json", help="A JSON write (or a list), '-' for stdin.")
     ] = None,
@@ -83,6 +92,8 @@ def remember(
                 "consent_ref": consent_ref,
             },
             "retention": {"basis": basis, "expires_at": expires_at},
+            "mode": mode,
+            "replaces": replaces or None,
         }
         writes = [{k: v for k, v in write.items() if v is not None}]
     with open_ledger(namespace, data_dir, url, as_json) as ledger:
@@ -90,8 +101,16 @@ def remember(
         emit(
             as_json,
             [vars(s) for s in stored],
-            lambda: [out.print(f"remembered {s.kind} [bold]{s.item_id}[/]") for s in stored],
+            lambda: [out.print(_remembered_line(s)) for s in stored],
         )
+
+
+def _remembered_line(stored: Remembered) -> str:
+    line = f"remembered {stored.kind} [bold]{stored.item_id}[/]"
+    if stored.cardinality == "many":
+        replaced = len(stored.replaces)
+        line += f" (many-valued: replaced {replaced} member(s))" if replaced else " (added to set)"
+    return line
 
 
 @app.command()

@@ -42,6 +42,8 @@ class MemoryItem(Aggregate):
         key_generation: int,
         sealed: str,
         flags: list[str] | None = None,
+        cardinality: str | None = None,
+        replaces: list[str] | None = None,
     ) -> None:
         self.namespace = namespace
         self.kind = kind
@@ -63,6 +65,11 @@ class MemoryItem(Aggregate):
         self.sealed: str | None = sealed
         #: Codes about the content decided at write time (e.g. `instruction_like`): clear.
         self.flags = list(flags or [])
+        #: Facts: `one` or `many`, decided at write time from the policy, and the ids of
+        #: the set members this fact replaces (memory_ledger/cardinality.py). Absent
+        #: (None) in events written before cardinality existed: they behave as `one`.
+        self.cardinality = cardinality
+        self.replaces = list(replaces or [])
         self.suppressed = False
         self.erased = False
 

@@ -151,7 +151,7 @@ class ForgetRequests:
             if parsed.kind != "item":
                 raise
         with self.service.engine.connect() as conn:
-            resolution = resolve(conn, namespace, parsed)
+            resolution = resolve(conn, namespace, parsed, self.service.log)
         if parsed.kind == "item":  # already-erased items stay in scope: a retry is harmless
             resolution = _with_erased_items(resolution, parsed)
         request_id = f"req-{uuid.uuid4().hex[:16]}"

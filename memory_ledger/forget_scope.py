@@ -5,19 +5,27 @@ catalog projection), and it never widens a scope silently: "my previous address"
 two previous addresses is answered with `needs_clarification` and the candidates.
 Items derived from a target (an inference, a consolidation) and the transcript turns a
 target was taken from are added as `cascaded`: they carry the same content.
+
+One scope needs content to resolve: a predicate scope with a `value` ("forget that I
+visited Bergen", one member of a set). Its value is compared with the items' values
+decrypted from the event log (never a projection), in memory only; it is never
+recorded: the ledger, the report and the logs learn only that a value filter was used.
 """
 
 from __future__ import annotations
 
 import json
+import unicodedata
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import model_validator
+from pydantic import Field, model_validator
 from sqlalchemy import Connection, select
 
+from memory_ledger.event_log import ERASED
 from memory_ledger.write_policy import (
+    MAX_VALUE_BYTES,
     AwareDatetime,
     Identifier,
     Sensitivity,
@@ -27,6 +35,9 @@ from memory_ledger.write_policy import (
 )
 from projections.catalog import catalog
 from projections.facts import facts
+
+if TYPE_CHECKING:
+    from memory_ledger.event_log import EventLog
 
 ScopeKind = Literal[
     "item", "predicate", "source", "category", "sensitivity", "time_range", "namespace"
@@ -48,6 +59,9 @@ class ForgetScope(StrictModel):
     sensitivity: Sensitivity | None = None
     since: AwareDatetime | None = None
     until: AwareDatetime | None = None
+    #: Predicate scopes only: the one item whose value this is. Content: kept out of
+    #: repr, and never recorded (`ledger_parameters` says only `value_filter: true`).
+    value: Annotated[str | None, Field(repr=False)] = None
 
     @model_validator(mode="after")
     def _parameters_match_kind(self) -> ForgetScope:
@@ -69,6 +83,16 @@ class ForgetScope(StrictModel):
                 raise ValueError("time_range: since must be before until")
         if self.which != "all" and self.kind != "predicate":
             raise ValueError("'which' applies to predicate scopes only")
+        if self.value is not None:
+            if self.kind != "predicate":
+                raise ValueError("'value' applies to predicate scopes only")
+            if self.which != "all":
+                raise ValueError("'value' and 'which' cannot be combined: the value names the item")
+            if not self.value.strip():
+                raise ValueError("value must not be empty")
+            size = len(self.value.encode("utf-8"))
+            if size > MAX_VALUE_BYTES:
+                raise ValueError(f"value is {size} bytes; the limit is {MAX_VALUE_BYTES} bytes")
         return self
 
     def ledger_parameters(self) -> dict[str, Any]:
@@ -87,6 +111,8 @@ class ForgetScope(StrictModel):
                 out[name] = getattr(self, name)
         if self.kind == "predicate":
             out["which"] = self.which
+        if self.value is not None:
+            out["value_filter"] = True  # that one was used; never the value
         if self.item_ids:
             out["item_ids"] = [str(i) for i in self.item_ids]
         for name in ("since", "until"):
@@ -118,9 +144,19 @@ class Resolution:
     history: list[str] = field(default_factory=list)
 
 
-def resolve(conn: Connection, namespace: str, scope: ForgetScope) -> Resolution:
-    """The explicit target set for a scope within one namespace."""
-    if scope.kind == "predicate" and scope.which != "all":
+def resolve(
+    conn: Connection, namespace: str, scope: ForgetScope, log: EventLog | None = None
+) -> Resolution:
+    """The explicit target set for a scope within one namespace. `log` is needed by a
+    scope with a value, which is compared with the items' values read from the log."""
+    if scope.value is not None:
+        if log is None:
+            raise ValueError("a scope with a value is resolved against the event log")
+        found = _with_value(conn, log, namespace, scope)
+        if found.status != "resolved":
+            return found
+        targets, history = found.targets, []
+    elif scope.kind == "predicate" and scope.which != "all":
         found = _versions_of(conn, namespace, scope)
         if found.status != "resolved" or not found.targets:
             return found
@@ -191,6 +227,66 @@ def _matching_versions(
         elif any(hits):
             history.append(item_id)
     return sorted(targets), sorted(history)
+
+
+def normalized(text: str) -> str:
+    """How a value filter is compared: Unicode NFC, case folded, runs of white space as
+    one space, no leading or trailing space."""
+    folded = unicodedata.normalize("NFC", unicodedata.normalize("NFC", text).casefold())
+    return " ".join(folded.split())
+
+
+def _with_value(conn: Connection, log: EventLog, namespace: str, scope: ForgetScope) -> Resolution:
+    """The item of the subject and predicate whose current value is the scope's value.
+    Every item that is not erased is compared (current, in conflict or superseded,
+    suppressed or not), on its value read from the log. Two or more matches are asked
+    about, by id and validity, rather than all erased."""
+    assert scope.value is not None
+    c = catalog.c
+    rows = conn.execute(
+        select(c.item_id, c.valid_from).where(
+            c.namespace == namespace,
+            c.subject == scope.subject,
+            c.predicate == scope.predicate,
+            c.kind.in_(("fact", "preference")),
+        )
+    ).all()
+    wanted = normalized(scope.value)
+    keys = log.keys_for([r.item_id for r in rows])
+    matched = []
+    for row in rows:
+        item = log.get(UUID(row.item_id))
+        if item.erased or item.namespace != namespace:
+            continue
+        fields = log.open_fields(keys, row.item_id, item.key_generation, item.sealed)
+        if fields is ERASED:
+            continue
+        value = fields.get("value")  # type: ignore[union-attr]
+        if value is not None and normalized(value) == wanted:
+            matched.append(row)
+    if not matched:
+        return Resolution("nothing_matched")
+    if len(matched) == 1:
+        return Resolution("resolved", [matched[0].item_id])
+    ends = _valid_to(conn, [r.item_id for r in matched])
+    candidates = [
+        Candidate(r.item_id, r.valid_from, ends.get(r.item_id))
+        for r in sorted(matched, key=lambda r: (r.valid_from, r.item_id))
+    ]
+    return Resolution("needs_clarification", candidates=candidates)
+
+
+def _valid_to(conn: Connection, item_ids: list[str]) -> dict[str, str | None]:
+    """Each fact's end of validity, from its newest version (preferences have none)."""
+    f = facts.c
+    rows = conn.execute(
+        select(f.item_id, f.version, f.valid_to).where(f.item_id.in_(item_ids))
+    ).all()
+    newest: dict[str, tuple[int, str | None]] = {}
+    for item_id, version, valid_to in rows:
+        if item_id not in newest or version > newest[item_id][0]:
+            newest[item_id] = (version, valid_to)
+    return {item_id: valid_to for item_id, (_, valid_to) in newest.items()}
 
 
 def _versions_of(conn: Connection, namespace: str, scope: ForgetScope) -> Resolution:

@@ -157,7 +157,7 @@ RefusalReason = Literal[
 
 _SCOPE_PARAMETERS: dict[str, tuple[str, ...]] = {
     "item": ("item_ids",),
-    "predicate": ("subject", "predicate", "which"),
+    "predicate": ("subject", "predicate", "which", "value_filter"),
     "source": ("turn_id", "session_id", "tool_call_id"),
     "category": ("category",),
     "sensitivity": ("sensitivity",),
@@ -188,6 +188,9 @@ class LedgerScope(_Payload):
     until: Timestamp | None = None
     spans: Count | None = None  # a redaction: how many spans, never which
     fields: tuple[Literal["value", "content"], ...] | None = None
+    #: A predicate scope narrowed to one item by its value. Only that a value was given
+    #: is recorded, never the value: it is the content being forgotten.
+    value_filter: Literal[True] | None = None
 
     @model_validator(mode="after")
     def _parameters_fit_kind(self) -> LedgerScope:

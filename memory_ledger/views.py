@@ -12,6 +12,10 @@ class Remembered:
     version: int
     kind: str
     position: int
+    #: Facts: the predicate's cardinality as recorded (`one`/`many`), and the ids of the
+    #: set members this fact replaced. None and () for preferences and turns.
+    cardinality: str | None = None
+    replaces: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -138,6 +138,11 @@ class MemoryWrite(StrictModel):
     strength: Fraction | None = None
     valid_from: AwareDatetime | None = None
     valid_to: AwareDatetime | None = None
+    #: Facts only: join the predicate's set (`add`) or replace (`replace`); None takes
+    #: the predicate's cardinality (one: replace, many: add). See memory_ledger/cardinality.py.
+    mode: Literal["add", "replace"] | None = None
+    #: Facts only: the members of a many-valued predicate this value replaces.
+    replaces: tuple[UUID, ...] = ()
 
     @model_validator(mode="after")
     def _kind_rules(self) -> MemoryWrite:
@@ -164,6 +169,10 @@ class MemoryWrite(StrictModel):
         expires = self.retention.expires_at
         if expires is not None and expires <= self.provenance.written_at:
             raise ValueError("retention.expires_at must be after provenance.written_at")
+        if self.kind != "fact" and (self.mode is not None or self.replaces):
+            raise ValueError("mode and replaces apply to facts only")
+        if self.mode == "add" and self.replaces:
+            raise ValueError("mode 'add' replaces nothing: drop replaces, or use mode 'replace'")
         return self
 
     @property

@@ -10,6 +10,15 @@ A newcomer is compared with every live (current or conflict) fact of its key:
 - equal authority and equal valid_from cannot be decided: both become `conflict`;
 - if a fact of equal authority is later, the newcomer is history (superseded);
 - otherwise, if a more authoritative fact exists, the newcomer is a `conflict`.
+This is the rule for a predicate with one current value: the newcomer's event says
+`cardinality: "one"`, or nothing (events written before cardinality existed).
+
+A newcomer of a many-valued predicate (`cardinality: "many"`) is a member of a set: it
+is current, it supersedes exactly the live facts its event `replaces` names (ids decided
+at write time, memory_ledger/cardinality.py), and it leaves every other fact of its key
+as it is. Nothing about it is looked up in the policy: a rebuild after a policy change
+equals the view before it.
+
 Each pair's outcome depends only on the pair, so the result is independent of the order
 in which rows are visited.
 """
@@ -154,6 +163,15 @@ class FactsProjection(Projection):
         rivals = [
             r for r in same_key if r["status"] in LIVE_STATUSES and r["item_id"] not in batch.purged
         ]
+        if a.get("cardinality") == "many":  # a set member: replaces only what it names
+            replaced = set(a.get("replaces") or ())
+            for other in rivals:
+                if other["item_id"] in replaced:
+                    other["status"] = "superseded"
+                    other["valid_to"] = max(since, other["valid_from"])
+            batch.add(new)
+            same_key.append(new)
+            return
         later_peers = []
         for other in rivals:
             other_rank = AUTHORITY[other["origin"]]

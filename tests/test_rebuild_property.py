@@ -2,11 +2,14 @@
 
 Incremental application uses random batch sizes and random catch-up points, so batch
 boundaries fall everywhere; erasures and redactions make some content unreadable during
-the rebuild, which is exactly when a rebuild could diverge.
+the rebuild, which is exactly when a rebuild could diverge. `visited` is many-valued
+(a set: members are added, replaced by id, or the whole set replaced), `city` is
+one-valued.
 """
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -23,7 +26,7 @@ from memory_ledger.errors import InvalidTransition, InvalidWrite
 from memory_ledger.principal import Principal
 from projections.runner import ProjectionRunner
 
-PREDICATES = ["city", "seat"]
+PREDICATES = ["city", "seat", "visited"]
 ORIGINS = ["explicit", "observed", "inferred"]
 WORDS = ["alpha one", "beta two"]
 
@@ -41,8 +44,23 @@ item_op = st.tuples(
     st.integers(0, 6),
     st.sampled_from(WORDS),
 )
+member_op = st.tuples(  # a set member that replaces another member, or the whole set
+    st.just("member"),
+    st.sampled_from(["replace_one", "replace_all"]),
+    st.integers(0, 20),
+    st.sampled_from(ORIGINS),
+    st.integers(0, 6),
+    st.sampled_from(WORDS),
+)
 operations = st.lists(
-    st.one_of(remember_op, remember_op, item_op, st.just(("catch_up",)), st.just(("catch_up",))),
+    st.one_of(
+        remember_op,
+        remember_op,
+        item_op,
+        member_op,
+        st.just(("catch_up",)),
+        st.just(("catch_up",)),
+    ),
     min_size=1,
     max_size=30,
 )
@@ -65,6 +83,17 @@ def _apply(
             else:
                 write = turn(word, at=later(day))
             ids.append(ledger.remember(write).item_id)
+        elif name == "member":
+            _, how, index, origin, day, word = op
+            write = fact("visited", word, origin=origin, at=later(day))
+            members = [i for i in ids if ledger.get(i).predicate == "visited"] or ids
+            if how == "replace_all":
+                write["mode"] = "replace"
+            elif members:
+                write["replaces"] = [members[index % len(members)]]
+            # refused when the named item is no live member (replaced, erased, a turn)
+            with contextlib.suppress(InvalidWrite):
+                ids.append(ledger.remember(write).item_id)
         elif ids:
             _, index, day, word = op
             target = ids[index % len(ids)]
