@@ -283,7 +283,7 @@ def test_packaged_defaults() -> None:
         ("[cardinality\n", "is not valid TOML"),
         ("[cardinalty]\nmany = ['visited']\n", "cardinalty: Extra inputs are not permitted"),
         ("[cardinality]\ndefault = 'several'\n", "cardinality.default: Input should be"),
-        ("[cardinality]\nmany = ['lives in']\n", "cardinality.many.0: String should match"),
+        ("[cardinality]\nmany = ['lives in']\n", "cardinality.many.0: not an identifier"),
         ("[cardinality]\none = ['pet']\nmany = ['pet']\n", "listed as both one and many: pet"),
         ("[cardinality]\nmany = 'visited'\n", "cardinality.many: Input should be a valid"),
     ],
