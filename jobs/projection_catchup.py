@@ -7,16 +7,52 @@ Reads call `catch_up()` themselves, so this job is about freshness for other rea
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
-
-from apscheduler.schedulers.background import BackgroundScheduler
+from typing import TYPE_CHECKING
 
 from memory_ledger.api import MemoryService
-from memory_ledger.errors import MemoryLedgerError
+from memory_ledger.errors import InvalidWrite, MemoryLedgerError
+
+if TYPE_CHECKING:  # imported when a scheduler starts: the CLI reads the bounds below
+    from apscheduler.schedulers.background import BackgroundScheduler
 
 log = logging.getLogger("memory_ledger.jobs")
+
+# The schedule's bounds, in seconds. A negative or zero interval made the scheduler
+# spin (and grow) without end; every bound here is checked before anything starts.
+MIN_INTERVAL = 0.05
+MAX_INTERVAL = 3600.0
+MAX_DURATION = 30 * 24 * 3600.0  # without a duration, run until stopped
+MIN_CONSOLIDATE_EVERY = 1.0
+MAX_CONSOLIDATE_EVERY = 24 * 3600.0
+
+
+def check_schedule(
+    interval: object, duration: object = None, consolidate_every: object = None
+) -> None:
+    """Refuse a schedule outside its bounds, or given as anything but a real number
+    (bools, NaN and infinities included), with an InvalidWrite; nothing is started."""
+    _seconds("interval", interval, MIN_INTERVAL, MAX_INTERVAL)
+    if duration is not None:
+        _seconds("duration", duration, 0.0, MAX_DURATION, above_low=True)
+    if consolidate_every is not None:
+        _seconds(
+            "consolidate_every", consolidate_every, MIN_CONSOLIDATE_EVERY, MAX_CONSOLIDATE_EVERY
+        )
+
+
+def _seconds(name: str, value: object, low: float, high: float, above_low: bool = False) -> None:
+    bound = f"more than {low:.10g}" if above_low else f"at least {low:.10g}"
+    wanted = f"{name} must be a number of seconds, {bound} and at most {high:.10g}"
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidWrite(f"{wanted}, not {type(value).__name__}; nothing was started")
+    number = float(value)
+    too_low = number <= low if above_low else number < low
+    if not math.isfinite(number) or too_low or number > high:
+        raise InvalidWrite(f"{wanted}; nothing was started")
 
 
 def start_catchup_scheduler(
@@ -29,6 +65,9 @@ def start_catchup_scheduler(
 
     One instance at a time and coalescing: a slow run is never run twice at once.
     """
+    check_schedule(interval, None, consolidate_every)
+    from apscheduler.schedulers.background import BackgroundScheduler
+
     from jobs.file_vacuum import ratio_from_env, vacuum_fragmented
     from jobs.verification_window import close_elapsed_windows, window_from_env
 
@@ -51,7 +90,7 @@ def start_catchup_scheduler(
             max_instances=1,
             coalesce=True,
         )
-    if consolidate_every:
+    if consolidate_every is not None:
         from jobs.consolidation import Consolidator
 
         scheduler.add_job(
@@ -99,6 +138,7 @@ def run_catchup_job(
     duration: float | None,
     consolidate_every: float | None = None,
 ) -> None:
+    check_schedule(interval, duration, consolidate_every)
     stop = threading.Event()
     scheduler = start_catchup_scheduler(service, interval, consolidate_every)
     log.info("projection catch-up every %ss", interval)

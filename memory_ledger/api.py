@@ -22,7 +22,7 @@ from sqlalchemy import func, select
 from memory_ledger.cardinality import SetChange
 from memory_ledger.cardinality import decide as decide_cardinality
 from memory_ledger.config import Settings
-from memory_ledger.context import Context, context_mac, served
+from memory_ledger.context import MAX_RECALL_LIMIT, Context, context_mac, served
 from memory_ledger.context import build as build_context
 from memory_ledger.context import parse_request as parse_context_request
 from memory_ledger.context_cache import ContextCache
@@ -387,11 +387,15 @@ class MemoryLedger:
         and for facts only the current version (conflicts are returned, marked)."""
         for name, value in (("subject", subject), ("predicate", predicate), ("category", category)):
             if value is not None:
+                if not isinstance(value, str):
+                    raise InvalidWrite(f"invalid {name}: a str, not {type(value).__name__}")
                 _validate_identifier(name, value)
-        if kind is not None and kind not in KINDS:
-            raise InvalidWrite(f"unknown kind {kind!r}; expected one of {', '.join(KINDS)}")
-        if limit < 1:
-            raise InvalidWrite("limit must be at least 1")
+        if kind is not None and (not isinstance(kind, str) or kind not in KINDS):
+            raise InvalidWrite(f"unknown kind; expected one of {', '.join(KINDS)}")
+        if isinstance(limit, bool) or not isinstance(limit, int):
+            raise InvalidWrite(f"limit must be an int, not {type(limit).__name__}")
+        if not 1 <= limit <= MAX_RECALL_LIMIT:
+            raise InvalidWrite(f"limit must be from 1 to {MAX_RECALL_LIMIT}")
         self.service.runner.catch_up()
         now = _iso(datetime.now(UTC))
         out: list[Memory] = []

@@ -1,13 +1,24 @@
-"""What every `memory-ledger` command shares: the app, its options, opening a store
-and printing results. The commands live in cli_memories, cli_forget and cli_ops."""
+"""What every `memory-ledger` command shares: the app, its options, opening a store,
+reading JSON input and printing results. The commands live in cli_memories, cli_forget
+and cli_ops.
+
+Two rules hold for everything here. Input is bounded before it is parsed: JSON by size
+and nesting depth, numbers by range and type (a clear exit 2, never a traceback). And
+what is printed for a person never reaches the terminal raw: memory content may hold
+control characters, escape sequences or bidi overrides, and `terminal_safe` shows them
+as visible escapes in every human table and line (`--json` output stays exact).
+"""
 
 from __future__ import annotations
 
 import json
+import math
+import re
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -18,7 +29,7 @@ from rich.text import Text
 from memory_ledger.api import MemoryLedger, MemoryService
 from memory_ledger.config import DATA_DIR_ENV, URL_ENV
 from memory_ledger.crypto import DEV_KEY_FILE, MASTER_KEY_ENV
-from memory_ledger.errors import MemoryLedgerError
+from memory_ledger.errors import InvalidWrite, MemoryLedgerError
 from memory_ledger.principal import Principal
 from memory_ledger.views import Memory
 
@@ -52,13 +63,175 @@ Namespace = Annotated[
 ]
 
 
-def fail(exc: MemoryLedgerError, as_json: bool) -> None:
+# -- what reaches a terminal ---------------------------------------------------------
+
+# C0 controls (ESC starts CSI and OSC sequences; NUL, BEL, BS, CR, LF and TAB included:
+# they can rewrite or fake a line), DEL, C1 controls (U+009B is a one-byte CSI), the
+# bidirectional controls (U+202E and its kin reorder what a person reads), line and
+# paragraph separators, and lone surrogates (not encodable: printing one crashes).
+_UNSAFE = re.compile(
+    r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]"
+)
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _visible(match: re.Match[str]) -> str:
+    ch = match.group()
+    code = ord(ch)
+    return _NAMED.get(ch) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+
+
+def terminal_safe(value: object) -> str:
+    """The text of `value` with every character that could drive or deceive a terminal
+    shown as a visible escape (ESC as `\\x1b`, U+202E as `\\u202e`, a newline as
+    `\\n`). The one sanitiser of human output: every table cell and printed line that
+    can carry stored or user-given text goes through it."""
+    return _UNSAFE.sub(_visible, str(value))
+
+
+def shown(value: object, style: str = "") -> Text:
+    """A table cell or line of text: sanitised, and never read as rich markup."""
+    return Text(terminal_safe(value), style=style)
+
+
+def markup_safe(value: object) -> str:
+    """A value to interpolate into a rich markup string: sanitised and escaped."""
+    return escape(terminal_safe(value))
+
+
+# What json.dumps(ensure_ascii=False) leaves raw of the above: it escapes C0 controls
+# itself (and the newlines and spaces it adds between tokens must stay as they are).
+_UNSAFE_IN_JSON = re.compile(
+    r"[\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]"
+)
+
+
+def _json_escape(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
+
+
+def dump_json(data: Any, indent: int | None = None) -> str:
+    """JSON for `--json`: exact data, and still safe on a terminal. The DEL, C1 and bidi
+    controls and lone surrogates that json.dumps leaves raw (they only occur inside
+    strings) are written as \\u escapes, which decode to the same string."""
+    text = json.dumps(data, indent=indent, default=str, ensure_ascii=False)
+    return _UNSAFE_IN_JSON.sub(_json_escape, text)
+
+
+def fail(exc: MemoryLedgerError, as_json: bool) -> NoReturn:
     if as_json:
         problems = getattr(exc, "problems", [])
-        print(json.dumps({"error": str(exc), "type": type(exc).__name__, "problems": problems}))
+        print(dump_json({"error": str(exc), "type": type(exc).__name__, "problems": problems}))
     else:
-        err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+        err.print(f"[bold red]error:[/] {markup_safe(exc)}", highlight=False)
     raise typer.Exit(exc.exit_code)
+
+
+# -- what comes in --------------------------------------------------------------------
+
+MAX_JSON_BYTES = 16 * 1024 * 1024
+MAX_JSON_DEPTH = 32  # a write is 4 deep (a list, a write, derived_from, a reference)
+MAX_INT_DIGITS = 30  # any count or version fits; int() of a huge literal is slow
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
+
+
+def read_json_input(source: str) -> Any:
+    """Read JSON from a file, or stdin for `-`: at most MAX_JSON_BYTES, UTF-8, nested at
+    most MAX_JSON_DEPTH deep, strict JSON (no NaN or Infinity, no repeated key in an
+    object). Anything else is an InvalidWrite that says why; nothing was stored."""
+    try:
+        if source == "-":
+            raw = sys.stdin.buffer.read(MAX_JSON_BYTES + 1)
+        else:
+            with Path(source).open("rb") as handle:
+                raw = handle.read(MAX_JSON_BYTES + 1)
+    except OSError as exc:
+        raise _unreadable(f"{source}: {exc.strerror or exc}") from None
+    if len(raw) > MAX_JSON_BYTES:
+        raise _unreadable(f"it is larger than {MAX_JSON_BYTES} bytes")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        where = f"byte {raw[exc.start]:#04x} at offset {exc.start}"
+        raise _unreadable(f"it is not UTF-8 ({where})") from None
+    _check_depth(text)
+    try:
+        return json.loads(
+            text,
+            parse_constant=_no_constant,
+            parse_float=_finite_float,
+            parse_int=_short_int,
+            object_pairs_hook=_unique_keys,
+        )
+    except RecursionError:  # unreachable after _check_depth; kept as a last line
+        raise _unreadable(f"it is nested deeper than {MAX_JSON_DEPTH} levels") from None
+    except ValueError as exc:  # JSONDecodeError and the hooks below
+        raise _unreadable(str(exc)) from None
+
+
+def _unreadable(why: str) -> InvalidWrite:
+    return InvalidWrite(f"cannot read the JSON write: {why}; nothing was stored")
+
+
+def _check_depth(text: str) -> None:
+    """Refuse deep nesting before the parser recurses into it. Brackets inside strings
+    do not count; the scan stops at the first level too many."""
+    depth = 0
+    for bracket in _NOT_BRACKETS.sub("", _JSON_STRING.sub("", text)):
+        if bracket in "[{":
+            depth += 1
+            if depth > MAX_JSON_DEPTH:
+                raise _unreadable(f"it is nested deeper than {MAX_JSON_DEPTH} levels")
+        else:
+            depth -= 1
+
+
+def _no_constant(name: str) -> NoReturn:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _short_int(literal: str) -> int:
+    if len(literal.removeprefix("-")) > MAX_INT_DIGITS:
+        raise ValueError(f"an integer has more than {MAX_INT_DIGITS} digits")
+    return int(literal)
+
+
+def _finite_float(literal: str) -> float:
+    value = float(literal)
+    if not math.isfinite(value):
+        raise ValueError(f"number {literal[:20]} is out of range")
+    return value
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in found:  # which value would count is a guess: refuse instead
+            raise ValueError(f"key {json.dumps(key)[:80]} appears twice in one object")
+        found[key] = value
+    return found
+
+
+def whole_number(low: int, high: int) -> Callable[[str | int], int]:
+    """The parser of every integer option (`typer.Option(parser=whole_number(1, 1000))`):
+    ASCII digits only (no 1.0, 1e3, 1_000 or fullwidth digits), from `low` to `high`.
+    Anything else is a usage error (exit 2), before any store is opened."""
+
+    def parse(value: str | int) -> int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            number = value  # the option's default
+        else:
+            text = str(value).strip()
+            digits = text.removeprefix("-")
+            if not (digits.isascii() and digits.isdigit()) or len(digits) > 30:
+                raise typer.BadParameter(f"expected a whole number from {low} to {high}")
+            number = int(text)
+        if not low <= number <= high:
+            raise typer.BadParameter(f"{number} is not in the range {low} to {high}")
+        return number
+
+    return parse
 
 
 @contextmanager
@@ -70,7 +243,7 @@ def open_service(data_dir: Path | None, url: str | None, as_json: bool) -> Itera
     if service.dev_key_created:
         err.print(
             f"[yellow]warning:[/] no {MASTER_KEY_ENV} set; generated a development master key "
-            f"at {escape(str(service.settings.data_dir / DEV_KEY_FILE))}. A key stored beside "
+            f"at {markup_safe(service.settings.data_dir / DEV_KEY_FILE)}. A key stored beside "
             "the data does not protect it at rest: set the variable in production.",
             highlight=False,
         )
@@ -96,25 +269,25 @@ def open_ledger(
 
 def emit(as_json: bool, data: Any, human: Callable[[], None]) -> None:
     if as_json:
-        print(json.dumps(data, indent=2, default=str, ensure_ascii=False))
+        print(dump_json(data, indent=2))
     else:
         human()
 
 
 def memories_table(memories: list[Memory], title: str) -> Table:
-    table = Table(title=escape(title), show_lines=False)
+    table = Table(title=shown(title), show_lines=False)
     for column in ("id", "kind", "subject", "predicate", "text", "origin", "status", "valid from"):
         table.add_column(column, overflow="fold")
     for m in memories:
-        text = Text(m.text) if m.text is not None else Text("ERASED", style="dim")
+        text = shown(m.text) if m.text is not None else shown("ERASED", style="dim")
         table.add_row(
-            m.item_id[:8],
-            m.kind,
-            Text(m.subject),
-            Text(m.predicate),
+            shown(m.item_id[:8]),
+            shown(m.kind),
+            shown(m.subject),
+            shown(m.predicate),
             text,
-            m.origin,
-            m.status,
-            (m.valid_from or "")[:19],
+            shown(m.origin),
+            shown(m.status),
+            shown((m.valid_from or "")[:19]),
         )
     return table

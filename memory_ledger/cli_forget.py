@@ -3,13 +3,12 @@ map and the lifecycle ledger's audit."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 from rich.table import Table
-from rich.text import Text
 
 from memory_ledger.cli_common import (
     DataDir,
@@ -19,9 +18,11 @@ from memory_ledger.cli_common import (
     app,
     emit,
     fail,
+    markup_safe,
     open_ledger,
     open_service,
     out,
+    shown,
 )
 from memory_ledger.errors import InvalidWrite
 from memory_ledger.forget_requests import RequestReport
@@ -148,33 +149,36 @@ def redact(
 
 
 def _print_request(report: RequestReport) -> None:
-    out.print(f"request [bold]{report.request_id}[/]: {escape(report.status)}")
+    out.print(
+        f"request [bold]{markup_safe(report.request_id)}[/]: {markup_safe(report.status)}"
+    )
     if report.targets or report.cascaded or report.mentions:
         table = Table("item", "why")
         redaction = report.scope.get("kind") == "redaction"
+        named = "named: spans removed, rest kept" if redaction else "in scope"
         for item in report.targets:
-            table.add_row(item, "named: spans removed, rest kept" if redaction else "in scope")
+            table.add_row(shown(item), named)
         for item in report.cascaded:
             why = "derived from or carrying a target"
-            table.add_row(item, why + (": spans removed, rest kept" if redaction else ""))
+            table.add_row(shown(item), why + (": spans removed, rest kept" if redaction else ""))
         for item in report.mentions:
-            table.add_row(item, "repeats a target's value: redacted, kept")
+            table.add_row(shown(item), "repeats a target's value: redacted, kept")
         out.print(table)
     if report.candidates:
         table = Table("candidate item", "valid from", "valid to")
         for c in report.candidates:
-            table.add_row(c.item_id, c.valid_from, c.valid_to or "")
+            table.add_row(shown(c.item_id), shown(c.valid_from), shown(c.valid_to or ""))
         out.print(table)
     if report.receipts:
         table = Table("store", "action", "status", "evidence")
         for r in report.receipts:
-            status = "ok" if r.status == "ok" else f"[red]{escape(r.status)}[/]"
+            status = shown(r.status, style="" if r.status == "ok" else "red")
             evidence = ", ".join(f"{k}={v}" for k, v in r.evidence.items())
-            table.add_row(r.store, r.action, status, Text(evidence))
+            table.add_row(shown(r.store), shown(r.action), status, shown(evidence))
         out.print(table)
     if report.residue_scan:
-        out.print(Text(f"byte scan: {report.residue_scan}"))
-    out.print(Text(report.message))
+        out.print(shown(f"byte scan: {report.residue_scan}"))
+    out.print(shown(report.message))
 
 
 @app.command()
@@ -197,11 +201,11 @@ def requests(data_dir: DataDir = None, url: Url = None, as_json: Json = False) -
             table = Table("request", "namespace", "scope", "targets", "status")
             for d in data:
                 table.add_row(
-                    d["request_id"],
-                    d["namespace"],
-                    d["scope"].get("kind", ""),
-                    str(d["targets"]),
-                    d["status"],
+                    shown(d["request_id"]),
+                    shown(d["namespace"]),
+                    shown(d["scope"].get("kind", "")),
+                    shown(d["targets"]),
+                    shown(d["status"]),
                 )
             out.print(table)
 
@@ -239,7 +243,7 @@ def stores(data_dir: DataDir = None, url: Url = None, as_json: Json = False) -> 
         def human() -> None:
             table = Table("store", "holds")
             for d in data:
-                table.add_row(d["store"], Text(d["holds"]))
+                table.add_row(shown(d["store"]), shown(d["holds"]))
             out.print(table)
 
         emit(as_json, data, human)
@@ -262,17 +266,19 @@ def audit_verify(
     """Recompute the ledger's hash chain; any tampering makes this fail."""
     pinned = None
     if anchor is not None:
-        seq, _, digest = anchor.partition(":")
-        if not seq.isdigit() or len(digest) != 64:
+        # ASCII digits only ("²".isdigit() is true, and int() refuses it), and no more
+        # of them than a sequence number can have.
+        found = re.fullmatch(r"([0-9]{1,18}):([0-9a-fA-F]{64})", anchor.strip())
+        if found is None:
             fail(InvalidWrite("--anchor must be SEQ:HASH as printed by an earlier run"), as_json)
-        pinned = (int(seq), digest)
+        pinned = (int(found[1]), found[2].lower())
     with open_service(data_dir, url, as_json) as service:
         result = service.ledger.verify(pinned)
 
         def human() -> None:
             verdict = "[green]intact[/]" if result.ok else "[red]BROKEN[/]"
-            out.print(f"lifecycle ledger {verdict}: {escape(result.explanation)}")
-            out.print(Text(f"anchor for the next audit: {result.head_seq}:{result.head_hash}"))
+            out.print(f"lifecycle ledger {verdict}: {markup_safe(result.explanation)}")
+            out.print(shown(f"anchor for the next audit: {result.head_seq}:{result.head_hash}"))
 
         emit(as_json, asdict(result), human)
         if not result.ok:

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import json
-import sys
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
-from rich.text import Text
+from rich.table import Table
 
 from memory_ledger.cli_common import (
     DataDir,
@@ -18,11 +14,22 @@ from memory_ledger.cli_common import (
     Namespace,
     Url,
     app,
+    dump_json,
     emit,
     fail,
+    markup_safe,
     memories_table,
     open_ledger,
     out,
+    read_json_input,
+    shown,
+    whole_number,
+)
+from memory_ledger.context import (
+    MAX_CONTEXT_LIMIT,
+    MAX_RECALL_LIMIT,
+    MAX_TOKEN_BUDGET,
+    MIN_TOKEN_BUDGET,
 )
 from memory_ledger.errors import InvalidWrite
 from memory_ledger.views import Remembered
@@ -67,10 +74,9 @@ def remember(
     """Store a memory. Validated before anything is written; refused writes change nothing."""
     if from_json is not None:
         try:
-            raw = sys.stdin.read() if from_json == "-" else Path(from_json).read_text()
-            payload = json.loads(raw)
-        except (OSError, ValueError) as exc:
-            fail(InvalidWrite(f"cannot read the JSON write: {exc}; nothing was stored"), as_json)
+            payload = read_json_input(from_json)
+        except InvalidWrite as exc:
+            fail(exc, as_json)
         writes = payload if isinstance(payload, list) else [payload]
     else:
         write: dict[str, Any] = {
@@ -106,7 +112,7 @@ def remember(
 
 
 def _remembered_line(stored: Remembered) -> str:
-    line = f"remembered {stored.kind} [bold]{stored.item_id}[/]"
+    line = f"remembered {markup_safe(stored.kind)} [bold]{markup_safe(stored.item_id)}[/]"
     if stored.cardinality == "many":
         replaced = len(stored.replaces)
         line += f" (many-valued: replaced {replaced} member(s))" if replaced else " (added to set)"
@@ -120,7 +126,14 @@ def recall(
     predicate: Annotated[str | None, typer.Option()] = None,
     kind: Annotated[str | None, typer.Option()] = None,
     category: Annotated[str | None, typer.Option()] = None,
-    limit: Annotated[int, typer.Option()] = 100,
+    limit: Annotated[
+        int,
+        typer.Option(
+            parser=whole_number(1, MAX_RECALL_LIMIT),
+            metavar="N",
+            help=f"At most this many memories, 1 to {MAX_RECALL_LIMIT}.",
+        ),
+    ] = 100,
     data_dir: DataDir = None,
     url: Url = None,
     as_json: Json = False,
@@ -141,13 +154,27 @@ def recall(
 def context(
     namespace: Namespace,
     query: Annotated[str, typer.Argument(help="What the turn is about.")],
-    budget: Annotated[int, typer.Option(help="Token budget for the returned context.")] = 800,
+    budget: Annotated[
+        int,
+        typer.Option(
+            parser=whole_number(MIN_TOKEN_BUDGET, MAX_TOKEN_BUDGET),
+            metavar="TOKENS",
+            help=f"Token budget, {MIN_TOKEN_BUDGET} to {MAX_TOKEN_BUDGET}.",
+        ),
+    ] = 800,
     kind: Annotated[list[str] | None, typer.Option(help="fact, preference, turn.")] = None,
     category: Annotated[str | None, typer.Option()] = None,
     workspace: Annotated[str | None, typer.Option(help="Preference scope in effect.")] = None,
     task: Annotated[str | None, typer.Option(help="Preference scope in effect.")] = None,
     session: Annotated[str | None, typer.Option(help="Preference scope in effect.")] = None,
-    limit: Annotated[int, typer.Option()] = 20,
+    limit: Annotated[
+        int,
+        typer.Option(
+            parser=whole_number(1, MAX_CONTEXT_LIMIT),
+            metavar="N",
+            help=f"At most this many items, 1 to {MAX_CONTEXT_LIMIT}.",
+        ),
+    ] = 20,
     rank: Annotated[str, typer.Option(help="hybrid, vector or keyword.")] = "hybrid",
     for_turn: Annotated[
         str | None, typer.Option(help="Record what was served on this turn (ids + MAC).")
@@ -172,10 +199,16 @@ def context(
         )
 
         def human() -> None:
-            out.print(Text(built.render() or "(nothing relevant)"))
+            # One line per item, each sanitised: a newline inside a memory is shown as
+            # \n, so no memory can fake another item's label.
+            for item in built.items:
+                out.print(shown(item.render()))
+            if not built.items:
+                out.print("(nothing relevant)")
             out.print(
                 f"[dim]{len(built.items)} item(s), {built.tokens}/{built.token_budget} tokens, "
-                f"{built.omitted} over budget; ranked {built.rank}, embedder {built.embedder}[/]"
+                f"{built.omitted} over budget; ranked {markup_safe(built.rank)}, "
+                f"embedder {markup_safe(built.embedder)}[/]"
             )
 
         emit(as_json, built.to_dict(), human)
@@ -212,7 +245,21 @@ def show(
     """Read one item straight from the log (ERASED once its key is destroyed)."""
     with open_ledger(namespace, data_dir, url, as_json) as ledger:
         state = ledger.get(item_id)
-        emit(as_json, state.to_dict(), lambda: out.print(state))
+        emit(as_json, state.to_dict(), lambda: out.print(_fields_table(state.to_dict())))
+
+
+def _fields_table(fields: dict[str, Any]) -> Table:
+    """One item, field by field; nested values as compact JSON. Every cell sanitised."""
+    table = Table("field", "value", show_header=False)
+    for name, value in fields.items():
+        if value is None and name == "text":
+            cell = shown("ERASED", style="dim")
+        elif isinstance(value, dict | list):
+            cell = shown(dump_json(value))
+        else:
+            cell = shown(value)
+        table.add_row(shown(name), cell)
+    return table
 
 
 @app.command()
@@ -225,11 +272,14 @@ def summary(
 
         def human() -> None:
             if found is None:
-                out.print(f"no summary for {escape(ledger.namespace)}: nothing live to summarise")
+                out.print(
+                    f"no summary for {markup_safe(ledger.namespace)}: nothing live to summarise"
+                )
                 return
-            out.print(Text(found.text))
+            for line in found.text.split("\n"):
+                out.print(shown(line))
             out.print(
-                f"[dim]{len(found.inputs)} input(s); summarizer {escape(found.summarizer)}[/]"
+                f"[dim]{len(found.inputs)} input(s); summarizer {markup_safe(found.summarizer)}[/]"
             )
 
         emit(as_json, None if found is None else found.to_dict(), human)
@@ -265,7 +315,7 @@ def update(
         emit(
             as_json,
             {"item_id": item_id, "version": version},
-            lambda: out.print(f"updated {escape(item_id)} to version {version}"),
+            lambda: out.print(shown(f"updated {item_id} to version {version}")),
         )
 
 
@@ -284,7 +334,7 @@ def suppress(
         emit(
             as_json,
             {"item_id": item_id, "version": version, "suppressed": True},
-            lambda: out.print(f"suppressed {escape(item_id)} (data kept; use forget to delete)"),
+            lambda: out.print(shown(f"suppressed {item_id} (data kept; use forget to delete)")),
         )
 
 
@@ -302,5 +352,5 @@ def unsuppress(
         emit(
             as_json,
             {"item_id": item_id, "version": version, "suppressed": False},
-            lambda: out.print(f"unsuppressed {escape(item_id)}"),
+            lambda: out.print(shown(f"unsuppressed {item_id}")),
         )

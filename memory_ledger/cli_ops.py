@@ -12,6 +12,15 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from jobs.projection_catchup import (
+    MAX_CONSOLIDATE_EVERY,
+    MAX_DURATION,
+    MAX_INTERVAL,
+    MIN_CONSOLIDATE_EVERY,
+    MIN_INTERVAL,
+    check_schedule,
+    run_catchup_job,
+)
 from memory_ledger.cli_common import (
     DataDir,
     Json,
@@ -75,17 +84,39 @@ def rebuild(
 
 @app.command()
 def run(
-    interval: Annotated[float, typer.Option(help="Seconds between catch-ups.")] = 1.0,
-    duration: Annotated[float | None, typer.Option(help="Stop after this many seconds.")] = None,
+    interval: Annotated[
+        float,
+        typer.Option(
+            min=MIN_INTERVAL,
+            max=MAX_INTERVAL,
+            help=f"Seconds between catch-ups, {MIN_INTERVAL:.10g} to {MAX_INTERVAL:.10g}.",
+        ),
+    ] = 1.0,
+    duration: Annotated[
+        float | None,
+        typer.Option(
+            min=0.0,
+            max=MAX_DURATION,
+            help=f"Stop after this many seconds (more than 0, at most {MAX_DURATION:.10g}).",
+        ),
+    ] = None,
     consolidate_every: Annotated[
-        float | None, typer.Option(help="Also run consolidation every N seconds.")
+        float | None,
+        typer.Option(
+            min=MIN_CONSOLIDATE_EVERY,
+            max=MAX_CONSOLIDATE_EVERY,
+            help="Also run consolidation every N seconds, "
+            f"{MIN_CONSOLIDATE_EVERY:.10g} to {MAX_CONSOLIDATE_EVERY:.10g}.",
+        ),
     ] = None,
     data_dir: DataDir = None,
     url: Url = None,
 ) -> None:
     """Keep projections caught up (and consolidate new turns) on a schedule (APScheduler)."""
-    from jobs.projection_catchup import run_catchup_job
-
+    try:  # typer checks the ranges; this also refuses NaN and a zero duration
+        check_schedule(interval, duration, consolidate_every)
+    except InvalidWrite as exc:
+        fail(exc, False)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("apscheduler").setLevel(logging.WARNING)  # not two lines per tick
     with open_service(data_dir, url, False) as service:

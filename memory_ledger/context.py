@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import Field, StringConstraints, model_validator
+from pydantic import Field, Strict, StringConstraints, model_validator
 from sqlalchemy import Connection, select
 
 from memory_ledger.errors import InvalidWrite
@@ -48,6 +48,12 @@ if TYPE_CHECKING:
     from memory_ledger.api import MemoryLedger
 
 MAX_QUERY_CHARS = 2000
+ITEM_OVERHEAD_TOKENS = 8  # the label and separators each item costs in the rendering
+# The bounds of the two read requests, one place for the API and the CLI's options.
+MIN_TOKEN_BUDGET = ITEM_OVERHEAD_TOKENS + 1
+MAX_TOKEN_BUDGET = 200_000
+MAX_CONTEXT_LIMIT = 200
+MAX_RECALL_LIMIT = 10_000  # MemoryLedger.recall; consolidation reads turns with it
 RRF_K = 60  # the usual reciprocal-rank-fusion constant: damps the head of each list
 # A vector hit counts only if it is at least this similar, and at least half as similar
 # as the best hit: exact search always returns a nearest item, related or not, and a
@@ -56,22 +62,25 @@ MIN_SIMILARITY = 0.05
 RELATIVE_FLOOR = 0.5
 RECENCY_DAYS = 90.0
 STALE_AFTER_DAYS = 365
-ITEM_OVERHEAD_TOKENS = 8  # the label and separators each item costs in the rendering
 
 Trust = Literal["explicit", "observed", "inferred", "stale"]
+# Strict: a number must be an int (not a bool, a float or a numeric string), text must
+# be a str (not bytes). Nothing at this boundary is coerced.
+Count = Annotated[int, Strict()]
+Name = Annotated[Identifier, Strict()]
 
 
 class ContextRequest(StrictModel):
     """A recall for one turn. `extra="forbid"`: naming a namespace is refused."""
 
-    query: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
-    token_budget: Annotated[int, Field(ge=ITEM_OVERHEAD_TOKENS + 1, le=200_000)] = 800
+    query: Annotated[str, Strict(), StringConstraints(strip_whitespace=True, min_length=1)]
+    token_budget: Annotated[Count, Field(ge=MIN_TOKEN_BUDGET, le=MAX_TOKEN_BUDGET)] = 800
     kinds: tuple[Kind, ...] = ()
-    category: Identifier | None = None
-    workspace: Identifier | None = None
-    task: Identifier | None = None
-    session: Identifier | None = None
-    limit: Annotated[int, Field(ge=1, le=200)] = 20
+    category: Name | None = None
+    workspace: Name | None = None
+    task: Name | None = None
+    session: Name | None = None
+    limit: Annotated[Count, Field(ge=1, le=MAX_CONTEXT_LIMIT)] = 20
     rank: Literal["hybrid", "vector", "keyword"] = "hybrid"
 
     @model_validator(mode="after")

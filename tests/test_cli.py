@@ -352,3 +352,110 @@ def test_audit_verify_with_an_anchor(where: list[str]) -> None:
     assert code == 9 and "BROKEN" in output
     code, output = cli("audit", "verify", *where, "--anchor", "nonsense")
     assert code == 2
+
+
+@pytest.mark.parametrize(
+    ("command", "option", "value", "bound"),
+    [
+        ("recall", "--limit", "0", "1 to 10000"),
+        ("recall", "--limit", "10001", "1 to 10000"),
+        ("recall", "--limit", "99999999999999999999", "1 to 10000"),
+        ("recall", "--limit", "1.5", "whole number"),
+        ("recall", "--limit", "1e3", "whole number"),
+        ("context", "--limit", "201", "1 to 200"),
+        ("context", "--budget", "8", "9 to 200000"),
+        ("context", "--budget", "800.0", "whole number"),
+    ],
+)
+def test_number_options_are_bounded_whole_numbers(
+    where: list[str], command: str, option: str, value: str, bound: str
+) -> None:
+    query = ["city"] if command == "context" else []
+    code, output = cli(command, *NS, *where, option, value, *query)
+    assert code == 2 and option in output and bound in " ".join(output.split())
+    assert "Traceback" not in output
+
+
+def test_number_options_accept_their_bounds(where: list[str]) -> None:
+    remember(where, "--kind", "fact", "--subject", "user", "--predicate", "city", "--value", "X")
+    assert cli("recall", *NS, *where, "--limit", "10000", "--json")[0] == 0
+    assert cli("context", *NS, *where, "--limit", "200", "--budget", "200000", "city")[0] == 0
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        (b"[" * 5000 + b"]" * 5000, "nested deeper than 32 levels"),
+        (b'{"value": "\xff"}', "not UTF-8 (byte 0xff at offset 11)"),
+        (b'{"kind": "fact", "kind": "turn"}', 'key "kind" appears twice'),
+        (b'{"confidence": NaN}', "NaN is not a JSON number"),
+        (b'{"confidence": 1e999}', "out of range"),
+        (b'{"version": ' + b"9" * 40 + b"}", "more than 30 digits"),
+        (b'{"kind": ', "Expecting value"),
+    ],
+)
+def test_unreadable_json_writes_are_refused(
+    where: list[str], tmp_path: Path, raw: bytes, reason: str
+) -> None:
+    source = tmp_path / "write.json"
+    source.write_bytes(raw)
+    for args in (["--from-json", str(source)], ["--from-json", "-"]):
+        result = runner.invoke(
+            app, ["remember", *NS, *where, *args], input=raw, env={"COLUMNS": "240"}
+        )
+        assert result.exit_code == 2, result.output
+        assert reason in result.output and "nothing was stored" in result.output
+    assert json.loads(cli("status", *where, "--json")[1])["events"] == 0
+
+
+def test_json_writes_larger_than_the_limit_are_refused(
+    where: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("memory_ledger.cli_common.MAX_JSON_BYTES", 64)
+    source = tmp_path / "big.json"
+    source.write_text(json.dumps({"value": "x" * 100}))
+    code, output = cli("remember", *NS, *where, "--from-json", str(source))
+    assert code == 2 and "larger than 64 bytes" in output
+
+
+def test_terminal_escapes_in_memories_are_shown_not_obeyed(where: list[str]) -> None:
+    # (No NUL here: on PostgreSQL it cannot reach a projection; see test_boundary_fuzz.)
+    evil = "Hang\x1b[2J\x1b]0;owned\x07zhou\u202etxt.exe\x9b31m\nfake row\x08"
+    item = remember(
+        where, "--kind", "fact", "--subject", "user", "--predicate", "city", "--value", evil
+    )
+    shown = "Hang\\x1b[2J\\x1b]0;owned\\x07zhou\\u202etxt.exe\\x9b31m\\nfake row\\x08"
+    for args in (
+        ["recall", *NS, *where],
+        ["history", *NS, *where, item],
+        ["show", *NS, *where, item],
+        ["context", *NS, *where, "Hangzhou city"],
+        ["summary", *NS, *where],
+    ):
+        code, output = cli(*args)
+        assert code == 0, output
+        for raw in ("\x1b", "\x07", "\x08", "\u202e", "\x9b"):
+            assert raw not in output, (args[0], raw)
+    code, output = cli("show", *NS, *where, item)
+    assert shown in output
+    code, output = cli("recall", *NS, *where, "--json")
+    assert json.loads(output)[0]["text"] == evil  # exact in JSON
+    assert "\u202e" not in output and "\x9b" not in output  # as \u escapes
+
+
+def test_run_refuses_an_unbounded_schedule(where: list[str]) -> None:
+    for schedule in (
+        ["--interval", "-1", "--duration", "1"],
+        ["--interval", "0", "--duration", "1"],
+        ["--interval", "nan"],
+        ["--duration", "0"],
+        ["--consolidate-every", "0", "--duration", "1"],
+    ):
+        code, output = cli("run", *where, *schedule)
+        assert code == 2 and "Traceback" not in output, (schedule, output)
+
+
+def test_audit_anchor_with_odd_digits_is_refused(where: list[str]) -> None:
+    for anchor in ("²:" + "0" * 64, "1" * 40 + ":" + "0" * 64, "1:" + "g" * 64):
+        code, output = cli("audit", "verify", *where, "--anchor", anchor)
+        assert code == 2 and "--anchor must be SEQ:HASH" in output
