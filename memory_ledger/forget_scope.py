@@ -24,6 +24,7 @@ from pydantic import Field, model_validator
 from sqlalchemy import Connection, select
 
 from memory_ledger.event_log import ERASED
+from memory_ledger.identifiers import ItemId
 from memory_ledger.write_policy import (
     MAX_VALUE_BYTES,
     AwareDatetime,
@@ -39,6 +40,9 @@ from projections.facts import facts
 if TYPE_CHECKING:
     from memory_ledger.event_log import EventLog
 
+#: Items one request may name: a whole user is a namespace scope, not a list of ids.
+MAX_SCOPE_ITEMS = 10_000
+
 ScopeKind = Literal[
     "item", "predicate", "source", "category", "sensitivity", "time_range", "namespace"
 ]
@@ -48,7 +52,7 @@ class ForgetScope(StrictModel):
     """One explicit scope. Exactly the parameters of its kind must be given."""
 
     kind: ScopeKind
-    item_ids: tuple[UUID, ...] = ()
+    item_ids: Annotated[tuple[ItemId, ...], Field(max_length=MAX_SCOPE_ITEMS)] = ()
     subject: Identifier | None = None
     predicate: Identifier | None = None
     which: Literal["all", "current", "previous"] = "all"

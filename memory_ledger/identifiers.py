@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from typing import Annotated, Any
+from uuid import UUID
 
 from pydantic import BeforeValidator
 
@@ -58,3 +59,18 @@ def check_namespace(value: Any) -> str:
 
 Identifier = Annotated[str, BeforeValidator(check_identifier)]
 Namespace = Annotated[str, BeforeValidator(check_namespace)]
+
+
+def check_item_id(value: Any) -> UUID:
+    """An item id: a UUID, or its text form. Not 16 raw bytes, not an int."""
+    if isinstance(value, UUID):
+        return value
+    if isinstance(value, str):
+        try:
+            return UUID(value)
+        except ValueError:
+            pass
+    raise ValueError("not an item id: a UUID such as 6f1c0e4e-0b7a-4d43-9d51-8d0c1b1f0a11")
+
+
+ItemId = Annotated[UUID, BeforeValidator(check_item_id)]

@@ -446,6 +446,8 @@ class LifecycleLedger:
         sql = f"SELECT {COLUMNS} FROM {self._db.table}"
         params: tuple[Any, ...] = ()
         if request_id is not None:
+            if not is_identifier(request_id):
+                return []  # no request has such an id: the ledger only records identifiers
             sql += f" WHERE request_id = {self._db.param}"
             params = (request_id,)
         with self._lock, self._guard("read"):

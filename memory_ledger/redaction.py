@@ -20,12 +20,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Annotated, Literal
-from uuid import UUID
 
 from pydantic import Field, StrictStr, model_validator
 
 from memory_ledger.domain import MemoryItem
 from memory_ledger.event_log import EventLog
+from memory_ledger.identifiers import ItemId
 from memory_ledger.keystore import KeyDestruction
 from memory_ledger.mentions import MentionPattern
 from memory_ledger.write_policy import MAX_VALUE_BYTES, StrictModel
@@ -40,7 +40,7 @@ Span = Annotated[StrictStr, Field(min_length=1)]
 class RedactionRequest(StrictModel):
     """Items of the caller's namespace, and either spans to remove or whole fields."""
 
-    item_ids: Annotated[tuple[UUID, ...], Field(min_length=1, max_length=MAX_ITEMS)]
+    item_ids: Annotated[tuple[ItemId, ...], Field(min_length=1, max_length=MAX_ITEMS)]
     spans: Annotated[tuple[Span, ...], Field(max_length=MAX_SPANS)] = ()
     fields: tuple[Literal["value", "content"], ...] = ()
 
@@ -51,6 +51,8 @@ class RedactionRequest(StrictModel):
         for span in self.spans:
             if not span.strip():
                 raise ValueError("a span must not be blank")
+            if "\x00" in span:
+                raise ValueError("a span must not contain NUL (U+0000)")
             if len(span.encode("utf-8")) > MAX_VALUE_BYTES:
                 raise ValueError(f"a span is at most {MAX_VALUE_BYTES} bytes")
         if len(set(self.item_ids)) != len(self.item_ids):

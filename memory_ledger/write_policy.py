@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from typing import Annotated, Any, Literal, TypeVar
-from uuid import UUID
 
 from pydantic import (
     BaseModel,
@@ -23,7 +22,7 @@ from pydantic import (
 )
 
 from memory_ledger.errors import InvalidWrite
-from memory_ledger.identifiers import IDENTIFIER_PATTERN, Identifier
+from memory_ledger.identifiers import IDENTIFIER_PATTERN, Identifier, ItemId
 from memory_ledger.times import AwareDatetime, canonical_time
 
 __all__ = [  # the identifier and time types are defined once, and re-exported here
@@ -111,7 +110,7 @@ class Redaction(StrictModel):
 class DerivedRef(StrictModel):
     """An input of a derived item, pinned to the version that was read."""
 
-    item_id: UUID
+    item_id: ItemId
     version: Annotated[int, Field(strict=True, ge=1, le=2**31 - 1)]
 
     def event_data(self) -> dict[str, Any]:
@@ -142,7 +141,7 @@ class MemoryWrite(StrictModel):
     #: the predicate's cardinality (one: replace, many: add). See memory_ledger/cardinality.py.
     mode: Literal["add", "replace"] | None = None
     #: Facts only: the members of a many-valued predicate this value replaces.
-    replaces: tuple[UUID, ...] = ()
+    replaces: tuple[ItemId, ...] = ()
 
     @model_validator(mode="after")
     def _kind_rules(self) -> MemoryWrite:
@@ -208,6 +207,8 @@ class MemoryUpdate(StrictModel):
 def _check_size(name: str, text: str, limit: int) -> None:
     if not text.strip():
         raise ValueError(f"{name} must not be empty")
+    if "\x00" in text:  # no text column of PostgreSQL can hold it, nor should a memory
+        raise ValueError(f"{name} must not contain NUL (U+0000)")
     size = len(text.encode("utf-8"))
     if size > limit:
         raise ValueError(f"{name} is {size} bytes; the limit is {limit} bytes")
