@@ -19,6 +19,7 @@ from uuid import UUID, uuid4
 from pydantic import TypeAdapter, ValidationError
 from sqlalchemy import func, select
 
+from memory_ledger import consistency
 from memory_ledger.cardinality import SetChange
 from memory_ledger.cardinality import decide as decide_cardinality
 from memory_ledger.config import Settings
@@ -57,7 +58,7 @@ from memory_ledger.write_policy import (
 )
 from projections.facts import facts
 from projections.preferences import preferences
-from projections.runner import ProjectionRunner, make_engine
+from projections.runner import ProjectionRunner, make_engine, refuse_damaged_projections
 from projections.summaries import SummariesProjection
 from projections.transcripts import transcripts
 from projections.vector_index import VECTORS_DIR, VectorIndex
@@ -72,6 +73,7 @@ class MemoryService:
     def __init__(
         self, settings: Settings, master: MasterKey | None = None, embedder: Embedder | None = None
     ) -> None:
+        refuse_damaged_projections(settings)  # with its repair, before a generic refusal
         settings.check_reachable()
         embedder = embedder or load_embedder()  # a bad setting fails before anything opens
         self.policy = load_policy(settings.data_dir)  # so does a bad policy.toml
@@ -91,6 +93,13 @@ class MemoryService:
                 except Exception:
                     self.log.close()
                     raise
+            try:  # an empty ledger beside tombstones: refuse to serve (see consistency)
+                consistency.check_ledger_present(self.log, self.ledger)
+            except Exception:
+                self.ledger.close()
+                self.engine.dispose()
+                self.log.close()
+                raise
         except Exception:
             if self.dev_key_created:  # a failed open leaves no key behind
                 (settings.data_dir / DEV_KEY_FILE).unlink(missing_ok=True)
@@ -111,10 +120,12 @@ class MemoryService:
     def for_principal(self, principal: Principal) -> MemoryLedger:
         return MemoryLedger(self, principal)
 
-    def status(self) -> dict[str, Any]:
+    def status(self, *, check_consistency: bool = True) -> dict[str, Any]:
+        """Counts and positions, and (unless `check_consistency` is False) the check of
+        the log, the key store and the ledger against each other (`consistency.check`)."""
         events = self.log.max_position()
         vectors = self.vectors.status()  # local to this host: its files, not the database
-        return {
+        info = {
             "backend": self.settings.backend,
             "location": self.settings.describe(),
             "events": events,
@@ -122,6 +133,10 @@ class MemoryService:
             "projections": [vars(s) for s in self.runner.status()],
             "vector_index": {**vectors, "behind": max(0, events - vectors["position"])},
         }
+        if check_consistency:
+            report = consistency.check(self.log, self.ledger, self.settings)
+            info["consistency"] = report.to_dict()
+        return info
 
     def rebuild(self, names: Sequence[str] | None = None) -> int:
         replayed = self.runner.rebuild(names)

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
+from sqlalchemy import select
 
 from jobs.projection_catchup import (
     MAX_CONSOLIDATE_EVERY,
@@ -21,22 +22,42 @@ from jobs.projection_catchup import (
     check_schedule,
     run_catchup_job,
 )
+from memory_ledger import consistency
+from memory_ledger.api import MemoryService
 from memory_ledger.cli_common import (
     DataDir,
     Json,
     Url,
     app,
     emit,
+    err,
     fail,
     open_service,
     out,
 )
-from memory_ledger.errors import InvalidWrite
+from memory_ledger.config import Settings
+from memory_ledger.crypto import load_master_key
+from memory_ledger.errors import (
+    IntegrityError,
+    InvalidWrite,
+    MemoryLedgerError,
+    ProjectionsDamaged,
+)
+from memory_ledger.event_log import EventLog
+from memory_ledger.ledger import LifecycleLedger
+from projections.base import metadata
+from projections.runner import (
+    all_projections,
+    discard_damaged_projections,
+    projections_damage,
+    turns_cited_by_consolidation,
+)
 
 
 @app.command()
 def status(data_dir: DataDir = None, url: Url = None, as_json: Json = False) -> None:
-    """Backend, event count and how far each projection and the vector index have caught up."""
+    """Backend, event count, how far each projection and the vector index have caught
+    up, and the consistency check of the log, the key store and the ledger."""
     with open_service(data_dir, url, as_json) as service:
         info = service.status()
 
@@ -55,6 +76,8 @@ def status(data_dir: DataDir = None, url: Url = None, as_json: Json = False) -> 
                 str(vectors["behind"]),
             )
             out.print(table)
+            _print_vector_discards(vectors["discarded"])
+            _print_consistency(info["consistency"])
 
         emit(as_json, info, human)
 
@@ -67,19 +90,45 @@ def rebuild(
     as_json: Json = False,
 ) -> None:
     """Drop projections and replay the whole log into them (without --projection, the
-    vector index too, re-embedding every live item)."""
+    vector index too, re-embedding every live item). A damaged projections file is
+    discarded first (overwritten and removed), and said so."""
+    known = [p.name for p in all_projections()]
+    unknown = sorted(set(projection or []) - set(known))
+    if unknown:
+        fail(InvalidWrite(f"unknown projection(s) {unknown}; known: {known}"), as_json)
+    try:
+        discarded = discard_damaged_projections(Settings.resolve(data_dir, url))
+    except MemoryLedgerError as exc:
+        fail(exc, as_json)
     with open_service(data_dir, url, as_json) as service:
-        known = [p.name for p in service.runner.projections]
-        unknown = sorted(set(projection or []) - set(known))
-        if unknown:
-            fail(InvalidWrite(f"unknown projection(s) {unknown}; known: {known}"), as_json)
         replayed = service.rebuild(projection)
+        restored = _restore_consolidated_turns(service) if discarded else 0
         rebuilt = projection or [*known, "vector_index"]  # all of them: the vectors too
-        emit(
-            as_json,
-            {"replayed": replayed, "projections": rebuilt},
-            lambda: out.print(f"rebuilt {', '.join(rebuilt)} from {replayed} events"),
-        )
+        found = consistency.check(service.log, service.ledger, service.settings)
+        data = {
+            "replayed": replayed,
+            "projections": rebuilt,
+            "discarded": [vars(d) for d in discarded],
+            "consolidated_turns_restored": restored,
+            "vector_index_discarded": list(service.vectors.discarded),
+            "consistency": found.to_dict(),
+        }
+
+        def human() -> None:
+            for d in discarded:
+                out.print(
+                    Text(
+                        f"discarded the damaged projections database {d.path} ({d.reason}): "
+                        f"{d.files} file(s) overwritten and removed"
+                    )
+                )
+                if restored:
+                    out.print(Text(f"restored {restored} consolidated turn id(s) from the log"))
+            _print_vector_discards(data["vector_index_discarded"])
+            out.print(f"rebuilt {', '.join(rebuilt)} from {replayed} events")
+            _print_consistency(data["consistency"], quiet_when_ok=True)
+
+        emit(as_json, data, human)
 
 
 @app.command()
@@ -193,3 +242,213 @@ def check(
 
     emit(as_json, results_json(results), human)
     raise typer.Exit(0 if all_passed(results) else 1)
+
+
+@app.command()
+def doctor(
+    repair_key_check: Annotated[
+        bool,
+        typer.Option(
+            "--repair-key-check",
+            help="Write the master-key check again, after proving the key opens stored keys.",
+        ),
+    ] = False,
+    acknowledge_ledger_loss: Annotated[
+        bool,
+        typer.Option(
+            "--acknowledge-ledger-loss",
+            help="Record in the ledger that its entries for unexplained tombstones are lost.",
+        ),
+    ] = False,
+    close_verification: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--close-verification",
+            help="Record a request's verification window as closed (its fingerprints are lost).",
+        ),
+    ] = None,
+    by: Annotated[
+        str | None,
+        typer.Option("--by", help="Who acknowledges a loss (recorded); default: the OS user."),
+    ] = None,
+    data_dir: DataDir = None,
+    url: Url = None,
+    as_json: Json = False,
+) -> None:
+    """Check the event log, the key store and the lifecycle ledger against each other,
+    explain every problem and how to repair it. Exits 10 when a problem is found, 0 when
+    none. The repair options change the store; without them nothing is changed."""
+    settings = Settings.resolve(data_dir, url)
+    repaired: list[str] = []
+    findings: list[dict[str, Any]] = []
+    notes: list[str] = []
+    checked: dict[str, Any] = {}
+    try:
+        if repair_key_check:
+            repaired.append(_repair_key_check(settings))
+        if acknowledge_ledger_loss:
+            repaired.append(_acknowledge_ledger_loss(settings, by))
+        damage = projections_damage(settings)
+    except MemoryLedgerError as exc:
+        fail(exc, as_json)
+    if damage is not None:
+        findings.append(_open_finding("projections_damaged", damage, "memory-ledger rebuild"))
+    service = None
+    try:
+        service = MemoryService(settings)
+    except ProjectionsDamaged:
+        pass  # reported above, from the same check
+    except IntegrityError as exc:
+        findings.append(_open_finding(exc.code, str(exc), exc.repair))
+        notes.append("the store refuses to open until this is repaired; run doctor again after")
+    except MemoryLedgerError as exc:
+        fail(exc, as_json)
+    if service is not None:
+        try:
+            for request_id in close_verification or []:
+                repaired.append(_close_lost_window(service, request_id))
+            report = consistency.check(service.log, service.ledger, settings, chain=True)
+            findings.extend(f.to_dict() for f in report.findings)
+            checked = report.to_dict()["checked"]
+            for reason in service.vectors.status()["discarded"]:
+                notes.append(
+                    f"the vector index's files were discarded ({reason}); it is rebuilt from "
+                    "the log at the next catch-up (or `memory-ledger rebuild`)"
+                )
+        except MemoryLedgerError as exc:
+            fail(exc, as_json)
+        finally:
+            service.close()
+    data = {
+        "ok": not findings,
+        "location": settings.describe(),
+        "problems": sum(f["count"] for f in findings),
+        "findings": findings,
+        "repaired": repaired,
+        "notes": notes,
+        "checked": checked,
+    }
+
+    def human() -> None:
+        out.print(Text(f"memory-ledger doctor: {settings.describe()}"))
+        for line in repaired:
+            out.print(Text(f"repaired: {line}"))
+        for f in findings:
+            out.print(Text(f"PROBLEM {f['code']} ({f['count']})", style="bold red"))
+            out.print(Text(f"  what: {f['explanation']}"))
+            ids = f["item_ids"] or f["request_ids"]
+            if ids:
+                more = f" … and {f['count'] - len(ids)} more" if f["count"] > len(ids) else ""
+                label = "items" if f["item_ids"] else "requests"
+                out.print(Text(f"  {label}: {', '.join(ids)}{more}"))
+            if f["repair"]:
+                out.print(Text(f"  repair: {f['repair']}"))
+        for note in notes:
+            out.print(Text(f"note: {note}"))
+        if findings:
+            out.print(Text(f"{data['problems']} problem(s) found", style="bold red"))
+        else:
+            out.print(Text(f"no problems found: {_checked_summary(checked)}, ledger chain intact"))
+
+    emit(as_json, data, human)
+    raise typer.Exit(IntegrityError.exit_code if findings else 0)
+
+
+# -- shared by status, rebuild and doctor --------------------------------------------------
+
+
+def _checked_summary(checked: dict[str, Any]) -> str:
+    return (
+        f"{checked.get('items', 0)} items ({checked.get('erased', 0)} erased), "
+        f"{checked.get('key_rows', 0)} key rows, {checked.get('ledger_entries', 0)} ledger entries"
+    )
+
+
+def _print_consistency(info: dict[str, Any], *, quiet_when_ok: bool = False) -> None:
+    if info["ok"]:
+        if not quiet_when_ok:
+            out.print(Text(f"consistency: ok ({_checked_summary(info['checked'])})"))
+        return
+    found = ", ".join(f"{f['code']} ({f['count']})" for f in info["findings"])
+    err.print(
+        Text(
+            f"warning: the consistency check found {info['problems']} problem(s): {found}; "
+            "run `memory-ledger doctor` for what they mean and how to repair them"
+        ),
+        style="yellow",
+    )
+
+
+def _print_vector_discards(reasons: list[str]) -> None:
+    for reason in reasons:
+        err.print(
+            Text(
+                f"warning: the vector index's files were discarded ({reason}); it is rebuilt "
+                "from the log"
+            ),
+            style="yellow",
+        )
+
+
+def _open_finding(code: str, explanation: str, repair: str) -> dict[str, Any]:
+    """A problem that keeps the store from opening, in the shape of a Finding's dict."""
+    return consistency.Finding(code, repair=repair, detail=explanation).to_dict()
+
+
+def _open_log(settings: Settings, *, repair_key_check: bool = False) -> EventLog:
+    settings.check_reachable()
+    master, _ = load_master_key(settings.data_dir, allow_dev_key=False)
+    with settings.schema_lock():
+        return EventLog(settings, master, repair_key_check=repair_key_check)
+
+
+def _repair_key_check(settings: Settings) -> str:
+    log = _open_log(settings, repair_key_check=True)
+    log.close()
+    return log.key_check_repaired or "the master-key check is present and matches: nothing to do"
+
+
+def _acknowledge_ledger_loss(settings: Settings, by: str | None) -> str:
+    log = _open_log(settings)
+    try:
+        with LifecycleLedger(settings) as ledger:
+            done = consistency.acknowledge_ledger_loss(log, ledger, settings, by)
+    finally:
+        log.close()
+    if done is None:
+        return "every tombstone in the log is explained by the ledger: nothing to acknowledge"
+    return (
+        f"recorded {done.request_id} in the ledger: {done.tombstones_unexplained} tombstone(s) "
+        f"up to log position {done.log_position} have no ledger entries"
+        + (" (the ledger was empty)" if done.ledger_was_empty else "")
+    )
+
+
+def _close_lost_window(service: MemoryService, request_id: str) -> str:
+    report = consistency.check(service.log, service.ledger, service.settings)
+    lost = {r for f in report.findings if f.code == "fingerprints_missing" for r in f.request_ids}
+    if request_id not in lost:
+        raise InvalidWrite(
+            f"request {request_id} has no lost fingerprints: its verification window is "
+            "closed by `memory-ledger run` once it has elapsed; nothing was changed"
+        )
+    consistency.close_lost_verification(service.ledger, request_id)
+    return f"recorded the verification window of {request_id} as closed (fingerprints lost)"
+
+
+def _restore_consolidated_turns(service: MemoryService) -> int:
+    """After a discarded projections file: the consolidation job's list of turns it has
+    read went with it; restore it from the log, so that conclusions that were erased or
+    suppressed are not derived again from their turns."""
+    from jobs.consolidation import consolidated
+
+    turns = turns_cited_by_consolidation(service.log)
+    if not turns:
+        return 0
+    metadata.create_all(service.engine, tables=[consolidated])
+    with service.engine.begin() as conn:
+        known = set(conn.execute(select(consolidated.c.item_id)).scalars())
+        new = [{"item_id": t} for t in turns if t not in known]
+        if new:
+            conn.execute(consolidated.insert(), new)
+    return len(new)

@@ -72,9 +72,45 @@ class IndexMismatch(ConfigurationError):
     """
 
 
-class ProjectionMismatch(MemoryLedgerError):
+class MissingKey(CorruptKeyEntry):
+    """An item that was never erased has no usable key in the key store: its key row is
+    gone, or was destroyed without a tombstone. Not the same as an erased item, whose
+    destroyed key row remains: its content cannot be read, and that is not passed off as
+    an erasure. `memory-ledger doctor` explains the repair."""
+
+
+class IntegrityError(MemoryLedgerError):
+    """The stores disagree in a way no operation of memory-ledger produces (a row or a
+    file was deleted or replaced by hand, or restored from another backup). Nothing is
+    served until an operator repairs it; `memory-ledger doctor` says how."""
+
+    exit_code = 10
+
+    def __init__(self, message: str, code: str = "integrity", repair: str = "") -> None:
+        super().__init__(message)
+        self.code = code
+        self.repair = repair
+
+
+class KeyCheckMissing(IntegrityError):
+    """The master-key check row is gone from a store that holds data, so an offered
+    master key cannot be told right from wrong; it is not accepted unchecked."""
+
+
+class LedgerMissing(IntegrityError):
+    """The lifecycle ledger is empty (deleted, or replaced by a new one) beside an event
+    log that holds tombstones it no longer explains."""
+
+
+class ProjectionsDamaged(BackendUnavailable):
+    """The projections database is not a readable SQLite file. It holds only what the
+    log can rebuild: `memory-ledger rebuild` discards it and replays the log."""
+
+
+class ProjectionMismatch(IntegrityError):
     """A projection named targets the event log does not confirm (another namespace, or
     attributes the scope did not select). The request was refused before any key was
     destroyed: projections are caches, and the log decides."""
 
-    exit_code = 10
+    def __init__(self, message: str) -> None:
+        super().__init__(message, "projection_mismatch", "memory-ledger rebuild")

@@ -3,6 +3,12 @@
 This is the only writer of events and keys. It seals personal fields before an event
 exists, and it reads them back through the key store, answering ERASED (never an
 exception) when a key has been destroyed, so replays and rebuilds keep working.
+
+A key that is missing is another matter: rows of the key store are never deleted, so an
+item that was never erased and has no key is an integrity problem. Reading that item
+(`read`, `seal_existing`) raises MissingKey instead of passing it off as erased; replays
+still treat its content as unreadable, so rebuilds keep working, and the consistency
+check (`memory_ledger.consistency`) reports it.
 """
 
 from __future__ import annotations
@@ -14,11 +20,20 @@ from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.persistence import Notification
+from eventsourcing.utils import get_topic
 
 from memory_ledger.config import Settings
 from memory_ledger.crypto import MasterKey, new_data_key, seal, unseal
 from memory_ledger.domain import MemoryItem
-from memory_ledger.errors import BackendUnavailable, InvalidTransition, NotFound
+from memory_ledger.errors import (
+    BackendUnavailable,
+    CorruptKeyEntry,
+    InvalidTransition,
+    KeyCheckMissing,
+    MissingKey,
+    NotFound,
+    WrongMasterKey,
+)
 from memory_ledger.keystore import (
     FORMAT_VERSION,
     KeyDestruction,
@@ -48,6 +63,10 @@ class _Erased:
 
 ERASED = _Erased()
 Fields = dict[str, str]
+ERASED_TOPIC = get_topic(MemoryItem.Erased)  # type: ignore[attr-defined]
+#: How many live wrapped keys a master key must open before a lost check of it is
+#: written again (`repair_key_check`): each is an AES-GCM authentication under the key.
+KEY_PROOF_SAMPLE = 64
 
 
 class MemoryLog(Application[UUID]):
@@ -57,8 +76,15 @@ class MemoryLog(Application[UUID]):
 class EventLog:
     """The memory log with sealing, key creation and key destruction wired together."""
 
-    def __init__(self, settings: Settings, master: MasterKey) -> None:
+    def __init__(
+        self, settings: Settings, master: MasterKey, *, repair_key_check: bool = False
+    ) -> None:
+        """`repair_key_check`: if the master-key check row is gone from a store that
+        holds data, prove the key against the stored wrapped keys and write the check
+        again (`memory-ledger doctor --repair-key-check`); without it, such a store is
+        refused with KeyCheckMissing. Sets `key_check_repaired` to what was done."""
         self.settings = settings
+        self.key_check_repaired: str | None = None
         self.master = master
         try:
             self.app = MemoryLog(env=settings.event_store_env())
@@ -69,7 +95,7 @@ class EventLog:
         self.recorder: Any = self.app.recorder
         self.key_sql: KeySQL = self.recorder.key_sql
         try:
-            self._check_master_key()
+            self._check_master_key(repair_key_check)
         except Exception:
             self.app.close()
             raise
@@ -79,18 +105,72 @@ class EventLog:
 
     # -- master key --------------------------------------------------------------------
 
-    def _check_master_key(self) -> None:
+    def _check_master_key(self, repair: bool = False) -> None:
         table, p = self.key_sql.meta_table, self.key_sql.param
         with self.recorder.datastore.transaction(commit=True) as cursor:
             cursor.execute(f"SELECT name, value FROM {table}")
             meta = dict(values(row) for row in cursor.fetchall())
             if "key_check" not in meta:
-                cursor.execute(
-                    f"INSERT INTO {table} (name, value) VALUES ({p}, {p}), ({p}, {p})",
-                    ("key_check", self.master.check_value(), "format_version", FORMAT_VERSION),
-                )
-                return
+                holds_data = bool(meta) or self._holds_data(cursor)
+                if holds_data and not repair:
+                    raise KeyCheckMissing(
+                        f"the master-key check row (key_check in {table}) is missing from "
+                        f"the store at {self.settings.describe()}, which holds data: the "
+                        "offered master key cannot be checked, so it is not accepted; "
+                        "nothing was read or changed. Restore the row from a backup of the "
+                        "event store, or run `memory-ledger doctor --repair-key-check` "
+                        "with the right key (it must open the stored keys first)",
+                        code="key_check_missing",
+                        repair="memory-ledger doctor --repair-key-check",
+                    )
+                if holds_data:
+                    self.key_check_repaired = self._prove_master_key(cursor)
+                rows = [("key_check", self.master.check_value())]
+                if "format_version" not in meta:
+                    rows.append(("format_version", FORMAT_VERSION))
+                for name, value in rows:  # two processes may create a new store at once
+                    cursor.execute(
+                        f"INSERT INTO {table} (name, value) VALUES ({p}, {p}) "
+                        "ON CONFLICT (name) DO NOTHING",
+                        (name, value),
+                    )
+                cursor.execute(f"SELECT value FROM {table} WHERE name = {p}", ("key_check",))
+                meta["key_check"] = values(cursor.fetchall()[0])[0]
         self.master.verify(meta["key_check"])
+
+    def _holds_data(self, cursor: Any) -> bool:
+        for table in (self.events_table, self.key_sql.keys_table):
+            cursor.execute(f"SELECT 1 FROM {table} LIMIT 1")
+            if cursor.fetchall():
+                return True
+        return False
+
+    def _prove_master_key(self, cursor: Any) -> str:
+        """Open live wrapped keys with the offered master key: it is the store's key only
+        if every one of them authenticates under it. Returns what was proven."""
+        rows = self.key_sql.some_live_keys(cursor, KEY_PROOF_SAMPLE)
+        if not rows:
+            return (
+                "no live key to prove the master key against: nothing in the store is "
+                "readable under any key, so the check was written for the key offered"
+            )
+        ring = KeyRing(self.master, rows)
+        try:
+            for item_id, generation, _ in rows:
+                ring.data_key(str(item_id), int(generation))
+        except CorruptKeyEntry:
+            raise WrongMasterKey(
+                f"the master key from {self.master.source} does not open the stored keys: "
+                "it is not this store's key, so the check was not written; nothing was changed"
+            ) from None
+        return f"the master key opened {len(rows)} stored key(s); the check was written again"
+
+    @property
+    def events_table(self) -> str:
+        """The events table's name as SQL can use it (schema-qualified on PostgreSQL)."""
+        name = str(self.recorder.events_table_name)
+        schema = getattr(self.recorder.datastore, "schema", None)
+        return f"{schema}.{name}" if self.settings.postgres is not None and schema else name
 
     # -- writing -----------------------------------------------------------------------
 
@@ -101,9 +181,13 @@ class EventLog:
         return sealed, NewKey(str(item_id), generation, wrapped)
 
     def seal_existing(self, item_id: UUID, generation: int, fields: Fields) -> str:
-        key = self.keys_for([str(item_id)]).data_key(str(item_id), generation)
+        keys = self.keys_for([str(item_id)])
+        key = keys.data_key(str(item_id), generation)
         if key is None:
-            raise InvalidTransition(f"item {item_id} has no live key; it was erased")
+            item = self.get(item_id)
+            if item.erased or item.key_generation != generation:
+                raise InvalidTransition(f"item {item_id} has no live key; it was erased")
+            raise _missing_key(item_id, generation, keys.has_row(str(item_id), generation))
         return seal(key, str(item_id), generation, _encode(fields))
 
     def save(
@@ -168,8 +252,18 @@ class EventLog:
         return _decode(unseal(key, item_id, generation, sealed))
 
     def read(self, item: MemoryItem) -> Fields | _Erased:
-        keys = self.keys_for([str(item.id)])
-        return self.open_fields(keys, str(item.id), item.key_generation, item.sealed)
+        """The item's current content, or ERASED if it was erased. An item that was never
+        erased and has no live key raises MissingKey: that is damage, not an erasure."""
+        ident = str(item.id)
+        keys = self.keys_for([ident])
+        fields = self.open_fields(keys, ident, item.key_generation, item.sealed)
+        if fields is not ERASED or item.erased or item.sealed is None:
+            return fields
+        # `item` may predate a forget (or a redaction) that committed since it was loaded.
+        fresh = self.get(item.id)
+        if fresh.erased or fresh.key_generation != item.key_generation:
+            return self.read(fresh)
+        raise _missing_key(item.id, item.key_generation, keys.has_row(ident, item.key_generation))
 
     def compact(self) -> list[str]:
         """Remove destroyed key bytes from the files: a WAL checkpoint that truncates the
@@ -183,6 +277,46 @@ class EventLog:
         with self.recorder.datastore.get_connection() as conn:
             conn.execute(f"VACUUM (PARALLEL 0) {self.key_sql.keys_table}")
         return [f"event store: VACUUM {self.key_sql.keys_table}"]
+
+    # -- integrity: whole-store passes for the consistency check -------------------------
+
+    def item_tombstones(self) -> dict[str, int | None]:
+        """Every item in the log, with its tombstone's log position (None: not erased),
+        ids in their canonical text form. Two scans in one read transaction: the ids from
+        the primary-key index alone, then the tombstones (a grouped query would look up
+        every event row through the index: three times slower on SQLite)."""
+        p = self.key_sql.param
+        if self.settings.postgres is None:
+            ident, position = "originator_id", "rowid"  # SQLite stores 32 hex digits
+        else:
+            ident, position = "originator_id::text", "notification_id"
+        table = self.events_table
+        with self.recorder.datastore.transaction(commit=False) as cursor:
+            cursor.execute(f"SELECT DISTINCT {ident} AS item_id FROM {table}")
+            found: dict[str, int | None] = {
+                _uuid_text(values(row)[0]): None for row in cursor.fetchall()
+            }
+            cursor.execute(
+                f"SELECT {ident} AS item_id, {position} AS erased_at FROM {table} "
+                f"WHERE topic = {p}",
+                (ERASED_TOPIC,),
+            )
+            for row in cursor.fetchall():
+                item_id, erased_at = values(row)
+                found[_uuid_text(item_id)] = int(erased_at)
+        return found
+
+    def has_tombstones(self) -> bool:
+        p = self.key_sql.param
+        sql = f"SELECT 1 FROM {self.events_table} WHERE topic = {p} LIMIT 1"
+        with self.recorder.datastore.transaction(commit=False) as cursor:
+            cursor.execute(sql, (ERASED_TOPIC,))
+            return bool(cursor.fetchall())
+
+    def key_states(self) -> dict[str, tuple[int, int]]:
+        """Every id in the key store: (live generations, all generations)."""
+        with self.recorder.datastore.transaction(commit=False) as cursor:
+            return self.key_sql.key_states(cursor)
 
     def key_counts(self) -> tuple[int, int]:
         with self.recorder.datastore.transaction(commit=False) as cursor:
@@ -198,6 +332,28 @@ class EventLog:
 
     def decode(self, notification: Notification) -> Any:
         return self.app.mapper.to_domain_event(notification)
+
+
+def _missing_key(item_id: UUID, generation: int, row_present: bool) -> MissingKey:
+    what = (
+        "was destroyed although the item has no tombstone"
+        if row_present
+        else "is missing from the key store"
+    )
+    return MissingKey(
+        f"item {item_id} was never erased, but its data key (generation {generation}) "
+        f"{what}: its content cannot be read. This is an integrity problem, not an "
+        "erasure; nothing was changed. Run `memory-ledger doctor` for the repair"
+    )
+
+
+def _uuid_text(value: Any) -> str:
+    """The canonical text of an id SQLite stores as 32 lowercase hex digits (what the
+    library writes); anything else is parsed. Slicing: 100k UUID() calls cost ~1 s."""
+    text = str(value)
+    if len(text) == 32:
+        return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
+    return text if len(text) == 36 else str(UUID(text))
 
 
 def _encode(fields: Fields) -> bytes:

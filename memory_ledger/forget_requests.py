@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
+from memory_ledger import consistency
 from memory_ledger.domain import MemoryItem
 from memory_ledger.errors import (
     CorruptKeyEntry,
@@ -118,6 +119,8 @@ class RequestReport:
             "refused": "Refused; nothing was changed (see the ledger for why).",
             "verification_failed": "A check found the erased data again in "
             f"{len(self.failed_stores)} place(s); the request must be run again.",
+            "projection_behind": f"Not verified yet: {len(self.failed_stores)} store(s) have "
+            "not caught up with the log; verify again once they have.",
         }.get(self.status, self.status)
 
     def to_dict(self) -> dict[str, Any]:
@@ -320,6 +323,9 @@ class ForgetRequests:
         report = self.report(request_id)
         targets = report.all_targets
         report.receipts = []
+        # A projection behind the log may not have applied the tombstones yet: catch up
+        # first, and call what still lags "behind", not a failed verification.
+        behind = set(self.service.runner.behind_after_catch_up())
         if report.scope.get("kind") == "redaction":
             # The items stay: the log, the key store and the projections show the spans
             # gone; the stores that dropped their copies derive them again from the log.
@@ -331,12 +337,13 @@ class ForgetRequests:
         elif targets:
             for store in self.service.stores:
                 evidence = store.verify_absent(targets)
+                lagging = store.name in behind and not evidence.absent
                 report.receipts.append(
                     Receipt(
                         evidence.store,
                         "verified",
                         len(targets),
-                        "ok" if evidence.absent else "failed",
+                        "ok" if evidence.absent else "behind" if lagging else "failed",
                         dict(evidence.detail),
                     )
                 )
@@ -353,9 +360,13 @@ class ForgetRequests:
                     {"checked": True, "files_with_residue": len(outcome.files)},
                 )
             )
+        service = self.service  # the log, the key store and the ledger, checked together
+        found = consistency.check(service.log, self.ledger, service.settings)
+        report.receipts.append(consistency.request_receipt(found, request_id, targets))
         report.failed_stores = [r.store for r in report.receipts if r.status != "ok"]
         if report.failed_stores and report.status == "completed":
-            report.status = "verification_failed"
+            only_behind = all(r.status == "behind" for r in report.receipts if r.status != "ok")
+            report.status = "projection_behind" if only_behind else "verification_failed"
         return report
 
     def close_verification(self, request_id: str) -> None:

@@ -91,6 +91,28 @@ class KeySQL:
         )
         return [values(row) for row in cursor.fetchall()]
 
+    def key_states(self, cursor: Cursorish) -> dict[str, tuple[int, int]]:
+        """Every id in the key store with (live generations, all generations): one pass
+        over the table, for the consistency check."""
+        cursor.execute(
+            f"SELECT item_id, count(wrapped) AS live, count(*) AS total FROM {self.keys_table} "
+            "GROUP BY item_id"
+        )
+        out: dict[str, tuple[int, int]] = {}
+        for row in cursor.fetchall():
+            ident, live, total = values(row)
+            out[str(ident)] = (int(live), int(total))
+        return out
+
+    def some_live_keys(self, cursor: Cursorish, limit: int) -> list[tuple[Any, ...]]:
+        """Up to `limit` live (item id, generation, wrapped) rows: what a master key is
+        proven against when the stored check of it is gone."""
+        cursor.execute(
+            f"SELECT item_id, generation, wrapped FROM {self.keys_table} "
+            f"WHERE wrapped IS NOT NULL LIMIT {int(limit)}"
+        )
+        return [values(row) for row in cursor.fetchall()]
+
     def count_keys(self, cursor: Cursorish) -> tuple[int, int]:
         """(live, destroyed) key generations: a cheap health figure for `status`."""
         cursor.execute(f"SELECT count(wrapped), count(*) - count(wrapped) FROM {self.keys_table}")
@@ -106,8 +128,10 @@ def values(row: Any) -> tuple[Any, ...]:
 class KeyRing:
     """Read access to data keys for a batch of items, unwrapped with the master key.
 
-    Missing (destroyed) keys come back as None so readers can show ERASED; a key that
-    exists but fails authentication raises CorruptKeyEntry instead of being hidden.
+    Destroyed keys come back as None so readers can show ERASED; a key that exists but
+    fails authentication raises CorruptKeyEntry instead of being hidden. A key whose row
+    is not there at all also comes back as None, but `has_row` tells it apart from a
+    destroyed one: rows are never deleted, so a missing row is an integrity problem.
     """
 
     def __init__(self, master: MasterKey, rows: Iterable[tuple[Any, ...]]) -> None:
@@ -130,6 +154,14 @@ class KeyRing:
         self._open[ident] = key
         return key
 
+    def has_row(self, item_id: str, generation: int) -> bool:
+        """Whether the key store holds a row (live or destroyed) for this generation."""
+        return (item_id, generation) in self._wrapped
+
+    def rows_of(self, item_id: str) -> int:
+        """How many key rows (live or destroyed) the item has."""
+        return sum(1 for (i, _) in self._wrapped if i == item_id)
+
     def latest(self, item_id: str) -> tuple[int, bytes] | None:
         """The newest live generation of an item's key, and the key."""
         live = [g for (i, g), w in self._wrapped.items() if i == item_id and w is not None]
@@ -139,5 +171,6 @@ class KeyRing:
         return (max(live), key) if key is not None else None
 
     def is_destroyed(self, item_id: str) -> bool:
-        states = [w for (i, _), w in self._wrapped.items() if i == item_id]
-        return bool(states) and all(w is None for w in states)
+        """Whether the item has no live key: every row destroyed, or (an integrity
+        problem the consistency check reports, but a key nonetheless gone) no row."""
+        return all(w is None for (i, _), w in self._wrapped.items() if i == item_id)

@@ -90,6 +90,13 @@ class EntryType(StrEnum):
     RECEIPT = "receipt"
     STATUS = "status"
     REFUSAL = "refusal"
+    #: An operator's acknowledgement that the ledger lost entries (`memory-ledger doctor
+    #: --acknowledge-ledger-loss`): it starts an id of its own, never a request's.
+    RECOVERY = "recovery"
+
+
+#: Entry types that start an id of their own; every other type follows one of these.
+_FIRST_TYPES = (EntryType.REQUEST, EntryType.RECOVERY)
 
 
 # -- what a payload may hold ---------------------------------------------------------------
@@ -273,6 +280,19 @@ class RefusalPayload(_Payload):
     items: tuple[UUID, ...] | None = None
 
 
+class RecoveryPayload(_Payload):
+    """The ledger was found empty, or missing tombstones, beside a log that holds them,
+    and an operator accepted the loss rather than restore the ledger from its own backup.
+    Tombstones at log positions up to `log_position` that no entry explains are no longer
+    reported by the consistency check; this entry is what explains them. Counts only."""
+
+    action: Literal["ledger_loss_acknowledged"]
+    log_position: Count
+    tombstones_unexplained: Count
+    ledger_was_empty: StrictBool
+    acknowledged_by: Actor
+
+
 PAYLOAD_MODELS: dict[EntryType, type[_Payload]] = {
     EntryType.REQUEST: RequestPayload,
     EntryType.RESOLVED: ResolvedPayload,
@@ -281,6 +301,7 @@ PAYLOAD_MODELS: dict[EntryType, type[_Payload]] = {
     EntryType.RECEIPT: ReceiptPayload,
     EntryType.STATUS: StatusPayload,
     EntryType.REFUSAL: RefusalPayload,
+    EntryType.RECOVERY: RecoveryPayload,
 }
 _REQUEST_ID: TypeAdapter[str] = TypeAdapter(LedgerId)
 
@@ -419,7 +440,7 @@ class LifecycleLedger:
                     "the payload's request_id differs from the entry's; nothing was appended"
                 )
             bodies.append((kind, body))
-        if [k for k, _ in bodies[1:] if k is EntryType.REQUEST]:
+        if [k for k, _ in bodies[1:] if k in _FIRST_TYPES]:
             raise InvalidWrite("a request entry must be the first of its request")
         db, t, p = self._db, self._db.table, self._db.param
         written: list[LedgerEntry] = []
@@ -455,10 +476,16 @@ class LifecycleLedger:
         return [_entry(row) for row in rows]
 
     def request_ids(self) -> list[str]:
-        """Every request recorded, in the order they were filed."""
-        sql = f"SELECT request_id FROM {self._db.table} GROUP BY request_id ORDER BY MIN(seq)"
+        """Every request recorded, in the order they were filed (not recovery entries)."""
+        t, p = self._db.table, self._db.param
+        sql = f"SELECT request_id FROM {t} WHERE entry_type = {p} ORDER BY seq"
         with self._lock, self._guard("read"):
-            return [str(row[0]) for row in self._db.read(sql, ())]
+            return [str(row[0]) for row in self._db.read(sql, (EntryType.REQUEST.value,))]
+
+    def is_empty(self) -> bool:
+        """No entry at all: a new ledger, or one that was deleted and created again."""
+        with self._lock, self._guard("read"):
+            return not self._db.read(f"SELECT 1 FROM {self._db.table} LIMIT 1", ())
 
     def latest_status(self, request_id: str) -> str | None:
         """The newest `status` entry's status, or None if none was recorded yet."""
@@ -539,9 +566,9 @@ class LifecycleLedger:
             f"SELECT entry_type FROM {self._db.table} WHERE request_id = {p} ORDER BY seq LIMIT 1",
             (request_id,),
         ).fetchone()
-        if kind is EntryType.REQUEST and found:
+        if kind in _FIRST_TYPES and found:
             raise InvalidWrite(f"request {request_id} is already recorded; nothing was appended")
-        if kind is not EntryType.REQUEST and not found:
+        if kind not in _FIRST_TYPES and not found:
             raise InvalidWrite(
                 f"no request {request_id} in the ledger: its request entry comes first; "
                 "nothing was appended"

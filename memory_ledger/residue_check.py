@@ -10,6 +10,14 @@ user with the same seat preference, a current value that contains an old one. No
 scan can tell that copy from a leftover of the erased one, so such texts are reported
 as shared (a count, never the text) instead of failing the request forever, and they
 are dropped from the fingerprints so that `verify` does not trip on them either.
+
+Whether fingerprints were kept is on record: the request's `files` / `residue_scan`
+receipt says `checked: true` (on SQLite the scan runs exactly when there were texts to
+keep). Closing the window destroys their key and leaves the row, and the scheduled job
+also records a `verification_closed` receipt. So a row that is not there at all, for a
+request whose scan ran and whose closing was never recorded, was deleted: `again` says
+so (`FINGERPRINTS_LOST`) instead of looking like a closed window, and the consistency
+check reports it as `fingerprints_missing`.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import func, or_, select
 
+from memory_ledger.consistency import fingerprints_were_kept
 from memory_ledger.keystore import KeyDestruction, NewKey
 from memory_ledger.residue import (
     Fingerprints,
@@ -39,6 +48,19 @@ if TYPE_CHECKING:
 NOT_ON_POSTGRES = "not run: PostgreSQL files live on the server; VACUUM ran"
 NOTHING_TO_SEARCH = (
     "not run: no readable content to search for (already erased, unreadable, or under 4 bytes)"
+)
+WINDOW_CLOSED = (
+    "not run: the verification window has closed and the fingerprints' key was destroyed"
+)
+CLOSED_ON_RECORD = (
+    "not run: the verification window was recorded as closed (its fingerprints were lost "
+    "before that)"
+)
+NONE_KEPT = "not run: no fingerprints were kept (nothing readable was erased)"
+FINGERPRINTS_LOST = (
+    "not run: INTEGRITY PROBLEM: the fingerprints' key row is missing from the key store, "
+    "but this request's byte scan kept fingerprints and its verification window was never "
+    "recorded as closed (the row was deleted); see `memory-ledger doctor`"
 )
 
 
@@ -107,14 +129,17 @@ class ResidueCheck:
     def again(self, request_id: str) -> ScanOutcome:
         if self.service.settings.postgres is not None:
             return ScanOutcome(False, "not run: PostgreSQL files live on the server", [])
-        prints = self.fingerprints(request_id)
-        if prints is None:
-            return ScanOutcome(
-                False,
-                "not run: no fingerprints (nothing readable was erased, or the "
-                "verification window has closed and their key was destroyed)",
-                [],
-            )
+        ident = _ident(request_id)
+        keys = self.service.log.keys_for([ident])
+        latest = keys.latest(ident)
+        if latest is None:
+            if keys.rows_of(ident):
+                return ScanOutcome(False, WINDOW_CLOSED, [])
+            kept, closed = fingerprints_were_kept(self.service.ledger, request_id)
+            if kept and not closed:
+                return ScanOutcome(False, FINGERPRINTS_LOST, [])
+            return ScanOutcome(False, CLOSED_ON_RECORD if closed else NONE_KEPT, [])
+        prints = Fingerprints.from_bytes(latest[1])
         paths = file_paths_under(self.service.settings.data_dir)
         files = sorted({f.path for f in scan_fingerprints(paths, prints)})
         return ScanOutcome(True, f"keyed fingerprints over {len(paths)} files", files)

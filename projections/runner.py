@@ -4,13 +4,23 @@ Each projection's tracking position lives in `projection_tracking`, written in t
 transaction as that batch's rows: a crash between batches loses nothing and applies
 nothing twice. On SQLite the runner polls the notification log; callers invoke
 `catch_up()` before reading, so every read sees every write that preceded it.
+
+The projections database holds nothing the log cannot rebuild. A SQLite file of it that
+is damaged (not a database, or failing SQLite's integrity check) is refused with
+ProjectionsDamaged, and `discard_damaged_projections` (which `memory-ledger rebuild`
+runs first) overwrites and removes it, so the rebuild starts from an empty file.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
+import logging
+import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from sqlalchemy import (
     Column,
@@ -25,10 +35,10 @@ from sqlalchemy import (
     select,
     text,
 )
-from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 
-from memory_ledger.config import Settings
-from memory_ledger.errors import BackendUnavailable
+from memory_ledger.config import SQLITE_HEADER, Settings
+from memory_ledger.errors import BackendUnavailable, MemoryLedgerError, ProjectionsDamaged
 from memory_ledger.event_log import EventLog
 from memory_ledger.residue import checkpoint_evidence
 from projections.base import Projection, metadata
@@ -39,6 +49,9 @@ from projections.keyword_index import KeywordIndexProjection
 from projections.preferences import PreferencesProjection
 from projections.summaries import SummariesProjection
 from projections.transcripts import TranscriptsProjection
+from projections.vector_files import shred
+
+log = logging.getLogger("memory_ledger.projections")
 
 tracking = Table(
     "projection_tracking",
@@ -109,11 +122,23 @@ class ProjectionRunner:
         self.batch_size = batch_size
         self._thread_lock = threading.Lock()
         try:
-            self._drop_outdated_tables()
-            metadata.create_all(engine)
-            self._ensure_tracking_rows()
+            with self._damage_guard():
+                self._drop_outdated_tables()
+                metadata.create_all(engine)
+                self._ensure_tracking_rows()
         except SQLAlchemyError as exc:
             raise BackendUnavailable(f"cannot open the projections database: {exc}") from None
+
+    @contextlib.contextmanager
+    def _damage_guard(self) -> Iterator[None]:
+        """SQLite's own word for a damaged file becomes ProjectionsDamaged, with the repair."""
+        try:
+            yield
+        except DBAPIError as exc:
+            reason = sqlite_damage(exc.orig)
+            if reason is None or self.engine.dialect.name != "sqlite":
+                raise
+            raise ProjectionsDamaged(damaged_message(self.engine.url.database, reason)) from None
 
     def _drop_outdated_tables(self) -> None:
         """A projection whose tables were created by an older version of its code (or
@@ -167,6 +192,20 @@ class ProjectionRunner:
 
     def catch_up(self) -> int:
         """Apply every event not yet applied; returns how many notifications were read."""
+        with self._damage_guard():
+            return self._catch_up()
+
+    def behind_after_catch_up(self) -> list[str]:
+        """Catch up if possible, then name the projections still behind the log (a
+        catch-up that failed, e.g. on a corrupted key entry): what a verification must
+        not read as evidence, because the events they miss may be the tombstones."""
+        try:
+            self.catch_up()
+        except MemoryLedgerError as exc:
+            log.warning("projection catch-up before verifying failed: %s", exc)
+        return [s.name for s in self.status() if s.behind > 0]
+
+    def _catch_up(self) -> int:
         applied = 0
         with self._thread_lock:
             head = self.log.max_position()
@@ -198,7 +237,7 @@ class ProjectionRunner:
     def rebuild(self, names: Sequence[str] | None = None) -> int:
         """Drop the named projections (all by default) and replay the whole log into them."""
         chosen = [p for p in self.projections if names is None or p.name in names]
-        with self._thread_lock, self.engine.begin() as conn:
+        with self._damage_guard(), self._thread_lock, self.engine.begin() as conn:
             self._lock(conn)
             for projection in chosen:
                 for table in projection.tables:
@@ -232,3 +271,110 @@ class ProjectionRunner:
             for table in tables:
                 conn.execute(text(f"VACUUM (PARALLEL 0) {table}"))
         return [f"projections: VACUUM {', '.join(tables)}"]
+
+
+# -- a damaged projections file ------------------------------------------------------------
+
+
+def sqlite_damage(error: BaseException | None) -> str | None:
+    """SQLite's reason when an error means the file is damaged, else None. A busy or
+    locked database is not damage (OperationalError), nor is any non-SQLite error."""
+    if isinstance(error, sqlite3.OperationalError) or not isinstance(error, sqlite3.DatabaseError):
+        return None
+    return str(error).strip() or type(error).__name__
+
+
+def damaged_message(path: object, reason: str) -> str:
+    return (
+        f"the projections database {path} is damaged ({reason}); it holds only what the log "
+        "can rebuild: run `memory-ledger rebuild`, which discards it and replays the log"
+    )
+
+
+def refuse_damaged_projections(settings: Settings) -> None:
+    """At open: a projections file whose header is not SQLite's is refused with the
+    repair (`rebuild`). Damage past the header shows when a page is read (`_damage_guard`)."""
+    reason = projections_damage(settings, thorough=False)
+    if reason is not None:
+        raise ProjectionsDamaged(damaged_message(settings.projections_path, reason))
+
+
+def projections_damage(settings: Settings, *, thorough: bool = True) -> str | None:
+    """Why the SQLite projections file cannot be used, or None when it can (or does not
+    exist, or lives in PostgreSQL). Reads the header; with `thorough`, also runs SQLite's
+    `quick_check`, which reads every page: for `rebuild`, not for every open."""
+    path = settings.projections_path
+    if settings.postgres is not None or not path.exists() or path.stat().st_size == 0:
+        return None
+    with path.open("rb") as handle:
+        if handle.read(len(SQLITE_HEADER)) != SQLITE_HEADER:
+            return "not a SQLite database: its header is not SQLite's"
+    if not thorough:
+        return None
+    try:
+        conn = sqlite3.connect(path, timeout=30)
+    except sqlite3.Error as exc:
+        raise BackendUnavailable(f"cannot open the projections database {path}: {exc}") from None
+    try:
+        rows = conn.execute("PRAGMA quick_check").fetchall()
+    except sqlite3.DatabaseError as exc:
+        reason = sqlite_damage(exc)
+        if reason is None:
+            raise BackendUnavailable(
+                f"cannot check the projections database {path}: {exc}; nothing was changed"
+            ) from None
+        return reason
+    finally:
+        conn.close()
+    problems = [str(r[0]) for r in rows if str(r[0]) != "ok"]
+    return f"integrity check: {problems[0]}" if problems else None
+
+
+@dataclass(frozen=True)
+class Discarded:
+    """A projections file overwritten and removed because it was damaged."""
+
+    path: str
+    reason: str
+    files: int  # the database and its -wal/-shm, as found
+
+
+def discard_damaged_projections(settings: Settings) -> list[Discarded]:
+    """If the SQLite projections file is damaged, overwrite it (and its WAL and shared
+    memory files) with zeros and remove them, so the next open starts from an empty
+    database and replays the log. The file may hold decrypted text, hence no plain
+    unlink. Run it with no process holding the store open. Returns what was discarded."""
+    reason = projections_damage(settings)
+    if reason is None:
+        return []
+    path = settings.projections_path
+    files = [Path(f"{path}{suffix}") for suffix in ("", "-wal", "-shm")]
+    present = [f for f in files if f.exists()]
+    for f in present:
+        shred(f)
+    log.warning("discarded the damaged projections database %s: %s", path, reason)
+    return [Discarded(str(path), reason, len(present))]
+
+
+def turns_cited_by_consolidation(log_: EventLog) -> list[str]:
+    """The turns the consolidation job has read, as far as the log shows it: every turn
+    a `consolidation` write cites in `derived_from`. After a discarded projections file
+    this restores the job's `consolidated_turns`, so a conclusion that was erased or
+    suppressed is not derived again from its turn."""
+    cited: set[str] = set()
+    position = 0
+    while True:
+        batch = log_.notifications(position, DEFAULT_BATCH)
+        if not batch:
+            break
+        for n in batch:
+            if not n.topic.endswith(".Recorded"):
+                continue
+            try:
+                state = json.loads(n.state)
+            except ValueError:  # a cipher or compressor wraps the stored state
+                state = vars(log_.decode(n))
+            if (state.get("provenance") or {}).get("writer") == "consolidation":
+                cited.update(str(ref["item_id"]) for ref in state.get("derived_from") or ())
+        position = batch[-1].id
+    return sorted(cited)

@@ -98,6 +98,9 @@ class VectorIndex:
         self._state: IndexState | None = None  # loaded on first use: most commands never search
         self._state_lock = threading.RLock()
         self._catch_up_lock = threading.Lock()
+        #: Why this process discarded the index's files (file names and checks only, no
+        #: content), oldest first: `status` and `rebuild` show it, not only the log.
+        self.discarded: list[str] = []
 
     @property
     def embedder_name(self) -> str:
@@ -179,6 +182,7 @@ class VectorIndex:
             "position": state.manifest.position,
             "rows": sum(s.rows for s in state.segments),
             "segments": len(state.segments),
+            "discarded": list(self.discarded),
         }
 
     # -- loading ---------------------------------------------------------------------------
@@ -234,6 +238,7 @@ class VectorIndex:
         try:
             return self._load()
         except BadIndexFiles as exc:
+            self._note_discarded(str(exc))
             log.warning(
                 "vector index at %s not served: %s; its files were discarded and it is "
                 "rebuilt from the log at the next catch-up",
@@ -241,6 +246,9 @@ class VectorIndex:
                 exc,
             )
             return self._reset()
+
+    def _note_discarded(self, reason: str) -> None:
+        self.discarded.append(reason)
 
     def _empty_manifest(self) -> Manifest:
         epoch = secrets.token_hex(8)
@@ -274,9 +282,16 @@ class VectorIndex:
             return self._catch_up()
 
     def rebuild(self) -> int:
-        """Discard every file and replay the whole log, re-embedding everything."""
+        """Discard every file and replay the whole log, re-embedding everything. Files
+        that fail their checks are named in `discarded` first, so a rebuild says that it
+        replaced a damaged index, not only that it replaced one."""
         with self._catch_up_lock:
             with self._exclusive():
+                self._state = None  # read and check every file again, not the memory copy
+                try:
+                    self._load()
+                except BadIndexFiles as exc:
+                    self._note_discarded(str(exc))
                 self._reset()
             return self._catch_up()
 
@@ -289,6 +304,10 @@ class VectorIndex:
             if start > head:  # ahead of its log: the log was replaced; never serve it
                 with self._writing() as current:
                     if current.manifest.position > head:
+                        self._note_discarded(
+                            f"at log position {current.manifest.position}, ahead of its log "
+                            f"(which ends at {head}): the log was replaced"
+                        )
                         log.warning("vector index %s is ahead of its log; rebuilt", self.directory)
                         self._reset()
                 continue
