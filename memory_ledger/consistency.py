@@ -179,6 +179,8 @@ class _LedgerFacts:
     tombstoned: dict[str, str] = field(default_factory=dict)  # item -> request
     targets: dict[str, list[str]] = field(default_factory=dict)  # request -> targets
     dry_run: set[str] = field(default_factory=set)
+    #: Redactions: their targets are rewritten and kept, never erased.
+    redactions: set[str] = field(default_factory=set)
     status: dict[str, str] = field(default_factory=dict)
     kept_fingerprints: set[str] = field(default_factory=set)
     closed_windows: set[str] = field(default_factory=set)
@@ -208,6 +210,8 @@ class _LedgerFacts:
             elif kind is EntryType.REQUEST:
                 if entry.payload.get("dry_run"):
                     facts.dry_run.add(rid)
+                if entry.payload["scope"]["kind"] == "redaction":
+                    facts.redactions.add(rid)
             elif kind is EntryType.STATUS:
                 facts.status[rid] = str(entry.payload["status"])
             elif kind is EntryType.RECOVERY:
@@ -219,7 +223,7 @@ class _LedgerFacts:
         """Every item a (not dry-run) request targeted: item -> the first such request."""
         out: dict[str, str] = {}
         for rid, items in self.targets.items():
-            if rid not in self.dry_run:
+            if rid not in self.dry_run and rid not in self.redactions:
                 for item in items:
                     out.setdefault(item, rid)
         return out
@@ -229,7 +233,7 @@ class _LedgerFacts:
         completed requests (a target erased earlier gets no tombstone entry of its own)."""
         out = dict(self.tombstoned)
         for rid, items in self.targets.items():
-            if self.status.get(rid) == "completed":
+            if self.status.get(rid) == "completed" and rid not in self.redactions:
                 for item in items:
                     out.setdefault(item, rid)
         return out

@@ -153,3 +153,14 @@ def test_the_cli_redacts_a_span(tmp_path) -> None:  # type: ignore[no-untyped-de
     assert "Traceback" not in done.stderr
     with sqlite3.connect(data / "events.sqlite") as conn:
         assert conn.execute("select count(*) from memory_keys").fetchone()[0] >= 2
+
+
+def test_the_consistency_check_knows_a_redaction_keeps_its_items(
+    alice: MemoryLedger, service: MemoryService
+) -> None:
+    from memory_ledger import consistency
+
+    said = alice.remember(turn(MET)).item_id
+    assert alice.redact(said, spans=["14:35"]).completed
+    report = consistency.check(service.log, service.ledger, service.settings)
+    assert report.ok, report.findings
