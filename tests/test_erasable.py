@@ -82,6 +82,7 @@ def writes(draw: st.DrawFn, spoil: str | None = None) -> dict[str, Any]:
 
 
 ACCEPTED: list[str] = []
+SCOPE_KINDS = ("item", "predicate", "source", "namespace")
 
 
 @pytest.fixture(scope="module")
@@ -106,13 +107,13 @@ def _scope(kind: str, item_id: str, write: dict[str, Any]) -> dict[str, Any]:
 
 
 @settings(
-    max_examples=60,
+    max_examples=30,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@given(data=st.data(), scope_kind=st.sampled_from(["item", "predicate", "source", "namespace"]))
+@given(data=st.data())
 def test_any_accepted_write_can_be_forgotten(
-    shared_service: MemoryService, data: st.DataObject, scope_kind: str
+    shared_service: MemoryService, data: st.DataObject
 ) -> None:
     # Half the examples spoil one place (a write field or a principal part).
     spoil = data.draw(st.sampled_from([None] * 8 + [*IDENTIFIER_FIELDS, "user", "project"]))
@@ -120,27 +121,27 @@ def test_any_accepted_write_can_be_forgotten(
     part = identifiers(NAMESPACE_PART_PATTERN)
     user = data.draw(spoiled(NAMESPACE_PART_PATTERN) if spoil == "user" else part)
     project = data.draw(spoiled(NAMESPACE_PART_PATTERN) if spoil == "project" else st.none() | part)
-    # A fresh tenant per example: a namespace forget must reach this write only.
-    tenant = f"t{uuid.uuid4().hex[:12]}"
-    before = shared_service.log.max_position()
-    try:
-        mem = shared_service.for_principal(Principal(tenant, user, project))
-        item = mem.remember(write)
-    except InvalidWrite:
-        assert shared_service.log.max_position() == before  # refused: nothing stored
-        return
-    ACCEPTED.append(scope_kind)
-    report = mem.forget_scope(_scope(scope_kind, item.item_id, write))
-    assert report.status == "completed", (scope_kind, report.failed_stores)
-    assert item.item_id in report.all_targets
-    state = mem.get(item.item_id)
-    assert state.erased and state.text is None
+    for scope_kind in SCOPE_KINDS:  # the same write, forgotten by each kind of scope
+        # A fresh tenant each time: a namespace forget must reach this write only.
+        tenant = f"t{uuid.uuid4().hex[:12]}"
+        before = shared_service.log.max_position()
+        try:
+            mem = shared_service.for_principal(Principal(tenant, user, project))
+            item = mem.remember(write)
+        except InvalidWrite:
+            assert shared_service.log.max_position() == before  # refused: nothing stored
+            return
+        report = mem.forget_scope(_scope(scope_kind, item.item_id, write))
+        assert report.status == "completed", (scope_kind, report.failed_stores)
+        assert item.item_id in report.all_targets
+        state = mem.get(item.item_id)
+        assert state.erased and state.text is None
+    ACCEPTED.append(write["kind"])
 
 
 def test_the_property_saw_accepted_writes_of_every_scope() -> None:
     """Runs after the property: it must not have passed by refusing everything."""
-    assert {"item", "predicate", "source", "namespace"} <= set(ACCEPTED)
-    assert len(ACCEPTED) >= 15
+    assert len(ACCEPTED) >= 8
 
 
 @pytest.mark.parametrize(
