@@ -80,6 +80,8 @@ class RequestReport:
     residue_checked: bool = False
     residue_scan: str = ""
     residue_files: list[str] = field(default_factory=list)
+    #: Targets whose erased value sits inside one of their own identifiers (clear).
+    values_in_identifiers: int | None = None
 
     @property
     def all_targets(self) -> list[str]:
@@ -186,9 +188,13 @@ class ForgetRequests:
         if resolution.status != "resolved":
             self.ledger.append_many(request_id, [*entries, ("status", {"status": report.status})])
             return report
-        texts = forgotten_texts(self.service, report)  # decrypted once, for both steps
+        loaded: dict[str, MemoryItem] = {}  # each item read from the log once per request
+        texts = forgotten_texts(self.service, report, loaded)  # decrypted once, for both steps
         report.mentions = self._mentions(report, texts)
-        self._confirm_from_log(report, parsed, entries)
+        self._confirm_from_log(report, parsed, entries, loaded)
+        report.values_in_identifiers = identifiers_repeating(
+            [loaded[t] for t in report.all_targets], texts
+        )
         resolved = {
             "targets": resolution.targets,
             "cascaded": resolution.cascaded,
@@ -415,9 +421,12 @@ class ForgetRequests:
         for name in missing:  # a store that failed before must confirm before "completed"
             receipts.append(Receipt(name, "erase", len(targets), "failed", {"registered": False}))
         scan = _scan_receipt(report, outcome, len(compaction))
-        # Not a failure (identifiers stay in clear by design), but never silent.
-        repeating = identifiers_repeating(self.service.log, targets, texts)
-        scan.evidence["target_values_in_identifiers"] = repeating
+        # Not a failure (identifiers stay in clear by design), but never silent. Counted at
+        # submission, from the items read then; a resumed request counts again.
+        if report.values_in_identifiers is None:
+            items = [self.service.log.get(UUID(t)) for t in targets] if texts else []
+            report.values_in_identifiers = identifiers_repeating(items, texts)
+        scan.evidence["target_values_in_identifiers"] = report.values_in_identifiers
         receipts.append(scan)
         return self._finish(report, receipts)
 
@@ -568,7 +577,11 @@ class ForgetRequests:
         )
 
     def _confirm_from_log(
-        self, report: RequestReport, scope: ForgetScope, entries: list[tuple[str, dict[str, Any]]]
+        self,
+        report: RequestReport,
+        scope: ForgetScope,
+        entries: list[tuple[str, dict[str, Any]]],
+        loaded: dict[str, MemoryItem] | None = None,
     ) -> None:
         """Refuse the request, destroying nothing, if the log does not confirm every item
         the projections resolved it to (see target_check)."""
@@ -580,6 +593,7 @@ class ForgetRequests:
             cascaded=report.cascaded,
             history=report.history,
             mentions=report.mentions,
+            loaded=loaded,
         )
         if not mismatches:
             return
@@ -675,12 +689,22 @@ def _with_erased_items(resolution: Resolution, scope: ForgetScope) -> Resolution
     return Resolution("resolved", targets, [c for c in resolution.cascaded if c not in targets])
 
 
-def forgotten_texts(service: MemoryService, report: RequestReport) -> list[str]:
+def forgotten_texts(
+    service: MemoryService, report: RequestReport, loaded: dict[str, MemoryItem] | None = None
+) -> list[str]:
     """The content a request makes disappear, in memory only: every readable copy of the
-    targets, and the earlier versions of history items minus their current value."""
+    targets, and the earlier versions of history items minus their current value.
+    `loaded`: items already read from the log, by id; those read here are added to it."""
+    items = {} if loaded is None else loaded
+
+    def get(item_id: str) -> MemoryItem:
+        if item_id not in items:
+            items[item_id] = service.log.get(UUID(item_id))
+        return items[item_id]
+
     log = service.log
-    texts = plaintext_copies(service, [log.get(UUID(t)) for t in report.all_targets])
-    for item in (log.get(UUID(h)) for h in report.history):
+    texts = plaintext_copies(service, [get(t) for t in report.all_targets])
+    for item in (get(h) for h in report.history):
         current = log.read(item)
         keep = set(current.values()) if current is not ERASED else set()  # type: ignore[union-attr]
         texts.extend(t for t in plaintext_copies(service, [item]) if t not in keep)

@@ -46,10 +46,12 @@ def confirm_targets(
     cascaded: Iterable[str] = (),
     history: Iterable[str] = (),
     mentions: Iterable[str] = (),
+    loaded: dict[str, MemoryItem] | None = None,
 ) -> list[Mismatch]:
-    """Every mismatch between what resolution chose and what the log says."""
+    """Every mismatch between what resolution chose and what the log says. `loaded`:
+    items the request already read from the log (they are not read twice)."""
     problems: list[Mismatch] = []
-    items: dict[str, MemoryItem] = {}
+    items: dict[str, MemoryItem] = {} if loaded is None else loaded
     roles = {"target": list(targets), "cascaded": list(cascaded)}
     roles |= {"history": list(history), "mention": list(mentions)}
     for role, ids in roles.items():
@@ -144,25 +146,34 @@ def _folded(text: str) -> str:
     return _NOT_ALNUM.sub("_", text.casefold()).strip("_")
 
 
-def identifiers_repeating(log: EventLog, item_ids: Iterable[str], texts: Iterable[str]) -> int:
+def identifiers_repeating(items: Iterable[MemoryItem], texts: Iterable[str]) -> int:
     """How many of the items carry a forgotten value inside one of their identifiers.
 
-    Identifiers (subject, predicate, category, session, turn, tool-call and consent ids)
-    stay in clear after erasure by design: they are how a request finds its targets.
-    A client that builds them from content (`..._deleted_harbor_steps_line`) leaves that
-    content behind, and no key destruction can remove it; the receipt says so."""
-    values = {f for f in (_folded(t) for t in texts) if len(f) >= 4}
+    Identifiers (subject, predicate, category, session, turn and tool-call ids, consent
+    refs) stay in clear after erasure by design: they are how a request finds its
+    targets. A client that builds them from content (`..._deleted_harbor_steps_line`)
+    leaves that content behind, and no key destruction can remove it; the receipt says so."""
+    values = {f for f in map(_folded, set(texts)) if len(f) >= 4}
     if not values:
         return 0
-    found = 0
-    for item_id in item_ids:
-        try:
-            item = log.get(UUID(item_id))
-        except NotFound:
-            continue
-        names = [item.subject, item.predicate, item.category]
-        names += [item.provenance.get(k) or "" for k in (*SOURCE_FIELDS, "consent_ref")]
-        folded = [_folded(n) for n in names]
-        if any(v in n for v in values for n in folded):
-            found += 1
-    return found
+    # Matched on whole words of the folded forms (`harbor_steps_line` holds "Harbor
+    # steps line"), through an index of the names' words: a request of thousands of
+    # items does not compare every value with every name.
+    by_word: dict[str, set[tuple[str, str]]] = {}
+    for item in items:
+        item_id = str(item.id)
+        for name in map(_folded, _identifiers(item)):
+            for word in set(name.split("_")):
+                by_word.setdefault(word, set()).add((item_id, name))
+    hits = {
+        item_id
+        for value in values
+        for item_id, name in by_word.get(value.split("_", 1)[0], ())
+        if f"_{value}_" in f"_{name}_"
+    }
+    return len(hits)
+
+
+def _identifiers(item: MemoryItem) -> list[str]:
+    ids = [item.provenance.get(k) or "" for k in (*SOURCE_FIELDS, "consent_ref")]
+    return [item.subject, item.predicate, item.category, *ids]
