@@ -80,6 +80,14 @@ def settings(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Se
 
 
 @pytest.fixture
+def where(settings: Settings) -> list[str]:
+    """CLI options that open the test's store."""
+    from factories import cli_location
+
+    return cli_location(settings)
+
+
+@pytest.fixture
 def service(settings: Settings) -> Iterator[MemoryService]:
     with MemoryService(settings) as svc:
         yield svc

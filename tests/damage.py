@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
+from factories import cli_location
 from typer.testing import CliRunner
 
 from memory_ledger.cli import app
@@ -38,20 +39,12 @@ class Run:
         return self
 
 
-def location(settings: Settings) -> list[str]:
-    where = ["--data-dir", str(settings.data_dir)]
-    if settings.postgres:
-        pg = settings.postgres
-        where += ["--url", f"postgresql://{pg.user}@{pg.host}:{pg.port}/{pg.dbname}"]
-    return where
-
-
 def cli(
     settings: Settings, *args: str, env: dict[str, str] | None = None, fresh: bool = False
 ) -> Run:
     if not fresh:
         result = _runner.invoke(
-            app, [*args, *location(settings)], env={"COLUMNS": "200", **(env or {})}
+            app, [*args, *cli_location(settings)], env={"COLUMNS": "200", **(env or {})}
         )
         if result.exception is not None and not isinstance(result.exception, SystemExit):
             raise AssertionError(f"the CLI crashed: {result.exception!r}") from result.exception
@@ -63,7 +56,7 @@ def cli(
     }
     environment.update({"MEMORY_LEDGER_EMBEDDER": "hashing", "COLUMNS": "200"}, **(env or {}))
     done = subprocess.run(
-        [sys.executable, "-m", "memory_ledger.cli", *args, *location(settings)],
+        [sys.executable, "-m", "memory_ledger.cli", *args, *cli_location(settings)],
         capture_output=True,
         text=True,
         env=environment,

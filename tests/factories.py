@@ -89,3 +89,23 @@ def sqlite_files(settings: Settings) -> list[Path]:
 def file_bytes_contain(paths: list[Path], needle: str) -> list[str]:
     raw = needle.encode("utf-8")
     return [p.name for p in paths if p.exists() and raw in p.read_bytes()]
+
+
+def cli_location(settings: Settings) -> list[str]:
+    """The CLI options that open this store: its data directory, and its URL on PostgreSQL."""
+    where = ["--data-dir", str(settings.data_dir)]
+    if settings.postgres:
+        pg = settings.postgres
+        where += ["--url", f"postgresql://{pg.user}@{pg.host}:{pg.port}/{pg.dbname}"]
+    return where
+
+
+def cli(*args: str) -> tuple[int, str]:
+    """Run the CLI in-process. Exit code, and stdout for --json calls (so warnings on
+    stderr don't break parsing)."""
+    from typer.testing import CliRunner
+
+    from memory_ledger.cli import app
+
+    result = CliRunner().invoke(app, list(args), env={"COLUMNS": "240"})
+    return result.exit_code, result.stdout if "--json" in args else result.output

@@ -10,12 +10,10 @@ import json
 import unicodedata
 
 import pytest
-from factories import fact, later, preference, sqlite_files
-from typer.testing import CliRunner
+from factories import cli, fact, later, preference, sqlite_files
 
 from memory_ledger.api import MemoryLedger, MemoryService
 from memory_ledger.cardinality import SetChange
-from memory_ledger.cli import app
 from memory_ledger.config import Settings
 from memory_ledger.errors import ConfigurationError, InvalidWrite, NotFound
 from memory_ledger.policy import POLICY_FILE, load_policy
@@ -336,22 +334,7 @@ def test_an_old_event_without_cardinality_supersedes_as_before(
 
 # -- the CLI -------------------------------------------------------------------------------
 
-runner = CliRunner()
 NS = ["--namespace", "acme/alice"]
-
-
-@pytest.fixture
-def where(settings: Settings) -> list[str]:
-    location = ["--data-dir", str(settings.data_dir)]
-    if settings.postgres:
-        pg = settings.postgres
-        location += ["--url", f"postgresql://{pg.user}@{pg.host}:{pg.port}/{pg.dbname}"]
-    return location
-
-
-def cli(*args: str) -> tuple[int, str]:
-    result = runner.invoke(app, list(args), env={"COLUMNS": "240"})
-    return result.exit_code, result.stdout if "--json" in args else result.output
 
 
 def remember_visit(where: list[str], place: str, *extra: str) -> dict:

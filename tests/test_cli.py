@@ -6,28 +6,13 @@ import json
 from pathlib import Path
 
 import pytest
+from factories import cli
 from typer.testing import CliRunner
 
 from memory_ledger.cli import app
-from memory_ledger.config import Settings
 
-runner = CliRunner()
+runner = CliRunner()  # for the calls that need stderr or stdin apart
 NS = ["--namespace", "acme/alice"]
-
-
-@pytest.fixture
-def where(settings: Settings) -> list[str]:
-    location = ["--data-dir", str(settings.data_dir)]
-    if settings.postgres:
-        pg = settings.postgres
-        location += ["--url", f"postgresql://{pg.user}@{pg.host}:{pg.port}/{pg.dbname}"]
-    return location
-
-
-def cli(*args: str) -> tuple[int, str]:
-    """Exit code, and stdout for --json calls (so warnings on stderr don't break parsing)."""
-    result = runner.invoke(app, list(args), env={"COLUMNS": "240"})
-    return result.exit_code, result.stdout if "--json" in args else result.output
 
 
 def remember(where: list[str], *args: str) -> str:
