@@ -69,11 +69,11 @@ from benchmarks.bench_core import (
     timed,
 )
 from jobs.file_vacuum import vacuum_fragmented
-from memory_ledger import forget_requests
 from memory_ledger.api import MemoryLedger, MemoryService
-from memory_ledger.forget_requests import RequestReport, plaintext_copies
+from memory_ledger.forgetting import requests as forget_requests
+from memory_ledger.forgetting.requests import RequestReport, plaintext_copies
+from memory_ledger.forgetting.residue import files_under, needles_for, scan
 from memory_ledger.principal import Principal
-from memory_ledger.residue import files_under, needles_for, scan
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "forget.json"
 
@@ -145,7 +145,7 @@ class Spans:
 @contextlib.contextmanager
 def instrumented(service: MemoryService) -> Iterator[Spans]:
     """Wrap the steps of a forget request on this service instance (and two functions
-    of `memory_ledger.forget_requests`); a step the code no longer has is skipped."""
+    of `memory_ledger.forgetting.requests`); a step the code no longer has is skipped."""
     spans = Spans()
     targets: list[tuple[Any, str, str]] = [
         (forget_requests, "resolve", "resolve"),

@@ -49,8 +49,8 @@ from benchmarks.bench_core import (
 from benchmarks.retrieval_set import RetrievalSet, SetQuery, load_set, recall_at_k, to_write
 from memory_ledger.api import MemoryService
 from memory_ledger.crypto import MasterKey
-from memory_ledger.embedders import Embedder, HashingEmbedder, UniversalSentenceEncoder
 from memory_ledger.principal import Principal
+from memory_ledger.retrieval.embedders import Embedder, HashingEmbedder, UniversalSentenceEncoder
 from projections.keyword_index import search as keyword_search
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "retrieval.json"

@@ -20,16 +20,9 @@ from pydantic import TypeAdapter, ValidationError
 from sqlalchemy import func, select
 
 from memory_ledger import consistency
-from memory_ledger.cardinality import SetChange
-from memory_ledger.cardinality import decide as decide_cardinality
 from memory_ledger.config import Settings
-from memory_ledger.context import MAX_RECALL_LIMIT, Context, context_mac, served
-from memory_ledger.context import build as build_context
-from memory_ledger.context import parse_request as parse_context_request
-from memory_ledger.context_cache import ContextCache
 from memory_ledger.crypto import DEV_KEY_FILE, MasterKey, load_master_key
 from memory_ledger.domain import MemoryItem
-from memory_ledger.embedders import Embedder, load_embedder
 from memory_ledger.errors import (
     ConfigurationError,
     InvalidTransition,
@@ -38,14 +31,21 @@ from memory_ledger.errors import (
     StaleDerivation,
 )
 from memory_ledger.event_log import ERASED, EventLog
-from memory_ledger.forget_requests import ForgetRequests, RequestReport
-from memory_ledger.forget_scope import ForgetScope
-from memory_ledger.instruction_like import content_flags
+from memory_ledger.forgetting.redaction import RedactionRequest, rewrite_items
+from memory_ledger.forgetting.requests import ForgetRequests, RequestReport
+from memory_ledger.forgetting.scope import ForgetScope
 from memory_ledger.keystore import NewKey
 from memory_ledger.ledger import LifecycleLedger
 from memory_ledger.policy import load_policy
+from memory_ledger.policy.cardinality import SetChange
+from memory_ledger.policy.cardinality import decide as decide_cardinality
 from memory_ledger.principal import Principal
-from memory_ledger.redaction import RedactionRequest, rewrite_items
+from memory_ledger.retrieval.context import MAX_RECALL_LIMIT, Context, context_mac, served
+from memory_ledger.retrieval.context import build as build_context
+from memory_ledger.retrieval.context import parse_request as parse_context_request
+from memory_ledger.retrieval.context_cache import ContextCache
+from memory_ledger.retrieval.embedders import Embedder, load_embedder
+from memory_ledger.retrieval.instruction_like import content_flags
 from memory_ledger.stores import default_registry, extra_store_factories
 from memory_ledger.views import ItemState, Memory, Remembered, Summary
 from memory_ledger.write_policy import (

@@ -93,6 +93,16 @@ EXPLANATIONS = {
         "and their verification window was never recorded as closed: the row was "
         "deleted. `verify` cannot scan the files for these requests"
     ),
+    "catalog_disagrees_with_log": (
+        "catalog rows name another namespace, kind, subject, predicate, category or "
+        "sensitivity than the item's Recorded event, or an item the log does not hold: "
+        "the projections file was damaged or edited. Forget requests refuse such targets "
+        "(ProjectionMismatch) rather than erase the wrong data"
+    ),
+    "catalog_missing_items": (
+        "live items of the log have no catalog row, so no forget scope other than their "
+        "id can reach them: the projections file was damaged or edited"
+    ),
     "ledger_chain_broken": (
         "the lifecycle ledger's hash chain does not verify: entries were changed, "
         "removed, inserted or reordered"

@@ -66,7 +66,7 @@ class MemoryItem(Aggregate):
         #: Codes about the content decided at write time (e.g. `instruction_like`): clear.
         self.flags = list(flags or [])
         #: Facts: `one` or `many`, decided at write time from the policy, and the ids of
-        #: the set members this fact replaces (memory_ledger/cardinality.py). Absent
+        #: the set members this fact replaces (memory_ledger/policy/cardinality.py). Absent
         #: (None) in events written before cardinality existed: they behave as `one`.
         self.cardinality = cardinality
         self.replaces = list(replaces or [])

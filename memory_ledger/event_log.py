@@ -34,6 +34,7 @@ from memory_ledger.errors import (
     NotFound,
     WrongMasterKey,
 )
+from memory_ledger.forgetting.residue import checkpoint_evidence
 from memory_ledger.keystore import (
     FORMAT_VERSION,
     KeyDestruction,
@@ -42,7 +43,6 @@ from memory_ledger.keystore import (
     NewKey,
     values,
 )
-from memory_ledger.residue import checkpoint_evidence
 
 
 class _Erased:

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from uuid import UUID
 
 from memory_ledger.errors import ConfigurationError
+from memory_ledger.forgetting.redaction import span_pattern
 from memory_ledger.keystore import KeyDestruction
-from memory_ledger.redaction import span_pattern
 from memory_ledger.write_policy import canonical_time
 
 if TYPE_CHECKING:
@@ -332,7 +332,7 @@ def default_registry(service: MemoryService) -> StoreRegistry:
     for projection in service.runner.projections:
         registry.register(ProjectionStore(service, projection))
     registry.register(VectorIndexStore(service))
-    from memory_ledger.context_cache import ContextCacheStore  # it builds on this module
+    from memory_ledger.retrieval.context_cache import ContextCacheStore  # it builds on this module
 
     registry.register(ContextCacheStore(service))
     return registry

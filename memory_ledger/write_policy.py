@@ -138,7 +138,7 @@ class MemoryWrite(StrictModel):
     valid_from: AwareDatetime | None = None
     valid_to: AwareDatetime | None = None
     #: Facts only: join the predicate's set (`add`) or replace (`replace`); None takes
-    #: the predicate's cardinality (one: replace, many: add). See memory_ledger/cardinality.py.
+    #: the predicate's cardinality (one: replace, many: add). See policy/cardinality.py.
     mode: Literal["add", "replace"] | None = None
     #: Facts only: the members of a many-valued predicate this value replaces.
     replaces: tuple[ItemId, ...] = ()

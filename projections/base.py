@@ -57,7 +57,7 @@ class Projection(ABC):
     #: What the store holds, for the data map (`memory-ledger stores`).
     holds: ClassVar[str]
     #: Whether its plaintext columns hold items' whole texts, where a forget request can
-    #: find a repeated value (memory_ledger/mentions.py). Fragments (index terms) cannot.
+    #: find a repeated value (memory_ledger/forgetting/mentions.py). Fragments (index terms) cannot.
     mention_source: ClassVar[bool] = True
 
     @property

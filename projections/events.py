@@ -49,6 +49,16 @@ def decode_batch(log: EventLog, notifications: Sequence[Notification]) -> list[P
     return decoded
 
 
+def decode_clear(log: EventLog, notifications: Sequence[Notification]) -> list[ProjectedEvent]:
+    """Decode a batch without opening anything: clear attributes only (`fields` None),
+    for checks that compare identifiers, never content."""
+    decode = _decode_json if _is_plain_json(log) else _decode_with_library
+    decoded = [decode(log, n) for n in notifications]
+    for event in decoded:
+        event.attrs.pop("sealed", None)
+    return decoded
+
+
 def _is_plain_json(log: EventLog) -> bool:
     mapper = log.app.mapper
     return mapper.cipher is None and mapper.compressor is None

@@ -15,7 +15,7 @@ This is the rule for a predicate with one current value: the newcomer's event sa
 
 A newcomer of a many-valued predicate (`cardinality: "many"`) is a member of a set: it
 is current, it supersedes exactly the live facts its event `replaces` names (ids decided
-at write time, memory_ledger/cardinality.py), and it leaves every other fact of its key
+at write time, memory_ledger/policy/cardinality.py), and it leaves every other fact of its key
 as it is. Nothing about it is looked up in the policy: a rebuild after a policy change
 equals the view before it.
 

@@ -40,7 +40,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 from memory_ledger.config import SQLITE_HEADER, Settings
 from memory_ledger.errors import BackendUnavailable, MemoryLedgerError, ProjectionsDamaged
 from memory_ledger.event_log import EventLog
-from memory_ledger.residue import checkpoint_evidence
+from memory_ledger.forgetting.residue import checkpoint_evidence
 from projections.base import Projection, metadata
 from projections.catalog import CatalogProjection
 from projections.events import decode_batch

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from memory_ledger.residue import scan
+from memory_ledger.forgetting.residue import scan
 from projections.vector_files import (
     MANIFEST,
     BadIndexFiles,

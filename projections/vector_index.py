@@ -25,9 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from memory_ledger.embedders import Embedder
 from memory_ledger.errors import ConfigurationError, IndexMismatch
 from memory_ledger.event_log import EventLog
+from memory_ledger.retrieval.embedders import Embedder
 from projections.events import decode_batch
 from projections.vector_erasure import held_by, read_back
 from projections.vector_files import (

@@ -13,10 +13,10 @@ import pytest
 from factories import cli, fact, later, preference, sqlite_files
 
 from memory_ledger.api import MemoryLedger, MemoryService
-from memory_ledger.cardinality import SetChange
 from memory_ledger.config import Settings
 from memory_ledger.errors import ConfigurationError, InvalidWrite, NotFound
 from memory_ledger.policy import POLICY_FILE, load_policy
+from memory_ledger.policy.cardinality import SetChange
 from memory_ledger.principal import Principal
 from memory_ledger.write_policy import parse_write
 

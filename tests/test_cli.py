@@ -396,7 +396,7 @@ def test_unreadable_json_writes_are_refused(
 def test_json_writes_larger_than_the_limit_are_refused(
     where: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("memory_ledger.cli_common.MAX_JSON_BYTES", 64)
+    monkeypatch.setattr("memory_ledger.cli.common.MAX_JSON_BYTES", 64)
     source = tmp_path / "big.json"
     source.write_text(json.dumps({"value": "x" * 100}))
     code, output = cli("remember", *NS, *where, "--from-json", str(source))

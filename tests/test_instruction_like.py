@@ -8,7 +8,7 @@ import pytest
 from factories import fact, turn
 
 from memory_ledger.api import MemoryLedger, MemoryService
-from memory_ledger.instruction_like import FLAG, looks_like_instruction
+from memory_ledger.retrieval.instruction_like import FLAG, looks_like_instruction
 
 
 @pytest.mark.parametrize(

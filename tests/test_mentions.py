@@ -11,8 +11,7 @@ from hypothesis import strategies as st
 
 from memory_ledger.api import MemoryLedger, MemoryService
 from memory_ledger.config import Settings
-from memory_ledger.forget_requests import plaintext_copies
-from memory_ledger.mentions import (
+from memory_ledger.forgetting.mentions import (
     REPLACEMENT,
     is_distinctive,
     mention_pattern,
@@ -20,6 +19,7 @@ from memory_ledger.mentions import (
     searched_for,
     without_mentions,
 )
+from memory_ledger.forgetting.requests import plaintext_copies
 
 ADDRESS = "18 Haisong Road, Xihu District, Hangzhou"
 ADDRESS_SCOPE = {"kind": "predicate", "subject": "user", "predicate": "home_address"}

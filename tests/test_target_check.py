@@ -3,8 +3,10 @@ targets are confirmed against the event log before any key is destroyed."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
-from factories import fact, turn
+from factories import cli, fact, turn
 from sqlalchemy import update
 
 from memory_ledger.api import MemoryLedger, MemoryService
@@ -109,3 +111,23 @@ def test_a_value_inside_an_identifier_is_named_in_the_receipt(alice: MemoryLedge
     assert "Harbor" not in report.message
     other = alice.forget(clean)
     assert "inside an identifier" not in other.message
+
+
+def test_doctor_reads_the_catalog_against_the_log(
+    service: MemoryService, alice: MemoryLedger, where: list[str]
+) -> None:
+    moved = alice.remember(fact("home_address", "18 Haisong Road")).item_id
+    dropped = alice.remember(fact("seat", "aisle", turn="t2")).item_id
+    alice.forget(alice.remember(fact("city", "Hangzhou", turn="t3")).item_id)  # erased: fine
+    _tamper(service, moved, namespace="acme/bob")
+    with service.engine.begin() as conn:
+        conn.execute(catalog.delete().where(catalog.c.item_id == dropped))
+
+    code, output = cli("doctor", *where, "--json")
+    found = {f["code"]: f["item_ids"] for f in json.loads(output)["findings"]}
+    assert code == 10
+    assert found == {"catalog_disagrees_with_log": [moved], "catalog_missing_items": [dropped]}
+
+    service.rebuild(["catalog"])
+    code, output = cli("doctor", *where, "--json")
+    assert code == 0, output

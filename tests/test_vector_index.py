@@ -21,9 +21,13 @@ from jobs.projection_catchup import _catch_up
 from memory_ledger.api import MemoryLedger, MemoryService
 from memory_ledger.cli import app
 from memory_ledger.config import Settings
-from memory_ledger.embedders import EMBEDDER_ENV, HashingEmbedder, UniversalSentenceEncoder
 from memory_ledger.errors import ConfigurationError, IndexMismatch
 from memory_ledger.principal import Principal
+from memory_ledger.retrieval.embedders import (
+    EMBEDDER_ENV,
+    HashingEmbedder,
+    UniversalSentenceEncoder,
+)
 from memory_ledger.stores import Receipt
 from projections.vector_files import MANIFEST, Manifest, SegmentEntry, SegmentMeta, digest
 from projections.vector_index import SEGMENT_ROWS, VectorIndex

@@ -22,7 +22,7 @@ from memory_ledger.acceptance.harness import (
     run_case,
 )
 from memory_ledger.api import MemoryLedger, MemoryService
-from memory_ledger.forget_requests import RequestReport
+from memory_ledger.forgetting.requests import RequestReport
 
 # -- the fictional histories -------------------------------------------------------------
 

@@ -3,7 +3,7 @@
 Today it holds one thing, each fact predicate's **cardinality**: `one` current value
 (`home_address`) or `many`, a set (`allergy`, `visited`), where a new member never
 replaces the others. The defaults ship with the package
-(`memory_ledger/policy_data/cardinality.toml`); a deployment overrides them in the
+(`memory_ledger/policy/cardinality.toml`); a deployment overrides them in the
 `[cardinality]` table of `<data_dir>/policy.toml`, which has the same shape:
 
     [cardinality]
@@ -37,7 +37,7 @@ from memory_ledger.errors import ConfigurationError
 from memory_ledger.write_policy import Identifier, StrictModel
 
 POLICY_FILE = "policy.toml"
-DEFAULTS_RESOURCE = ("policy_data", "cardinality.toml")
+DEFAULTS_RESOURCE = "cardinality.toml"  # beside this module, in the installed package
 
 Cardinality = Literal["one", "many"]
 
@@ -79,7 +79,7 @@ class Policy:
 
 def load_policy(data_dir: Path | None = None) -> Policy:
     """The packaged defaults, overridden by `<data_dir>/policy.toml` when it exists."""
-    defaults = resources.files("memory_ledger").joinpath(*DEFAULTS_RESOURCE)
+    defaults = resources.files("memory_ledger.policy").joinpath(DEFAULTS_RESOURCE)
     tables = [(str(defaults), _parse(str(defaults), defaults.read_text(encoding="utf-8")))]
     if data_dir is not None:
         path = Path(data_dir) / POLICY_FILE

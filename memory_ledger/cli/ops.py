@@ -24,7 +24,7 @@ from jobs.projection_catchup import (
 )
 from memory_ledger import consistency
 from memory_ledger.api import MemoryService
-from memory_ledger.cli_common import (
+from memory_ledger.cli.common import (
     DataDir,
     Json,
     Url,
@@ -44,6 +44,7 @@ from memory_ledger.errors import (
     ProjectionsDamaged,
 )
 from memory_ledger.event_log import EventLog
+from memory_ledger.forgetting.target_check import catalog_disagreements
 from memory_ledger.ledger import LifecycleLedger
 from projections.base import metadata
 from projections.runner import (
@@ -309,6 +310,7 @@ def doctor(
                 repaired.append(_close_lost_window(service, request_id))
             report = consistency.check(service.log, service.ledger, settings, chain=True)
             findings.extend(f.to_dict() for f in report.findings)
+            findings.extend(f.to_dict() for f in _projection_findings(service))
             checked = report.to_dict()["checked"]
             for reason in service.vectors.status()["discarded"]:
                 notes.append(
@@ -388,6 +390,19 @@ def _print_vector_discards(reasons: list[str]) -> None:
             ),
             style="yellow",
         )
+
+
+def _projection_findings(service: MemoryService) -> list[consistency.Finding]:
+    """The catalog, which forget scopes resolve from, read against the log."""
+    service.runner.catch_up()
+    with service.engine.connect() as conn:
+        wrong, missing = catalog_disagreements(service.log, conn)
+    rebuild = "memory-ledger rebuild (the projections are replayed from the log)"
+    return [
+        consistency.Finding(code, tuple(ids), repair=rebuild)
+        for code, ids in (("catalog_disagrees_with_log", wrong), ("catalog_missing_items", missing))
+        if ids
+    ]
 
 
 def _open_finding(code: str, explanation: str, repair: str) -> dict[str, Any]:

@@ -31,8 +31,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import func, or_, select
 
 from memory_ledger.consistency import fingerprints_were_kept
-from memory_ledger.keystore import KeyDestruction, NewKey
-from memory_ledger.residue import (
+from memory_ledger.forgetting.residue import (
     Fingerprints,
     ResidueFinding,
     file_paths_under,
@@ -40,6 +39,7 @@ from memory_ledger.residue import (
     scan,
     scan_fingerprints,
 )
+from memory_ledger.keystore import KeyDestruction, NewKey
 from projections.vector_files import is_segment_file
 
 if TYPE_CHECKING:

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from memory_ledger.cli_common import (
+from memory_ledger.cli.common import (
     DataDir,
     Json,
     Namespace,
@@ -25,13 +25,13 @@ from memory_ledger.cli_common import (
     shown,
     whole_number,
 )
-from memory_ledger.context import (
+from memory_ledger.errors import InvalidWrite
+from memory_ledger.retrieval.context import (
     MAX_CONTEXT_LIMIT,
     MAX_RECALL_LIMIT,
     MAX_TOKEN_BUDGET,
     MIN_TOKEN_BUDGET,
 )
-from memory_ledger.errors import InvalidWrite
 from memory_ledger.views import Remembered
 
 

@@ -25,9 +25,9 @@ from pydantic import Field, StrictStr, model_validator
 
 from memory_ledger.domain import MemoryItem
 from memory_ledger.event_log import EventLog
+from memory_ledger.forgetting.mentions import MentionPattern
 from memory_ledger.identifiers import ItemId
 from memory_ledger.keystore import KeyDestruction
-from memory_ledger.mentions import MentionPattern
 from memory_ledger.write_policy import MAX_VALUE_BYTES, StrictModel
 
 REDACTED = "[redacted]"

@@ -54,7 +54,7 @@ from memory_ledger.errors import (
     MemoryLedgerError,
 )
 from memory_ledger.identifiers import Identifier, Namespace, is_identifier, is_namespace
-from memory_ledger.ledger_storage import (  # re-exported: part of this module's API
+from memory_ledger.ledger.storage import (  # re-exported: part of this module's API
     COLUMNS,
     GENESIS_HASH,
     LEDGER_FILE,

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from memory_ledger.cli_common import (
+from memory_ledger.cli.common import (
     DataDir,
     Json,
     Namespace,
@@ -25,7 +25,7 @@ from memory_ledger.cli_common import (
     shown,
 )
 from memory_ledger.errors import InvalidWrite
-from memory_ledger.forget_requests import RequestReport
+from memory_ledger.forgetting.requests import RequestReport
 
 EXIT_FOR_STATUS = {
     "verification_failed": 7,

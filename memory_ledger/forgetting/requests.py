@@ -26,7 +26,20 @@ from memory_ledger.errors import (
     ProjectionMismatch,
 )
 from memory_ledger.event_log import ERASED
-from memory_ledger.forget_scope import (
+from memory_ledger.forgetting.mentions import (
+    MentionPattern,
+    find_mentions,
+    mention_pattern,
+    without_mentions,
+)
+from memory_ledger.forgetting.redaction import (
+    RedactionRequest,
+    rewrite_items,
+    span_pattern,
+)
+from memory_ledger.forgetting.residue import needles_for
+from memory_ledger.forgetting.residue_check import ResidueCheck, ScanOutcome
+from memory_ledger.forgetting.scope import (
     Candidate,
     ForgetScope,
     Resolution,
@@ -35,21 +48,8 @@ from memory_ledger.forget_scope import (
     parse_scope,
     resolve,
 )
-from memory_ledger.mentions import (
-    MentionPattern,
-    find_mentions,
-    mention_pattern,
-    without_mentions,
-)
-from memory_ledger.redaction import (
-    RedactionRequest,
-    rewrite_items,
-    span_pattern,
-)
-from memory_ledger.residue import needles_for
-from memory_ledger.residue_check import ResidueCheck, ScanOutcome
+from memory_ledger.forgetting.target_check import confirm_targets, identifiers_repeating
 from memory_ledger.stores import Receipt, RedactingStore, redact_at
-from memory_ledger.target_check import confirm_targets, identifiers_repeating
 from memory_ledger.times import canonical_time
 from memory_ledger.write_policy import parse_input
 

@@ -56,7 +56,7 @@ from collections.abc import Iterable, Sequence
 
 from sqlalchemy import Connection, select
 
-from memory_ledger.residue import MIN_NEEDLE_BYTES
+from memory_ledger.forgetting.residue import MIN_NEEDLE_BYTES
 from projections.base import Projection
 
 REPLACEMENT = "[forgotten]"

@@ -20,7 +20,7 @@ from memory_ledger.stores import Evidence, Receipt
 
 if TYPE_CHECKING:
     from memory_ledger.api import MemoryService
-    from memory_ledger.context import Context
+    from memory_ledger.retrieval.context import Context
 
 MAX_ENTRIES = 256
 

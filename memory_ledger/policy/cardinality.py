@@ -1,7 +1,7 @@
 """What a new fact does to the other facts of its predicate, decided at write time.
 
 A predicate has one current value (`one`) or a set of them (`many`), by the policy
-(memory_ledger/policy.py). A write may say whether it adds to the set or replaces
+(memory_ledger/policy/__init__.py). A write may say whether it adds to the set or replaces
 (`mode`), and which members it replaces (`replaces`). The outcome is recorded in the
 fact's `Recorded` event as clear attributes, `cardinality` and `replaces` (item ids),
 so the facts projection decides from the log alone and a rebuild after a policy change

@@ -30,7 +30,7 @@ from pydantic import Field, Strict, StringConstraints, model_validator
 from sqlalchemy import Connection, select
 
 from memory_ledger.errors import InvalidWrite
-from memory_ledger.instruction_like import FLAG
+from memory_ledger.retrieval.instruction_like import FLAG
 from memory_ledger.write_policy import (
     Identifier,
     Kind,

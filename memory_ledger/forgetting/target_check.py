@@ -20,13 +20,22 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
+from eventsourcing.utils import get_topic
+from sqlalchemy import Connection, select
+
 from memory_ledger.domain import MemoryItem
 from memory_ledger.errors import NotFound
-from memory_ledger.event_log import EventLog
-from memory_ledger.forget_scope import ForgetScope
+from memory_ledger.event_log import ERASED_TOPIC, EventLog
+from memory_ledger.forgetting.scope import ForgetScope
 from memory_ledger.times import canonical_time
+from projections.catalog import catalog
+from projections.events import decode_clear
 
 SOURCE_FIELDS = ("session_id", "turn_id", "tool_call_id")
+#: What a scope selects by, as the catalog holds it and the Recorded event says it.
+CLEAR_ATTRIBUTES = ("namespace", "kind", "subject", "predicate", "category", "sensitivity")
+RECORDED_TOPIC = get_topic(MemoryItem.Recorded)  # type: ignore[attr-defined]
+PAGE = 5000
 
 
 @dataclass(frozen=True)
@@ -177,3 +186,30 @@ def identifiers_repeating(items: Iterable[MemoryItem], texts: Iterable[str]) -> 
 def _identifiers(item: MemoryItem) -> list[str]:
     ids = [item.provenance.get(k) or "" for k in (*SOURCE_FIELDS, "consent_ref")]
     return [item.subject, item.predicate, item.category, *ids]
+
+
+def catalog_disagreements(log: EventLog, conn: Connection) -> tuple[list[str], list[str]]:
+    """The whole catalog against the log, for `doctor`: (items whose catalog row names
+    another namespace, kind, subject, predicate, category or sensitivity than their
+    Recorded event, or that the log does not hold; live items the catalog lacks, which a
+    scope could never reach). One pass over the log's Recorded and Erased events."""
+    recorded: dict[str, tuple[Any, ...]] = {}
+    erased: set[str] = set()
+    after = 0
+    while True:
+        page = log.recorder.select_notifications(
+            start=after + 1, limit=PAGE, topics=[RECORDED_TOPIC, ERASED_TOPIC]
+        )
+        if not page:
+            break
+        after = page[-1].id
+        for event in decode_clear(log, page):
+            if event.name == "Erased":
+                erased.add(event.item_id)
+            else:
+                recorded[event.item_id] = tuple(event.attrs[a] for a in CLEAR_ATTRIBUTES)
+    columns = [catalog.c.item_id, *(catalog.c[a] for a in CLEAR_ATTRIBUTES)]
+    rows = {str(r[0]): tuple(r[1:]) for r in conn.execute(select(*columns))}
+    wrong = sorted(i for i, attrs in rows.items() if recorded.get(i) != attrs)
+    missing = sorted(i for i in recorded.keys() - rows.keys() if i not in erased)
+    return wrong, missing

@@ -1,6 +1,6 @@
 """What every `memory-ledger` command shares: the app, its options, opening a store,
-reading JSON input and printing results. The commands live in cli_memories, cli_forget
-and cli_ops.
+reading JSON input and printing results. The commands live in memories, forget
+and ops.
 
 Two rules hold for everything here. Input is bounded before it is parsed: JSON by size
 and nesting depth, numbers by range and type (a clear exit 2, never a traceback). And

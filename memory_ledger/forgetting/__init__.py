@@ -1,0 +1,1 @@
+"""Forgetting: scopes, requests, mentions, redaction, target checks and the residue scan."""

@@ -1,0 +1,1 @@
+"""Retrieval: the context builder, its cache, embedders and the instruction-like check."""
