@@ -56,6 +56,7 @@ from memory_ledger.write_policy import (
     parse_update,
     parse_write,
 )
+from projections.events import Progress
 from projections.facts import facts
 from projections.preferences import preferences
 from projections.runner import ProjectionRunner, make_engine, refuse_damaged_projections
@@ -138,10 +139,12 @@ class MemoryService:
             info["consistency"] = report.to_dict()
         return info
 
-    def rebuild(self, names: Sequence[str] | None = None) -> int:
-        replayed = self.runner.rebuild(names)
+    def rebuild(self, names: Sequence[str] | None = None, progress: Progress | None = None) -> int:
+        """Replay the log into the named projections (all, and the vector index, by
+        default). `progress(stage, position, head)` is called as the replay goes."""
+        replayed = self.runner.rebuild(names, progress)
         if names is None:  # every projection: the vector index too
-            self.vectors.rebuild()
+            self.vectors.rebuild(progress)
         return replayed
 
     def compact(self) -> list[str]:
@@ -481,9 +484,7 @@ class MemoryLedger:
         with self.service.engine.connect() as conn:
             return found[0].read(conn, self.namespace, _iso(datetime.now(UTC)))
 
-    def context(
-        self, query: str, *, for_turn: str | UUID | None = None, **options: Any
-    ) -> Context:
+    def context(self, query: str, *, for_turn: str | UUID | None = None, **options: Any) -> Context:
         """Recall for one turn: filter, rank (vector + keyword + recency), fit the token
         budget. Options: token_budget, kinds, category, workspace, task, session, limit,
         rank (hybrid|vector|keyword). With `for_turn`, what was served is recorded on

@@ -8,7 +8,7 @@ in one query and opened once, and an event whose key was destroyed arrives with
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -17,6 +17,9 @@ from eventsourcing.persistence import Notification
 
 from memory_ledger.event_log import ERASED, EventLog
 from memory_ledger.write_policy import canonical_time
+
+#: Told (stage, log position reached, log head) as a long replay goes: for a progress bar.
+Progress = Callable[[str, int, int], None]
 
 _ENVELOPE = {"originator_id", "originator_version", "timestamp", "originator_topic"}
 

@@ -43,7 +43,7 @@ from memory_ledger.event_log import EventLog
 from memory_ledger.forgetting.residue import checkpoint_evidence
 from projections.base import Projection, metadata
 from projections.catalog import CatalogProjection
-from projections.events import decode_batch
+from projections.events import Progress, decode_batch
 from projections.facts import FactsProjection
 from projections.keyword_index import KeywordIndexProjection
 from projections.preferences import PreferencesProjection
@@ -190,10 +190,11 @@ class ProjectionRunner:
         )
         return self.positions(conn)
 
-    def catch_up(self) -> int:
-        """Apply every event not yet applied; returns how many notifications were read."""
+    def catch_up(self, progress: Progress | None = None) -> int:
+        """Apply every event not yet applied; returns how many notifications were read.
+        `progress` is told the log position reached after each batch, and the head."""
         with self._damage_guard():
-            return self._catch_up()
+            return self._catch_up(progress)
 
     def behind_after_catch_up(self) -> list[str]:
         """Catch up if possible, then name the projections still behind the log (a
@@ -205,7 +206,7 @@ class ProjectionRunner:
             log.warning("projection catch-up before verifying failed: %s", exc)
         return [s.name for s in self.status() if s.behind > 0]
 
-    def _catch_up(self) -> int:
+    def _catch_up(self, progress: Progress | None = None) -> int:
         applied = 0
         with self._thread_lock:
             head = self.log.max_position()
@@ -227,6 +228,8 @@ class ProjectionRunner:
                                 .values(position=batch[-1].id)
                             )
                     applied += len(batch)
+                    if progress is not None and batch:
+                        progress("projections", batch[-1].id, head)
                     if not batch or batch[-1].id >= head:
                         # The batch that reaches the head settles deferred work in its
                         # own transaction: no committed end state is left unsettled.
@@ -234,7 +237,7 @@ class ProjectionRunner:
                             projection.settle(conn)
                         return applied
 
-    def rebuild(self, names: Sequence[str] | None = None) -> int:
+    def rebuild(self, names: Sequence[str] | None = None, progress: Progress | None = None) -> int:
         """Drop the named projections (all by default) and replay the whole log into them."""
         chosen = [p for p in self.projections if names is None or p.name in names]
         with self._damage_guard(), self._thread_lock, self.engine.begin() as conn:
@@ -247,7 +250,7 @@ class ProjectionRunner:
                     tracking.update().where(tracking.c.name == projection.name).values(position=0)
                 )
         self.compact()
-        return self.catch_up()
+        return self.catch_up(progress)
 
     def status(self) -> list[ProjectionStatus]:
         head = self.log.max_position()

@@ -28,7 +28,7 @@ import numpy as np
 from memory_ledger.errors import ConfigurationError, IndexMismatch
 from memory_ledger.event_log import EventLog
 from memory_ledger.retrieval.embedders import Embedder
-from projections.events import decode_batch
+from projections.events import Progress, decode_batch
 from projections.vector_erasure import held_by, read_back
 from projections.vector_files import (
     MANIFEST,
@@ -281,7 +281,7 @@ class VectorIndex:
         with self._catch_up_lock:
             return self._catch_up()
 
-    def rebuild(self) -> int:
+    def rebuild(self, progress: Progress | None = None) -> int:
         """Discard every file and replay the whole log, re-embedding everything. Files
         that fail their checks are named in `discarded` first, so a rebuild says that it
         replaced a damaged index, not only that it replaced one."""
@@ -293,9 +293,9 @@ class VectorIndex:
                 except BadIndexFiles as exc:
                     self._note_discarded(str(exc))
                 self._reset()
-            return self._catch_up()
+            return self._catch_up(progress)
 
-    def _catch_up(self) -> int:
+    def _catch_up(self, progress: Progress | None = None) -> int:
         applied = 0
         while True:
             state = self._current()
@@ -324,6 +324,8 @@ class VectorIndex:
                 ops, vectors = still_readable(self.log, ops, vectors)
                 self._commit(current, ops, vectors, batch[-1].id)
             applied += len(batch)
+            if progress is not None:
+                progress("vector_index", batch[-1].id, head)
             if batch[-1].id >= head:
                 return applied
 

@@ -23,6 +23,8 @@ from typing import Annotated, Any, NoReturn
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
+from rich.progress import Progress as RichProgress
 from rich.table import Table
 from rich.text import Text
 
@@ -32,6 +34,7 @@ from memory_ledger.crypto import DEV_KEY_FILE, MASTER_KEY_ENV
 from memory_ledger.errors import InvalidWrite, MemoryLedgerError
 from memory_ledger.principal import Principal
 from memory_ledger.views import Memory
+from projections.events import Progress
 
 app = typer.Typer(
     help="Event-sourced memory for AI agents, with provable forgetting.",
@@ -291,3 +294,25 @@ def memories_table(memories: list[Memory], title: str) -> Table:
             shown((m.valid_from or "")[:19]),
         )
     return table
+
+
+REPLAY_STAGES = {"projections": "replaying the log", "vector_index": "vector index"}
+
+
+@contextmanager
+def replay_progress(as_json: bool) -> Iterator[Progress | None]:
+    """A progress bar on stderr while a replay runs (rebuild): only in a terminal, and
+    never with --json, so scripts and logs see only the result."""
+    if as_json or not err.is_terminal:
+        yield None
+        return
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
+    with RichProgress(*columns, TimeRemainingColumn(), console=err, transient=True) as bar:
+        tasks: dict[str, Any] = {}
+
+        def report(stage: str, position: int, head: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = bar.add_task(REPLAY_STAGES.get(stage, stage), total=head)
+            bar.update(tasks[stage], completed=position, total=head)
+
+        yield report

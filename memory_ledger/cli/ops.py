@@ -34,6 +34,7 @@ from memory_ledger.cli.common import (
     fail,
     open_service,
     out,
+    replay_progress,
 )
 from memory_ledger.config import Settings
 from memory_ledger.crypto import load_master_key
@@ -102,7 +103,8 @@ def rebuild(
     except MemoryLedgerError as exc:
         fail(exc, as_json)
     with open_service(data_dir, url, as_json) as service:
-        replayed = service.rebuild(projection)
+        with replay_progress(as_json) as progress:
+            replayed = service.rebuild(projection, progress)
         restored = _restore_consolidated_turns(service) if discarded else 0
         rebuilt = projection or [*known, "vector_index"]  # all of them: the vectors too
         found = consistency.check(service.log, service.ledger, service.settings)
