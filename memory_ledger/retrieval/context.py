@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, Strict, StringConstraints, model_validator
-from sqlalchemy import Connection, select, tuple_
+from sqlalchemy import Connection, Float, Text, literal, select, tuple_, union_all
 
 from memory_ledger.errors import InvalidWrite
 from memory_ledger.retrieval.instruction_like import FLAG
@@ -187,17 +187,24 @@ def _build(ledger: MemoryLedger, request: ContextRequest) -> Context:
     with service.engine.connect() as conn:
         usable = _Usable(conn, namespace, request, canonical_time(now))
         limit = max(request.limit * 4, 50)
+        searches: dict[str, Callable[[int], list[tuple[str, float]]]] = {}
         if request.rank in ("hybrid", "vector"):
             service.vectors.catch_up()
             vector = service.vectors.embed_query(request.query)
-            hits = usable.best(lambda n: service.vectors.search(namespace, vector, n), limit)
+            searches["vector"] = lambda n: service.vectors.search(namespace, vector, n)
+        if request.rank in ("hybrid", "keyword"):
+            searches["keyword"] = lambda n: keyword_search(conn, namespace, request.query, n)
+        first = {name: search(limit) for name, search in searches.items()}
+        usable.check([item_id for hits in first.values() for item_id, _ in hits])
+        if "vector" in searches:
+            hits = usable.best(searches["vector"], limit, first["vector"])
             floor = max(MIN_SIMILARITY, RELATIVE_FLOOR * hits[0][1]) if hits else 0.0
             for rank, (item_id, similarity) in enumerate(hits, 1):
                 if similarity < floor:
                     break  # nearest is not near: the rest is unrelated to this turn
                 usable.candidates[item_id].vector_rank = rank
-        if request.rank in ("hybrid", "keyword"):
-            found = usable.best(lambda n: keyword_search(conn, namespace, request.query, n), limit)
+        if "keyword" in searches:
+            found = usable.best(searches["keyword"], limit, first["keyword"])
             for rank, (item_id, _) in enumerate(found, 1):
                 usable.candidates[item_id].keyword_rank = rank
     candidates = usable.candidates
@@ -334,18 +341,23 @@ class _Usable:
         self.candidates: dict[str, _Candidate] = {}
 
     def best(
-        self, search: Callable[[int], list[tuple[str, float]]], k: int
+        self,
+        search: Callable[[int], list[tuple[str, float]]],
+        k: int,
+        hits: list[tuple[str, float]],
     ) -> list[tuple[str, float]]:
+        """`hits`: the search's answer for k (both indexes' first answers are checked in
+        one pass before)."""
         n = k
         while True:
-            hits = search(n)
-            self._check([item_id for item_id, _ in hits])
+            self.check([item_id for item_id, _ in hits])
             kept = [hit for hit in hits if hit[0] in self.candidates]
             if len(kept) >= k or len(hits) < n:
                 return kept[:k]
             n *= 4
+            hits = search(n)
 
-    def _check(self, item_ids: list[str]) -> None:
+    def check(self, item_ids: list[str]) -> None:
         new = [i for i in dict.fromkeys(item_ids) if i not in self._checked]
         self._checked.update(new)
         for start in range(0, len(new), 500):
@@ -359,59 +371,60 @@ class _Usable:
 def _candidates(
     conn: Connection, namespace: str, request: ContextRequest, now: str, item_ids: list[str]
 ) -> dict[str, _Candidate]:
-    """Those of the items that are usable memories of the namespace: clear columns only."""
-    kinds = set(request.kinds) or {"fact", "preference", "turn"}
+    """Those of the items that are usable memories of the namespace: clear columns only,
+    one statement for every kind (and one more for preferences' scope rivals)."""
+    kinds = [k for k in _TABLES if k in (set(request.kinds) or set(_TABLES))]
+    queries = [
+        _usable_query(request, now, kind, _TABLES[kind][0].c.item_id.in_(item_ids))
+        for kind in kinds
+    ]
+    found = queries[0] if len(queries) == 1 else union_all(*queries)
+    rows = [dict(r) for r in conn.execute(found).mappings()]
+    rows = [r for r in rows if r.pop("namespace") == namespace]  # see `_usable_query`
+    preferred = [r for r in rows if r["kind"] == "preference"]
+    if preferred:
+        # Most specific scope first: the others of the same subject and predicate
+        # compete too, hit or not.
+        keys = sorted({(r["subject"], r["predicate"]) for r in preferred})
+        where = tuple_(preferences.c.subject, preferences.c.predicate).in_(keys)
+        where &= preferences.c.namespace == namespace  # few rows per key: index is right
+        rivals = conn.execute(_usable_query(request, now, "preference", where))
+        best = {r["item_id"] for r in _most_specific([dict(r) for r in rivals.mappings()], request)}
+        rows = [r for r in rows if r["kind"] != "preference" or r["item_id"] in best]
     out: dict[str, _Candidate] = {}
-    for kind in _TABLES:
-        if kind not in kinds:
-            continue
-        table = _TABLES[kind][0]
-        rows = _usable_rows(conn, namespace, request, now, kind, table.c.item_id.in_(item_ids))
-        if kind == "preference" and rows:
-            # Most specific scope first: the others of the same subject and predicate
-            # compete too, hit or not.
-            keys = sorted({(r["subject"], r["predicate"]) for r in rows})
-            where = tuple_(preferences.c.subject, preferences.c.predicate).in_(keys)
-            rivals = _usable_rows(conn, namespace, request, now, kind, where)
-            wanted = {r["item_id"] for r in rows}
-            rows = [r for r in _most_specific(rivals, request) if r["item_id"] in wanted]
-        for row in rows:
-            out.setdefault(row["item_id"], _Candidate(row, kind))
+    for row in rows:
+        out.setdefault(row["item_id"], _Candidate(row, row.pop("kind")))
     return out
 
 
-def _usable_rows(
-    conn: Connection,
-    namespace: str,
-    request: ContextRequest,
-    now: str,
-    kind: str,
-    narrow: Any,
-) -> list[dict[str, Any]]:
+def _usable_query(request: ContextRequest, now: str, kind: str, narrow: Any) -> Any:
     """Rows of one kind that pass the read-time filter (namespace, suppression, expiry,
-    category, and for facts the current version inside its validity), within `narrow`."""
+    category, and for facts the current version inside its validity), within `narrow`.
+    Every kind gives the same columns, so the kinds can be read in one statement.
+
+    The namespace is selected, not filtered on, and the caller keeps only rows of its own:
+    given a namespace condition, SQLite reads the namespace's index (every row of a large
+    namespace) instead of looking the named ids up by key."""
     table, text_column = _TABLES[kind]
     subject = table.c.speaker if kind == "turn" else table.c.subject
     since = table.c.written_at if kind == "turn" else table.c.valid_from
+    text_none, number_none = literal(None, Text), literal(None, Float)
     query = (
         select(
             table.c.item_id,
+            table.c.namespace,
+            literal(kind, Text).label("kind"),
             subject.label("subject"),
             catalog.c.predicate,
             catalog.c.written_at,
             since.label("valid_from"),
-            *(
-                [table.c.status]
-                if kind == "fact"
-                else [table.c.scope, table.c.strength]
-                if kind == "preference"
-                else []
-            ),
+            (table.c.status if kind == "fact" else text_none).label("status"),
+            (table.c.scope if kind == "preference" else text_none).label("scope"),
+            (table.c.strength if kind == "preference" else number_none).label("strength"),
         )
         .join(catalog, catalog.c.item_id == table.c.item_id)
         .where(
             narrow,
-            table.c.namespace == namespace,
             table.c.suppressed.is_(False),
             text_column.is_not(None),
             table.c.expires_at.is_(None) | (table.c.expires_at > now),
@@ -425,7 +438,7 @@ def _usable_rows(
             facts.c.valid_from <= now,
             facts.c.valid_to.is_(None) | (facts.c.valid_to > now),
         )
-    return [dict(r) for r in conn.execute(query).mappings()]
+    return query
 
 
 def _most_specific(rows: list[dict[str, Any]], request: ContextRequest) -> list[dict[str, Any]]:
