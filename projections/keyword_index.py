@@ -36,7 +36,6 @@ the catch-up (`settle`), in the same transaction as its last batch.
 
 from __future__ import annotations
 
-import heapq
 import math
 import re
 import unicodedata
@@ -48,12 +47,15 @@ from sqlalchemy import (
     BigInteger,
     Column,
     Connection,
+    Float,
     Index,
     Integer,
     Table,
     Text,
+    case,
     delete,
     func,
+    literal,
     select,
     tuple_,
 )
@@ -68,6 +70,7 @@ CHUNK = 500
 #: Items indexed together at the end of a catch-up: few round trips, bounded memory.
 SETTLE_CHUNK = 5000
 K1 = 1.2
+TIE_SLACK = 8
 B = 0.75
 #: Longer terms are cut (queries are cut the same way, so they still match): a base64
 #: blob must not become an index key larger than PostgreSQL's B-tree accepts.
@@ -477,8 +480,9 @@ def search(
     Document frequency, count and average length are the namespace's own: another
     tenant's vocabulary must not shape this one's ranking (nor be inferable from it).
     `allowed` restricts the answer, not the statistics: the caller's read-time filters
-    (expiry, validity, scope) must not change how rare a word looks. One query reads the
-    query terms' postings together with the namespace's totals.
+    (expiry, validity, scope) must not change how rare a word looks. One statement counts
+    the query terms' documents with the namespace's totals; a second has the database
+    sum BM25 over those terms' postings and return the best few rows.
     """
     terms = sorted(set(tokenize(query)))
     if not terms or k <= 0:
@@ -487,28 +491,41 @@ def search(
     in_namespace = d.c.namespace == namespace
     n_docs = select(func.count()).select_from(d).where(in_namespace).scalar_subquery()
     total = select(func.sum(d.c.length)).where(in_namespace).scalar_subquery()
-    rows = conn.execute(
-        select(p.c.term, d.c.item_id, p.c.tf, d.c.length, n_docs, total)
-        .join(d, d.c.doc == p.c.doc)
+    counted = conn.execute(
+        select(p.c.term, func.count(), n_docs, total)
         .where(p.c.namespace == namespace, p.c.term.in_(terms))
+        .group_by(p.c.term)
     ).all()
-    if not rows:
+    if not counted:
         return []
-    n, average = int(rows[0][4]), int(rows[0][5]) / int(rows[0][4])
-    by_term: dict[str, list[tuple[str, int, int]]] = {}
-    for term, item_id, tf, length, _, _ in rows:
-        by_term.setdefault(term, []).append((item_id, int(tf), int(length)))
-    scores: dict[str, float] = {}
-    for term in sorted(by_term):  # a fixed order of additions: identical float sums
-        hits = by_term[term]
-        idf = math.log(1 + (n - len(hits) + 0.5) / (len(hits) + 0.5))
-        for item_id, tf, length in hits:
-            norm = tf + K1 * (1 - B + B * length / average)
-            scores[item_id] = scores.get(item_id, 0.0) + idf * tf * (K1 + 1) / norm
-    ranked: Iterable[tuple[str, float]] = scores.items()
-    if allowed is not None:
-        ranked = ((i, s) for i, s in ranked if i in allowed)
-    return heapq.nsmallest(k, ranked, key=lambda pair: (-pair[1], pair[0]))
+    n, average = int(counted[0][2]), int(counted[0][3]) / int(counted[0][2])
+    idf = {term: math.log(1 + (n - df + 0.5) / (df + 0.5)) for term, df, _, _ in counted}
+    # BM25 summed by the database, over the query terms' postings only, and only the
+    # best few rows come back: the cost follows the postings of the query's words, and
+    # Python sees k rows, not every document that shares a word with the query.
+    weight = case(*((p.c.term == t, literal(w, Float)) for t, w in sorted(idf.items())))
+    norm = p.c.tf + K1 * (1 - B + B * d.c.length / literal(average, Float))
+    score = func.sum(weight * p.c.tf * (K1 + 1) / norm).label("score")
+    ranked_query = (
+        select(d.c.item_id, score)
+        .join(d, d.c.doc == p.c.doc)
+        .where(p.c.namespace == namespace, p.c.term.in_(sorted(idf)))
+        .group_by(d.c.item_id)
+        .order_by(score.desc(), d.c.item_id)
+    )
+    want = k
+    while True:
+        # A few more than needed: sums of the same terms added in another order can
+        # differ in the last bit, so ties are settled here, on rounded scores.
+        fetch = want + TIE_SLACK
+        rows = conn.execute(ranked_query.limit(fetch)).all()
+        found = sorted(((i, float(v)) for i, v in rows), key=lambda r: (-round(r[1], 9), r[0]))
+        kept = found[:want] if len(rows) == fetch else found
+        if allowed is not None:
+            kept = [r for r in kept if r[0] in allowed]
+        if len(kept) >= k or len(rows) < fetch:
+            return kept[:k]
+        want *= 4  # the caller's filters removed too many: read further down the ranking
 
 
 # -- helpers -----------------------------------------------------------------------------

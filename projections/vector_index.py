@@ -132,18 +132,18 @@ class VectorIndex:
         if k < 1 or entry is None:
             return []
         parts, ids = entry
-        gathered = [matrix[rows] for matrix, rows in parts]
-        matrix = gathered[0] if len(gathered) == 1 else np.concatenate(gathered)
-        if allowed is not None:
-            mask = np.fromiter((i in allowed for i in ids), dtype=bool, count=len(ids))
-            matrix, ids = matrix[mask], [i for i, keep in zip(ids, mask, strict=True) if keep]
-        scores = matrix @ query
-        if k < len(scores):
-            top = np.argpartition(-scores, k - 1)[:k]
-            order = top[np.argsort(-scores[top], kind="stable")]
-        else:
-            order = np.argsort(-scores, kind="stable")
-        return [(ids[i], float(scores[i])) for i in order]
+        scores = np.concatenate([_part_scores(matrix, rows, query) for matrix, rows in parts])
+        # `allowed` is applied to the best rows first, widening only when it removes
+        # too many: no per-row Python pass over a large namespace.
+        want = k
+        while True:
+            order = _best(scores, want + (0 if allowed is None else 16 + 3 * want))
+            found = [(ids[i], float(scores[i])) for i in order]
+            if allowed is not None:
+                found = [hit for hit in found if hit[0] in allowed]
+            if len(found) >= k or len(order) == len(scores):
+                return found[:k]
+            want *= 4
 
     def embed_query(self, text: str) -> np.ndarray:
         return self._embed([text])[0]
@@ -493,3 +493,20 @@ class VectorIndex:
                 segments_invalid=invalid,
                 stray_files=len(stray_files(self.directory, named)),
             )
+
+
+def _part_scores(matrix: np.ndarray, rows: Any, query: np.ndarray) -> np.ndarray:
+    """Similarity of a segment's rows of one namespace to the query, without copying
+    them: a run of rows is a view; scattered rows that are most of the segment are
+    scored with the whole segment and picked after; a few scattered rows are gathered."""
+    if not isinstance(rows, slice) and len(rows) * 4 >= len(matrix):
+        return (matrix @ query)[rows]
+    return matrix[rows] @ query
+
+
+def _best(scores: np.ndarray, n: int) -> np.ndarray:
+    """Positions of the n highest scores, best first; equal scores by position."""
+    if n < len(scores):
+        top = np.sort(np.argpartition(-scores, n - 1)[:n])
+        return top[np.argsort(-scores[top], kind="stable")]
+    return np.argsort(-scores, kind="stable")

@@ -178,3 +178,27 @@ def test_a_forget_evicts_cached_contexts_that_served_the_target(
     assert receipt.status == "ok" and receipt.evidence["entries_evicted"] == 1
     assert service.context_cache.holding([history["seat"]]) == 0
     assert history["seat"] not in _ids(alice.context("window seat"))
+
+
+def test_the_filter_reaches_past_unusable_top_hits(alice: MemoryLedger) -> None:
+    """The filter is applied to the indexes' best hits and widens while it removes too
+    many: a usable memory ranked below hundreds of suppressed ones is still found."""
+    hidden = alice.remember_many(
+        [fact("note", f"harbour lantern festival {i}", turn=f"t{i}") for i in range(260)]
+    )
+    for stored in hidden:
+        alice.suppress(stored.item_id)
+    kept = alice.remember(fact("note", "a harbour walk", turn="t999")).item_id
+    context = alice.context("harbour lantern festival", rank="keyword")
+    assert _ids(context) == [kept]
+    assert _ids(alice.context("harbour lantern festival", rank="vector")) == [kept]
+
+
+def test_a_preference_scope_rival_that_is_no_hit_still_wins(alice: MemoryLedger) -> None:
+    """Of one preference, only the most specific scope in effect is served, even when the
+    more specific one does not match the query's words."""
+    general = alice.remember(preference("seat", "window seat on long flights")).item_id
+    alice.remember(preference("seat", "aisle", scope="session:s-9"))
+    query = "window seat on long flights"
+    assert general not in _ids(alice.context(query, session="s-9", rank="keyword"))
+    assert general in _ids(alice.context(query, session="s-1", rank="keyword"))

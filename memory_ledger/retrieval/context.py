@@ -21,13 +21,13 @@ import hmac
 import json
 import math
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, Strict, StringConstraints, model_validator
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, Float, Text, literal, select, tuple_, union_all
 
 from memory_ledger.errors import InvalidWrite
 from memory_ledger.retrieval.instruction_like import FLAG
@@ -156,9 +156,11 @@ def estimate_tokens(text: str) -> int:
 
 @dataclass
 class _Candidate:
+    """A usable memory, as the filter knows it: clear columns only. Its text, provenance
+    and flags are read (`_details`) only if it ranks high enough to be returned."""
+
     row: dict[str, Any]
     kind: str
-    flags: set[str]
     vector_rank: int | None = None
     keyword_rank: int | None = None
 
@@ -181,44 +183,54 @@ def build(ledger: MemoryLedger, request: ContextRequest, for_turn: str | None = 
 def _build(ledger: MemoryLedger, request: ContextRequest) -> Context:
     service = ledger.service
     now = datetime.now(UTC)
+    namespace = ledger.namespace
     with service.engine.connect() as conn:
-        candidates = _candidates(conn, ledger.namespace, request, canonical_time(now))
-        allowed = set(candidates)
+        usable = _Usable(conn, namespace, request, canonical_time(now))
         limit = max(request.limit * 4, 50)
-        if allowed and request.rank in ("hybrid", "vector"):
+        searches: dict[str, Callable[[int], list[tuple[str, float]]]] = {}
+        if request.rank in ("hybrid", "vector"):
             service.vectors.catch_up()
             vector = service.vectors.embed_query(request.query)
-            hits = service.vectors.search(ledger.namespace, vector, limit, allowed)
+            searches["vector"] = lambda n: service.vectors.search(namespace, vector, n)
+        if request.rank in ("hybrid", "keyword"):
+            searches["keyword"] = lambda n: keyword_search(conn, namespace, request.query, n)
+        first = {name: search(limit) for name, search in searches.items()}
+        usable.check([item_id for hits in first.values() for item_id, _ in hits])
+        if "vector" in searches:
+            hits = usable.best(searches["vector"], limit, first["vector"])
             floor = max(MIN_SIMILARITY, RELATIVE_FLOOR * hits[0][1]) if hits else 0.0
             for rank, (item_id, similarity) in enumerate(hits, 1):
                 if similarity < floor:
                     break  # nearest is not near: the rest is unrelated to this turn
-                candidates[item_id].vector_rank = rank
-        if allowed and request.rank in ("hybrid", "keyword"):
-            found = keyword_search(conn, ledger.namespace, request.query, limit, allowed)
+                usable.candidates[item_id].vector_rank = rank
+        if "keyword" in searches:
+            found = usable.best(searches["keyword"], limit, first["keyword"])
             for rank, (item_id, _) in enumerate(found, 1):
-                candidates[item_id].keyword_rank = rank
+                usable.candidates[item_id].keyword_rank = rank
+    candidates = usable.candidates
     ranked = sorted(
         ((_score(c, now), item_id) for item_id, c in candidates.items() if _matched(c)),
         key=lambda pair: (-pair[0], pair[1]),
     )
     items: list[ContextItem] = []
     used, omitted = 0, 0
-    for score, item_id in ranked:
-        if len(items) >= request.limit:
-            break
-        item = _item(candidates[item_id], score, now)
-        if used + item.tokens > request.token_budget:
-            omitted += 1
-            continue
-        items.append(item)
-        used += item.tokens
-    if ranked and not items:
-        smallest = min(_item(candidates[i], s, now).tokens for s, i in ranked)
-        raise InvalidWrite(
-            f"token_budget {request.token_budget} is smaller than any matching memory "
-            f"(the smallest needs {smallest} tokens)"
-        )
+    with service.engine.connect() as conn:
+        details = _Details(conn, candidates, [item_id for _, item_id in ranked])
+        for score, item_id in ranked:
+            if len(items) >= request.limit:
+                break
+            item = _item(candidates[item_id], details.of(item_id), score, now)
+            if used + item.tokens > request.token_budget:
+                omitted += 1
+                continue
+            items.append(item)
+            used += item.tokens
+        if ranked and not items:
+            smallest = min(_item(candidates[i], details.of(i), s, now).tokens for s, i in ranked)
+            raise InvalidWrite(
+                f"token_budget {request.token_budget} is smaller than any matching memory "
+                f"(the smallest needs {smallest} tokens)"
+            )
     embedder = service.vectors.embedder.name if request.rank != "keyword" else "none"
     return Context(items, request.token_budget, used, omitted, request.rank, embedder)
 
@@ -241,91 +253,192 @@ def _score(c: _Candidate, now: datetime) -> float:
     return score
 
 
-def _item(c: _Candidate, score: float, now: datetime) -> ContextItem:
+def _item(c: _Candidate, detail: dict[str, Any], score: float, now: datetime) -> ContextItem:
     row = c.row
     age = (now - _parse(row["valid_from"] or row["written_at"])).days
     stale = age > STALE_AFTER_DAYS or row.get("status") == "conflict"
-    trust: Trust = "stale" if stale else row["origin"]
-    hint = c.kind == "preference" and row["origin"] == "observed"
-    untrusted = FLAG in c.flags
-    text = row["text"]
+    trust: Trust = "stale" if stale else detail["origin"]
+    hint = c.kind == "preference" and detail["origin"] == "observed"
+    untrusted = FLAG in set(filter(None, (detail["flags"] or "").split(",")))
     item = ContextItem(
         item_id=row["item_id"],
-        version=int(row["item_version"]),
+        version=int(detail["item_version"]),
         kind=c.kind,
         subject=row["subject"],
         predicate=row["predicate"],
-        text=text,
+        text=detail["text"],
         trust=trust,
         untrusted=untrusted,
         hint=hint,
         score=round(score, 6),
         tokens=0,
         scope=row.get("scope") or "global",
-        provenance=_provenance(row["provenance"]),
+        provenance=_provenance(detail["provenance"]),
     )
     tokens = estimate_tokens(item.render()) + ITEM_OVERHEAD_TOKENS
     return replace(item, tokens=tokens)
 
 
+_TABLES = {
+    "fact": (facts, facts.c.value),
+    "preference": (preferences, preferences.c.value),
+    "turn": (transcripts, transcripts.c.content),
+}
+#: How many ranked items' details one query reads: the budget rarely needs more.
+DETAIL_CHUNK = 64
+
+
+class _Details:
+    """What is shown of a ranked item (text, provenance, origin, version, flags), read
+    for the ranked ids in rank order, a chunk at a time, and only as far as the budget
+    and the limit need: recall reads what it returns, not the namespace."""
+
+    def __init__(self, conn: Connection, candidates: dict[str, _Candidate], order: list[str]):
+        self._conn, self._candidates, self._order = conn, candidates, order
+        self._read: dict[str, dict[str, Any]] = {}
+        self._next = 0
+
+    def of(self, item_id: str) -> dict[str, Any]:
+        while item_id not in self._read:
+            chunk = self._order[self._next : self._next + DETAIL_CHUNK]
+            self._next += DETAIL_CHUNK
+            by_kind: dict[str, list[str]] = {}
+            for i in chunk:
+                by_kind.setdefault(self._candidates[i].kind, []).append(i)
+            for kind, ids in by_kind.items():
+                table, text_column = _TABLES[kind]
+                query = (
+                    select(
+                        table.c.item_id,
+                        text_column.label("text"),
+                        table.c.origin,
+                        table.c.provenance,
+                        catalog.c.version.label("item_version"),
+                        catalog.c.flags,
+                    )
+                    .join(catalog, catalog.c.item_id == table.c.item_id)
+                    .where(table.c.item_id.in_(ids))
+                )
+                if kind == "fact":  # one row per version: the one that was filtered
+                    query = query.where(facts.c.status.in_(("current", "conflict")))
+                for r in self._conn.execute(query).mappings():
+                    self._read[r["item_id"]] = dict(r)
+        return self._read[item_id]
+
+
+class _Usable:
+    """The read-time filter, applied to the indexes' best hits rather than to the whole
+    namespace: recall's cost follows the hits it looks at, not the user's memory.
+
+    `best` asks an index for its top n, keeps the usable ones, and asks for more (n times
+    four) only while the filter removed too many and the index has more. The ranks are
+    the hits' positions among usable items, exactly as if the index had searched only
+    those."""
+
+    def __init__(self, conn: Connection, namespace: str, request: ContextRequest, now: str):
+        self._conn, self._namespace, self._request, self._now = conn, namespace, request, now
+        self._checked: set[str] = set()
+        self.candidates: dict[str, _Candidate] = {}
+
+    def best(
+        self,
+        search: Callable[[int], list[tuple[str, float]]],
+        k: int,
+        hits: list[tuple[str, float]],
+    ) -> list[tuple[str, float]]:
+        """`hits`: the search's answer for k (both indexes' first answers are checked in
+        one pass before)."""
+        n = k
+        while True:
+            self.check([item_id for item_id, _ in hits])
+            kept = [hit for hit in hits if hit[0] in self.candidates]
+            if len(kept) >= k or len(hits) < n:
+                return kept[:k]
+            n *= 4
+            hits = search(n)
+
+    def check(self, item_ids: list[str]) -> None:
+        new = [i for i in dict.fromkeys(item_ids) if i not in self._checked]
+        self._checked.update(new)
+        for start in range(0, len(new), 500):
+            self.candidates.update(
+                _candidates(
+                    self._conn, self._namespace, self._request, self._now, new[start : start + 500]
+                )
+            )
+
+
 def _candidates(
-    conn: Connection, namespace: str, request: ContextRequest, now: str
+    conn: Connection, namespace: str, request: ContextRequest, now: str, item_ids: list[str]
 ) -> dict[str, _Candidate]:
-    """Every usable memory of the namespace, before any ranking."""
-    kinds = set(request.kinds) or {"fact", "preference", "turn"}
+    """Those of the items that are usable memories of the namespace: clear columns only,
+    one statement for every kind (and one more for preferences' scope rivals)."""
+    kinds = [k for k in _TABLES if k in (set(request.kinds) or set(_TABLES))]
+    queries = [
+        _usable_query(request, now, kind, _TABLES[kind][0].c.item_id.in_(item_ids))
+        for kind in kinds
+    ]
+    found = queries[0] if len(queries) == 1 else union_all(*queries)
+    rows = [dict(r) for r in conn.execute(found).mappings()]
+    rows = [r for r in rows if r.pop("namespace") == namespace]  # see `_usable_query`
+    preferred = [r for r in rows if r["kind"] == "preference"]
+    if preferred:
+        # Most specific scope first: the others of the same subject and predicate
+        # compete too, hit or not.
+        keys = sorted({(r["subject"], r["predicate"]) for r in preferred})
+        where = tuple_(preferences.c.subject, preferences.c.predicate).in_(keys)
+        where &= preferences.c.namespace == namespace  # few rows per key: index is right
+        rivals = conn.execute(_usable_query(request, now, "preference", where))
+        best = {r["item_id"] for r in _most_specific([dict(r) for r in rivals.mappings()], request)}
+        rows = [r for r in rows if r["kind"] != "preference" or r["item_id"] in best]
     out: dict[str, _Candidate] = {}
-    for kind, table, text_column in (
-        ("fact", facts, facts.c.value),
-        ("preference", preferences, preferences.c.value),
-        ("turn", transcripts, transcripts.c.content),
-    ):
-        if kind not in kinds:
-            continue
-        subject = table.c.speaker if kind == "turn" else table.c.subject
-        since = table.c.written_at if kind == "turn" else table.c.valid_from
-        query = (
-            select(
-                table.c.item_id,
-                text_column.label("text"),
-                subject.label("subject"),
-                catalog.c.predicate,
-                table.c.origin,
-                table.c.provenance,
-                catalog.c.written_at,
-                since.label("valid_from"),
-                catalog.c.version.label("item_version"),
-                catalog.c.flags,
-                *(
-                    [table.c.status, table.c.confidence]
-                    if kind == "fact"
-                    else [table.c.scope, table.c.strength]
-                    if kind == "preference"
-                    else []
-                ),
-            )
-            .join(catalog, catalog.c.item_id == table.c.item_id)
-            .where(
-                table.c.namespace == namespace,
-                table.c.suppressed.is_(False),
-                text_column.is_not(None),
-                table.c.expires_at.is_(None) | (table.c.expires_at > now),
-            )
-        )
-        if request.category is not None:
-            query = query.where(table.c.category == request.category)
-        if kind == "fact":
-            query = query.where(
-                facts.c.status.in_(("current", "conflict")),
-                facts.c.valid_from <= now,
-                facts.c.valid_to.is_(None) | (facts.c.valid_to > now),
-            )
-        rows = [dict(r) for r in conn.execute(query).mappings()]
-        if kind == "preference":
-            rows = _most_specific(rows, request)
-        for row in rows:
-            flags = set(filter(None, (row.pop("flags") or "").split(",")))
-            out.setdefault(row["item_id"], _Candidate(row, kind, flags))
+    for row in rows:
+        out.setdefault(row["item_id"], _Candidate(row, row.pop("kind")))
     return out
+
+
+def _usable_query(request: ContextRequest, now: str, kind: str, narrow: Any) -> Any:
+    """Rows of one kind that pass the read-time filter (namespace, suppression, expiry,
+    category, and for facts the current version inside its validity), within `narrow`.
+    Every kind gives the same columns, so the kinds can be read in one statement.
+
+    The namespace is selected, not filtered on, and the caller keeps only rows of its own:
+    given a namespace condition, SQLite reads the namespace's index (every row of a large
+    namespace) instead of looking the named ids up by key."""
+    table, text_column = _TABLES[kind]
+    subject = table.c.speaker if kind == "turn" else table.c.subject
+    since = table.c.written_at if kind == "turn" else table.c.valid_from
+    text_none, number_none = literal(None, Text), literal(None, Float)
+    query = (
+        select(
+            table.c.item_id,
+            table.c.namespace,
+            literal(kind, Text).label("kind"),
+            subject.label("subject"),
+            catalog.c.predicate,
+            catalog.c.written_at,
+            since.label("valid_from"),
+            (table.c.status if kind == "fact" else text_none).label("status"),
+            (table.c.scope if kind == "preference" else text_none).label("scope"),
+            (table.c.strength if kind == "preference" else number_none).label("strength"),
+        )
+        .join(catalog, catalog.c.item_id == table.c.item_id)
+        .where(
+            narrow,
+            table.c.suppressed.is_(False),
+            text_column.is_not(None),
+            table.c.expires_at.is_(None) | (table.c.expires_at > now),
+        )
+    )
+    if request.category is not None:
+        query = query.where(table.c.category == request.category)
+    if kind == "fact":
+        query = query.where(
+            facts.c.status.in_(("current", "conflict")),
+            facts.c.valid_from <= now,
+            facts.c.valid_to.is_(None) | (facts.c.valid_to > now),
+        )
+    return query
 
 
 def _most_specific(rows: list[dict[str, Any]], request: ContextRequest) -> list[dict[str, Any]]:
