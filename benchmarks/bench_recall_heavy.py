@@ -57,6 +57,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from sqlalchemy import select
 
 from benchmarks.bench_core import (
     Store,
@@ -74,6 +75,7 @@ from memory_ledger.principal import Principal
 from memory_ledger.retrieval.context import ContextRequest, _candidates
 from memory_ledger.retrieval.embedders import load_embedder
 from memory_ledger.write_policy import canonical_time
+from projections.catalog import catalog
 from projections.keyword_index import search as keyword_search
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "recall_heavy.json"
@@ -181,10 +183,20 @@ def fill(service: MemoryService, data: RetrievalSet, size: int) -> dict[str, Any
 
 
 def live_in_namespace(service: MemoryService, namespace: str) -> int:
-    """What context() filters to before ranking: the namespace's usable items."""
+    """The namespace's usable items, as context() would filter them: every item of the
+    namespace (from the catalog) passed through the context builder's own filter."""
     request = ContextRequest(query="count")
+    now = canonical_time(datetime.now(UTC))
     with service.engine.connect() as conn:
-        return len(_candidates(conn, namespace, request, canonical_time(datetime.now(UTC))))
+        ids = list(
+            conn.execute(
+                select(catalog.c.item_id).where(catalog.c.namespace == namespace)
+            ).scalars()
+        )
+        return sum(
+            len(_candidates(conn, namespace, request, now, ids[i : i + 500]))
+            for i in range(0, len(ids), 500)
+        )
 
 
 # -- timing -------------------------------------------------------------------------------
@@ -367,8 +379,16 @@ def render(results: dict[str, Any], console: Console) -> None:
             title=f"{backend}: recall in one namespace, ms, p50 / p95 (embedder {res['embedder']})"
         )
         for column in (
-            "items", "run", "n", "recall", "excl. query embedding", "query embedding",
-            "vector search alone", "keyword search alone", "both lookups", "goal (p50)",
+            "items",
+            "run",
+            "n",
+            "recall",
+            "excl. query embedding",
+            "query embedding",
+            "vector search alone",
+            "keyword search alone",
+            "both lookups",
+            "goal (p50)",
         ):
             table.add_column(column, justify="right")
         for size in res["stores"]:
@@ -402,8 +422,11 @@ def render(results: dict[str, Any], console: Console) -> None:
             table.add_column(column, justify="right" if column != "function" else "left")
         for row in prof["by_cumtime"][:20]:
             table.add_row(
-                row["function"], str(row["ncalls"]), str(row["cumtime_ms"]),
-                f"{row['cum_share']:.0%}", str(row["tottime_ms"]),
+                row["function"],
+                str(row["ncalls"]),
+                str(row["cumtime_ms"]),
+                f"{row['cum_share']:.0%}",
+                str(row["tottime_ms"]),
             )
         console.print(table)
 
