@@ -622,6 +622,32 @@ def read_pass(service: MemoryService, stage: str) -> int:
         position = batch[-1].id
 
 
+def profile_rows(profiler: cProfile.Profile, top: int = 25) -> dict[str, Any]:
+    """The profiled time and the top functions by own and by cumulative time (seconds,
+    and each one's share of the profiled total), for a benchmark's JSON and table."""
+    stats = pstats.Stats(profiler)
+    total = stats.total_tt  # type: ignore[attr-defined]
+
+    def rows(key: int) -> list[dict[str, Any]]:
+        entries = sorted(
+            stats.stats.items(),  # type: ignore[attr-defined]
+            key=lambda kv: kv[1][key],
+            reverse=True,
+        )[:top]
+        return [
+            {
+                "function": f"{Path(f).parent.name}/{Path(f).name}:{line}({name})",
+                "ncalls": nc,
+                "tottime": tt,
+                "cumtime": ct,
+                "cum_share": ct / total if total else 0.0,
+            }
+            for (f, line, name), (_, nc, tt, ct, _) in entries
+        ]
+
+    return {"profiled_seconds": total, "by_tottime": rows(2), "by_cumtime": rows(3)}
+
+
 def profile_rebuild(
     service: MemoryService, backend: str, profile_dir: Path, console: Console
 ) -> dict[str, Any]:

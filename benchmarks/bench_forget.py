@@ -66,6 +66,7 @@ from benchmarks.bench_core import (
     parse_common,
     pg_connect,
     pg_location,
+    profile_rows,
     timed,
 )
 from jobs.file_vacuum import vacuum_fragmented
@@ -392,32 +393,10 @@ def profile_one(service: MemoryService, job: Job, top: int = 25) -> dict[str, An
     profiler.disable()
     wall = time.perf_counter() - start
     check_report(service, job, report)
-    stats = pstats.Stats(profiler)
-    total = stats.total_tt  # type: ignore[attr-defined]
-
-    def rows(key: int) -> list[dict[str, Any]]:
-        entries = sorted(
-            stats.stats.items(),  # type: ignore[attr-defined]
-            key=lambda kv: kv[1][key],
-            reverse=True,
-        )[:top]
-        return [
-            {
-                "function": f"{Path(f).name}:{line}({name})",
-                "ncalls": nc,
-                "tottime": tt,
-                "cumtime": ct,
-                "cum_share": ct / total if total else 0.0,
-            }
-            for (f, line, name), (_, nc, tt, ct, _) in entries
-        ]
-
     return {
         "profiler": profiler,
         "wall_seconds_under_profiler": wall,
-        "profiled_seconds": total,
-        "by_tottime": rows(2),
-        "by_cumtime": rows(3),
+        **profile_rows(profiler, top),
     }
 
 

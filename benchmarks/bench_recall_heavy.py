@@ -65,6 +65,7 @@ from benchmarks.bench_core import (
     fresh_store,
     machine_info,
     parse_common,
+    profile_rows,
 )
 from benchmarks.bench_forget import source_state
 from benchmarks.bench_retrieval import QueryTimer
@@ -268,8 +269,6 @@ def default_rounds(size: int, quick: bool) -> int:
 
 def profile_recall(subject: Subject, query: str, top: int = 25) -> dict[str, Any]:
     """One extra recall under cProfile (not part of the timed figures)."""
-    import pstats
-
     subject.service.context_cache.clear()
     profiler = cProfile.Profile()
     start = time.perf_counter()
@@ -277,33 +276,11 @@ def profile_recall(subject: Subject, query: str, top: int = 25) -> dict[str, Any
     subject.ledger.context(query)
     profiler.disable()
     wall = time.perf_counter() - start
-    stats = pstats.Stats(profiler)
-    total = stats.total_tt  # type: ignore[attr-defined]
-
-    def rows(key: int) -> list[dict[str, Any]]:
-        entries = sorted(
-            stats.stats.items(),  # type: ignore[attr-defined]
-            key=lambda kv: kv[1][key],
-            reverse=True,
-        )[:top]
-        return [
-            {
-                "function": f"{Path(f).parent.name}/{Path(f).name}:{line}({name})",
-                "ncalls": nc,
-                "tottime_ms": round(tt * 1e3, 2),
-                "cumtime_ms": round(ct * 1e3, 2),
-                "cum_share": round(ct / total, 3) if total else 0.0,
-            }
-            for (f, line, name), (_, nc, tt, ct, _) in entries
-        ]
-
     return {
         "items": subject.size,
         "query": query,
-        "wall_ms_under_profiler": round(wall * 1e3, 1),
-        "profiled_ms": round(total * 1e3, 1),
-        "by_cumtime": rows(3),
-        "by_tottime": rows(2),
+        "wall_seconds_under_profiler": wall,
+        **profile_rows(profiler, top),
     }
 
 
@@ -416,7 +393,7 @@ def render(results: dict[str, Any], console: Console) -> None:
         prof = res["profile"]
         table = Table(
             title=f"{backend}: one recall at {prof['items']:,} items under cProfile "
-            f"({prof['profiled_ms']} ms profiled), top by cumulative time"
+            f"({prof['profiled_seconds'] * 1e3:.1f} ms profiled), top by cumulative time"
         )
         for column in ("function", "calls", "cumulative ms", "share", "own ms"):
             table.add_column(column, justify="right" if column != "function" else "left")
@@ -424,9 +401,9 @@ def render(results: dict[str, Any], console: Console) -> None:
             table.add_row(
                 row["function"],
                 str(row["ncalls"]),
-                str(row["cumtime_ms"]),
+                f"{row['cumtime'] * 1e3:.2f}",
                 f"{row['cum_share']:.0%}",
-                str(row["tottime_ms"]),
+                f"{row['tottime'] * 1e3:.2f}",
             )
         console.print(table)
 
