@@ -97,23 +97,42 @@ def new_data_key() -> bytes:
     return secrets.token_bytes(KEY_BYTES)
 
 
-def seal(data_key: bytes, item_id: str, generation: int, plaintext: bytes) -> str:
-    """Encrypt personal fields; the text form travels inside JSON event payloads."""
+def seal(
+    data_key: bytes, item_id: str, generation: int, plaintext: bytes, purpose: bytes = b"seal"
+) -> str:
+    """Encrypt personal fields; the text form travels inside JSON payloads and text cells."""
+    return base64.b64encode(seal_bytes(data_key, item_id, generation, plaintext, purpose)).decode(
+        "ascii"
+    )
+
+
+def unseal(
+    data_key: bytes, item_id: str, generation: int, sealed: str, purpose: bytes = b"seal"
+) -> bytes:
+    return open_bytes(data_key, item_id, generation, base64.b64decode(sealed), purpose)
+
+
+def seal_bytes(
+    data_key: bytes, item_id: str, generation: int, plaintext: bytes, purpose: bytes
+) -> bytes:
+    """The one seal every store uses (events, projection cells, vectors, summaries):
+    AES-256-GCM under a data key, bound to its item, generation and purpose, so a sealed
+    value cannot be replayed onto another item or read as another kind of value."""
     nonce = secrets.token_bytes(NONCE_BYTES)
-    ciphertext = AESGCM(data_key).encrypt(nonce, plaintext, _aad(item_id, generation, b"seal"))
-    return base64.b64encode(nonce + ciphertext).decode("ascii")
+    return nonce + AESGCM(data_key).encrypt(nonce, plaintext, _aad(item_id, generation, purpose))
 
 
-def unseal(data_key: bytes, item_id: str, generation: int, sealed: str) -> bytes:
-    raw = base64.b64decode(sealed)
+def open_bytes(
+    data_key: bytes, item_id: str, generation: int, sealed: bytes, purpose: bytes
+) -> bytes:
     try:
         return AESGCM(data_key).decrypt(
-            raw[:NONCE_BYTES], raw[NONCE_BYTES:], _aad(item_id, generation, b"seal")
+            sealed[:NONCE_BYTES], sealed[NONCE_BYTES:], _aad(item_id, generation, purpose)
         )
     except InvalidTag as exc:
         raise CorruptKeyEntry(
             f"sealed content of item {item_id} (generation {generation}) does not open with "
-            "its data key; the key entry or the event is corrupted"
+            "its data key; the key entry or the sealed copy is corrupted"
         ) from exc
 
 

@@ -241,6 +241,35 @@ class EventLog:
                 rows.extend(self.key_sql.select_keys(cursor, item_ids[start : start + 500]))
         return KeyRing(self.master, rows)
 
+    def derived_key(self, ident: str, *, create: bool) -> tuple[int, bytes] | None:
+        """The live key of a derived artifact (a namespace's keyword index, a summary): a
+        key-store row of its own that no event needs, so destroying it (a whole-user
+        forget, a rebuilt summary) makes every sealed copy of the artifact unreadable,
+        wherever the bytes still lie. With `create`, a first (or, after a destruction,
+        next) generation is made when none is live; two processes racing to make it
+        both end up with the one that was committed first."""
+        keys = self.keys_for([ident])
+        latest = keys.latest(ident)
+        if latest is not None or not create:
+            return latest
+        known = keys.generations(ident)
+        generation = known[-1] + 1 if known else 0
+        data_key = new_data_key()
+        wrapped = self.master.wrap(ident, generation, data_key)
+        try:
+            self.save([], new_keys=[NewKey(ident, generation, wrapped)])
+        except Exception:  # noqa: BLE001 - a concurrent creator won the primary key
+            latest = self.keys_for([ident]).latest(ident)
+            if latest is None:
+                raise
+            return latest
+        return generation, data_key
+
+    def destroy_derived_keys(self, idents: Sequence[str]) -> None:
+        """Destroy every generation of the named derived keys, in one transaction."""
+        if idents:
+            self.save([], destroy=[KeyDestruction(i, None) for i in idents])
+
     def open_fields(
         self, keys: KeyRing, item_id: str, generation: int, sealed: str | None
     ) -> Fields | _Erased:

@@ -162,6 +162,10 @@ class KeyRing:
         """How many key rows (live or destroyed) the item has."""
         return sum(1 for (i, _) in self._wrapped if i == item_id)
 
+    def generations(self, item_id: str) -> list[int]:
+        """Every generation (live or destroyed) the item has a row for, ascending."""
+        return sorted(g for (i, g) in self._wrapped if i == item_id)
+
     def latest(self, item_id: str) -> tuple[int, bytes] | None:
         """The newest live generation of an item's key, and the key."""
         live = [g for (i, g), w in self._wrapped.items() if i == item_id and w is not None]
