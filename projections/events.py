@@ -33,6 +33,14 @@ class ProjectedEvent:
     timestamp: str  # canonical UTC text
     attrs: dict[str, Any]
     fields: dict[str, str] | None
+    #: The event's ciphertext as stored, under the item's data key of `key_generation`:
+    #: what projections keep instead of the text (projections/cells.py).
+    sealed: str | None = None
+
+    @property
+    def key_generation(self) -> int | None:
+        generation = self.attrs.get("key_generation")
+        return None if generation is None else int(generation)
 
     def text(self, name: str) -> str | None:
         return None if self.fields is None else self.fields.get(name)
@@ -45,7 +53,7 @@ def decode_batch(log: EventLog, notifications: Sequence[Notification]) -> list[P
     sealed_ids = sorted({e.item_id for e in decoded if "sealed" in e.attrs})
     keys = log.keys_for(sealed_ids)
     for event in decoded:
-        sealed = event.attrs.pop("sealed", None)
+        sealed = event.sealed = event.attrs.pop("sealed", None)
         if sealed is not None:
             opened = log.open_fields(keys, event.item_id, event.attrs["key_generation"], sealed)
             event.fields = None if opened is ERASED else opened  # type: ignore[assignment]
@@ -58,7 +66,7 @@ def decode_clear(log: EventLog, notifications: Sequence[Notification]) -> list[P
     decode = _decode_json if _is_plain_json(log) else _decode_with_library
     decoded = [decode(log, n) for n in notifications]
     for event in decoded:
-        event.attrs.pop("sealed", None)
+        event.sealed = event.attrs.pop("sealed", None)
     return decoded
 
 
