@@ -59,9 +59,10 @@ def start_catchup_scheduler(
     service: MemoryService, interval: float, consolidate_every: float | None = None
 ) -> BackgroundScheduler:
     """Start a scheduler that runs projection catch-up every `interval` seconds,
-    consolidation every `consolidate_every` seconds if given, and, hourly from the
-    start, the closing of elapsed verification windows and the VACUUM of SQLite files
-    whose free pages have piled up.
+    consolidation every `consolidate_every` seconds if given, the verification scan of
+    finished forget requests every few minutes, and, hourly from the start, the closing
+    of elapsed verification windows and the VACUUM of SQLite files whose free pages
+    have piled up.
 
     One instance at a time and coalescing: a slow run is never run twice at once.
     """
@@ -69,9 +70,11 @@ def start_catchup_scheduler(
     from apscheduler.schedulers.background import BackgroundScheduler
 
     from jobs.file_vacuum import ratio_from_env, vacuum_fragmented
+    from jobs.verification_scan import every_from_env, scan_due
     from jobs.verification_window import close_elapsed_windows, window_from_env
 
     window = window_from_env()  # a bad setting stops the start, not a later tick
+    scan_every = every_from_env()
     ratio = ratio_from_env()
     scheduler = BackgroundScheduler(timezone="UTC")
     hourly = {
@@ -90,6 +93,15 @@ def start_catchup_scheduler(
             max_instances=1,
             coalesce=True,
         )
+    scheduler.add_job(
+        _guarded(lambda: scan_due(service), "verification scan"),
+        "interval",
+        minutes=scan_every,
+        next_run_time=datetime.now(UTC),
+        id="verification-scan",
+        max_instances=1,
+        coalesce=True,
+    )
     if consolidate_every is not None:
         from jobs.consolidation import Consolidator
 

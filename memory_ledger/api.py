@@ -56,6 +56,7 @@ from memory_ledger.write_policy import (
     parse_update,
     parse_write,
 )
+from projections.cells import Cells
 from projections.events import Progress
 from projections.facts import facts
 from projections.preferences import preferences
@@ -174,7 +175,7 @@ class MemoryService:
             .where(
                 facts.c.item_id.in_(item_ids),
                 facts.c.status == "superseded",
-                facts.c.value.is_not(None),
+                facts.c.sealed.is_not(None),
             )
         )
         return int(conn.execute(query).scalar_one())
@@ -447,7 +448,10 @@ class MemoryLedger:
                         (table.c.valid_to.is_(None)) | (table.c.valid_to > now),
                     )
                 query = query.order_by(table.c.position.desc()).limit(limit)
-                out.extend(_memory(table_kind, dict(r)) for r in conn.execute(query).mappings())
+                rows = [dict(r) for r in conn.execute(query).mappings()]
+                text = "content" if table_kind == "turn" else "value"
+                Cells(self._log).fill(rows, text, text)
+                out.extend(_memory(table_kind, r) for r in rows)
         out.sort(key=lambda m: m.valid_from or "", reverse=True)
         return out[:limit]
 
@@ -472,7 +476,9 @@ class MemoryLedger:
             raise InvalidWrite("history needs an item id, or a subject and a predicate")
         query = query.order_by(facts.c.valid_from, facts.c.position)
         with self.service.engine.connect() as conn:
-            return [_memory("fact", dict(r)) for r in conn.execute(query).mappings()]
+            rows = [dict(r) for r in conn.execute(query).mappings()]
+        Cells(self._log).fill(rows, "value", "value")
+        return [_memory("fact", r) for r in rows]
 
     def summary(self) -> Summary | None:
         """This namespace's profile summary, composed from its live facts and preferences,

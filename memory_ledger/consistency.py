@@ -501,7 +501,9 @@ def fingerprints_were_kept(ledger: LifecycleLedger, request_id: str) -> tuple[bo
         if payload["store"] != "files":
             continue
         evidence = payload.get("evidence")
-        if payload["action"] == "residue_scan" and isinstance(evidence, dict):
+        if payload["action"] == "scan_scheduled" and isinstance(evidence, dict):
+            kept = kept or evidence.get("fingerprints_kept") is True
+        elif payload["action"] == "residue_scan" and isinstance(evidence, dict):
             kept = kept or evidence.get("checked") is True
         elif payload["action"] == "verification_closed":
             closed = True
@@ -518,9 +520,7 @@ def request_receipt(report: ConsistencyReport, request_id: str, targets: list[st
     }
     for finding in mine:
         evidence[finding.code] = finding.count
-    return Receipt(
-        "consistency", "verified", len(targets), "failed" if mine else "ok", evidence
-    )
+    return Receipt("consistency", "verified", len(targets), "failed" if mine else "ok", evidence)
 
 
 def _actor(by: str | None) -> str:

@@ -258,11 +258,23 @@ class EventLog:
         wrapped = self.master.wrap(ident, generation, data_key)
         try:
             self.save([], new_keys=[NewKey(ident, generation, wrapped)])
-        except Exception:  # noqa: BLE001 - a concurrent creator won the primary key
+        except Exception:
             latest = self.keys_for([ident]).latest(ident)
             if latest is None:
                 raise
             return latest
+        return generation, data_key
+
+    def rotate_derived_key(self, ident: str) -> tuple[int, bytes]:
+        """A new generation of a derived key, with every older one destroyed in the same
+        transaction: what a rebuilt artifact is sealed under, so that its earlier text,
+        wherever its bytes lie, can no longer be opened."""
+        known = self.keys_for([ident]).generations(ident)
+        generation = known[-1] + 1 if known else 0
+        data_key = new_data_key()
+        wrapped = self.master.wrap(ident, generation, data_key)
+        retired = [KeyDestruction(ident, tuple(known))] if known else []
+        self.save([], new_keys=[NewKey(ident, generation, wrapped)], destroy=retired)
         return generation, data_key
 
     def destroy_derived_keys(self, idents: Sequence[str]) -> None:

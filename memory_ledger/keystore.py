@@ -162,6 +162,15 @@ class KeyRing:
         """How many key rows (live or destroyed) the item has."""
         return sum(1 for (i, _) in self._wrapped if i == item_id)
 
+    def live_rows(self) -> list[tuple[str, int, bytes]]:
+        """(item id, generation, wrapped bytes as stored) of every live key of the ring:
+        what a forget's key proof searches the key store's pages for once they are
+        destroyed (memory only)."""
+        return [(i, g, w) for (i, g), w in self._wrapped.items() if w is not None]
+
+    def is_live(self, item_id: str, generation: int) -> bool:
+        return self._wrapped.get((item_id, generation)) is not None
+
     def generations(self, item_id: str) -> list[int]:
         """Every generation (live or destroyed) the item has a row for, ascending."""
         return sorted(g for (i, g) in self._wrapped if i == item_id)

@@ -37,7 +37,5 @@ class Principal:
         trimmed into another one."""
         parts = namespace.split("/") if isinstance(namespace, str) else []
         if len(parts) not in (2, 3):
-            raise InvalidWrite(
-                "invalid namespace: expected tenant/user or tenant/user/project"
-            )
+            raise InvalidWrite("invalid namespace: expected tenant/user or tenant/user/project")
         return cls(*parts)

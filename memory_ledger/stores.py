@@ -23,6 +23,7 @@ from memory_ledger.errors import ConfigurationError
 from memory_ledger.forgetting.redaction import span_pattern
 from memory_ledger.keystore import KeyDestruction
 from memory_ledger.write_policy import canonical_time
+from projections.cells import Cells
 
 if TYPE_CHECKING:
     from memory_ledger.api import MemoryService
@@ -235,7 +236,8 @@ class ProjectionStore:
         """Apply the Redacted events, then check the items' rows hold no span."""
         self.service.runner.catch_up()
         with self.service.engine.connect() as conn:
-            left = _still_holding(self.projection.plaintext_of(conn, item_ids), spans)
+            texts = self.projection.texts_of(conn, Cells(self.service.log), item_ids)
+            left = _still_holding(texts, spans)
         return Receipt(
             self.name,
             "refreshed",

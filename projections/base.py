@@ -27,6 +27,7 @@ from sqlalchemy import (
 )
 
 from memory_ledger.write_policy import canonical_time
+from projections.cells import Cells
 from projections.events import ProjectedEvent
 
 metadata = MetaData()
@@ -52,13 +53,12 @@ class Projection(ABC):
     name: ClassVar[str]
     table: ClassVar[Table]
     primary_key: ClassVar[tuple[str, ...]]
-    #: Columns that hold decrypted personal content: what erasure must make disappear.
-    plaintext_columns: ClassVar[tuple[str, ...]]
+    #: The event field its `sealed` / `key_generation` columns keep ("value", "content"),
+    #: or None: no row holds an item's content. No projection holds personal content in
+    #: clear (projections/cells.py); this is how readers find the sealed copy.
+    sealed_field: ClassVar[str | None] = None
     #: What the store holds, for the data map (`memory-ledger stores`).
     holds: ClassVar[str]
-    #: Whether its plaintext columns hold items' whole texts, where a forget request can
-    #: find a repeated value (memory_ledger/forgetting/mentions.py). Fragments (index terms) cannot.
-    mention_source: ClassVar[bool] = True
 
     @property
     def tables(self) -> tuple[Table, ...]:
@@ -184,12 +184,16 @@ class Projection(ABC):
         whole projection: run by `verify`, not on the forget path. None by default."""
         return 0
 
-    def plaintext_of(self, conn: Connection, item_ids: Sequence[str]) -> list[str]:
-        if not self.plaintext_columns:
+    def texts_of(self, conn: Connection, cells: Cells, item_ids: Sequence[str]) -> list[str]:
+        """The readable content its rows of these items keep sealed (every version)."""
+        if self.sealed_field is None or not item_ids:
             return []
-        columns = [self.table.c[c] for c in self.plaintext_columns]
-        query = select(*columns).where(self.table.c.item_id.in_(list(item_ids)))
-        return [v for row in conn.execute(query) for v in row if v is not None]
+        t = self.table
+        query = select(t.c.item_id, t.c.key_generation, t.c.sealed).where(
+            t.c.item_id.in_(list(item_ids))
+        )
+        found = cells.open([tuple(r) for r in conn.execute(query)], self.sealed_field)
+        return [text for text in found if text is not None]
 
     def snapshot(self, conn: Connection) -> list[Row]:
         """Every row, ordered: used to prove a rebuild equals the incremental view."""

@@ -50,7 +50,6 @@ class CatalogProjection(Projection):
     kind: ClassVar[str] = "*"
     table = catalog
     primary_key = ("item_id",)
-    plaintext_columns = ()
     holds = "clear attributes of every live item (no content), for resolving requests"
 
     def wants(self, event: ProjectedEvent) -> bool:

@@ -13,6 +13,7 @@ each key unwrapped once. A cell whose key is gone opens as None, like an erased 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from memory_ledger.event_log import ERASED, EventLog
 
@@ -41,3 +42,15 @@ class Cells:
             fields = self.log.open_fields(keys, item_id, generation, sealed)
             out.append(None if fields is ERASED else fields.get(field))  # type: ignore[union-attr]
         return out
+
+    def fill(self, rows: Sequence[dict[str, Any]], field: str, into: str) -> None:
+        """Open each row's `sealed` / `key_generation` cell, in place: the field's text
+        goes to `into` (None if unreadable), and the sealed columns are dropped, so what
+        leaves a reader is what callers always saw."""
+        texts = self.open(
+            [(str(r["item_id"]), r.get("key_generation"), r.get("sealed")) for r in rows], field
+        )
+        for row, text in zip(rows, texts, strict=True):
+            row.pop("sealed", None)
+            row.pop("key_generation", None)
+            row[into] = text

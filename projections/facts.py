@@ -32,7 +32,7 @@ from sqlalchemy import Boolean, Column, Connection, Float, Index, Integer, Table
 
 from projections.base import Batch, Projection, Row, iso, keys_in, metadata, provenance_json
 from projections.events import ProjectedEvent
-from projections.transcripts import content_of
+from projections.transcripts import sealed_content
 
 AUTHORITY = {"explicit": 3, "observed": 2, "inferred": 1}
 
@@ -44,7 +44,8 @@ facts = Table(
     Column("namespace", Text, nullable=False),
     Column("subject", Text, nullable=False),
     Column("predicate", Text, nullable=False),
-    Column("value", Text),
+    Column("sealed", Text),  # this version's value, sealed (projections/cells.py)
+    Column("key_generation", Integer),
     Column("value_state", Text, nullable=False),
     Column("status", Text, nullable=False),
     Column("valid_from", Text, nullable=False),
@@ -71,8 +72,8 @@ class FactsProjection(Projection):
     kind: ClassVar[str] = "fact"
     table = facts
     primary_key = ("item_id", "version")
-    plaintext_columns = ("value",)
-    holds = "decrypted fact values, every version, with validity"
+    sealed_field = "value"
+    holds = "fact values, every version, sealed under each item's data key, with validity"
 
     def load(self, conn: Connection, events: Sequence[ProjectedEvent]) -> list[Row]:
         rows = super().load(conn, events)
@@ -106,12 +107,10 @@ class FactsProjection(Projection):
         if event.name == "Superseded":
             previous = versions[-1]
             new = dict(previous)
-            value, state = content_of(event, "value")
             valid_from = iso(a["valid_from"])
+            new.update(sealed_content(event, "value"))
             new.update(
                 version=event.version,
-                value=value,
-                value_state=state,
                 confidence=a["confidence"],
                 valid_from=valid_from,
                 provenance=provenance_json(a),
@@ -128,22 +127,21 @@ class FactsProjection(Projection):
             # Earlier generations' keys are destroyed: older versions become unreadable.
             fields = ",".join(sorted(set(a["fields"])))
             for row in versions[:-1]:
-                row["value"], row["value_state"], row["redacted_fields"] = None, "erased", fields
+                row.update(sealed=None, key_generation=None, value_state="erased")
+                row["redacted_fields"] = fields
             latest = versions[-1]
-            latest["value"], latest["value_state"] = content_of(event, "value")
+            latest.update(sealed_content(event, "value"))
             latest["redacted_fields"] = fields
 
     def _record(self, event: ProjectedEvent, batch: Batch) -> None:
         a = event.attrs
-        value, state = content_of(event, "value")
         new: Row = {
             "item_id": event.item_id,
             "version": event.version,
             "namespace": a["namespace"],
             "subject": a["subject"],
             "predicate": a["predicate"],
-            "value": value,
-            "value_state": state,
+            **sealed_content(event, "value"),
             "status": "current",
             "valid_from": iso(a["valid_from"]),
             "valid_to": iso(a.get("valid_to")),

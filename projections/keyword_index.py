@@ -60,7 +60,9 @@ from sqlalchemy import (
     tuple_,
 )
 
+from memory_ledger.event_log import EventLog
 from projections.base import Projection, Row, keys_in, metadata
+from projections.cells import Cells
 from projections.events import ProjectedEvent
 from projections.facts import KEY_COLUMNS, LIVE_STATUSES, facts
 from projections.preferences import preferences
@@ -248,15 +250,20 @@ class KeywordIndexProjection(Projection):
     # counts it: one row per indexed item.
     table = keyword_docs
     primary_key = ("item_id",)
-    # Terms are fragments of personal text: the residue check must count a live item's
-    # term as a live copy (see `plaintext_of` for why they are no needles).
-    plaintext_columns = ("terms",)
-    mention_source = False  # terms are fragments of texts the other projections hold whole
     holds = "terms (words, numbers, bigrams) of live, unsuppressed items, with counts"
 
     @property
     def tables(self) -> tuple[Table, ...]:
         return (keyword_postings, keyword_docs, keyword_pending)
+
+    def __init__(self, log: EventLog | None = None) -> None:
+        self.log = log
+
+    @property
+    def cells(self) -> Cells:
+        if self.log is None:
+            raise RuntimeError("this keyword index was made without the log")
+        return Cells(self.log)
 
     def wants(self, event: ProjectedEvent) -> bool:
         if event.name == "Recorded":
@@ -287,7 +294,10 @@ class KeywordIndexProjection(Projection):
         # Without an event of its own, an indexed fact's text cannot change, but a
         # newcomer can supersede it: it can only leave the index, never need new terms.
         bystanders = sorted(self._indexed_facts_of(conn, sorted(keys)) - changed - recorded)
-        gone = [i for c in _chunks(bystanders) for i in sorted(set(c) - set(live_texts(conn, c)))]
+        cells = self.cells
+        gone = [
+            i for c in _chunks(bystanders) for i in sorted(set(c) - set(live_texts(conn, c, cells)))
+        ]
         self.purge(conn, sorted(changed.union(gone)))  # also their pending rows
         _insert(conn, keyword_pending, [(i,) for i in sorted(changed | recorded)])
 
@@ -313,7 +323,7 @@ class KeywordIndexProjection(Projection):
         by key, each chunk's in one executemany."""
         counted: list[tuple[str, LiveText, Counter[str]]] = []
         docs: list[tuple[str, str, int, str | None, str | None, str]] = []
-        for item_id, live in sorted(live_texts(conn, item_ids).items()):
+        for item_id, live in sorted(live_texts(conn, item_ids, self.cells).items()):
             counts = Counter(tokenize(live.text))
             if not counts:
                 continue
@@ -398,13 +408,6 @@ class KeywordIndexProjection(Projection):
         query = select(func.count()).where(tuple_(p.c.namespace, p.c.doc).not_in(numbered))
         return int(conn.execute(query).scalar_one())
 
-    def plaintext_of(self, conn: Connection, item_ids: Sequence[str]) -> list[str]:
-        """Nothing: these are the residue scan's needles, and terms are single words. As
-        needles, "live" or "personal" would be found in every file (clear columns, the
-        schema) and keep a request `partial` forever. The facts, preferences and
-        transcripts projections supply the items' whole texts, which contain them."""
-        return []
-
     def snapshot(self, conn: Connection) -> list[Row]:
         """Every row, with each posting's document number replaced by its item id (None
         for an orphan): numbers follow the order items were indexed in, which differs
@@ -431,7 +434,7 @@ class LiveText(NamedTuple):
     predicate: str | None = None
 
 
-def live_texts(conn: Connection, item_ids: Sequence[str]) -> dict[str, LiveText]:
+def live_texts(conn: Connection, item_ids: Sequence[str], cells: Cells) -> dict[str, LiveText]:
     """The indexed text of each item that is live and unsuppressed.
 
     A fact has one row per version; only a current or conflicting, readable one counts
@@ -439,7 +442,8 @@ def live_texts(conn: Connection, item_ids: Sequence[str]) -> dict[str, LiveText]
     out: dict[str, LiveText] = {}
     newest: dict[str, int] = {}
     for table in (facts, preferences):
-        columns = ("item_id", "version", "namespace", "subject", "predicate", "value")
+        columns = ("item_id", "version", "namespace", "subject", "predicate")
+        columns += ("sealed", "key_generation")
         query = select(*(table.c[c] for c in columns)).where(
             table.c.item_id.in_(sorted(set(item_ids) - set(out))),  # an item has one kind
             table.c.value_state == "live",
@@ -447,21 +451,28 @@ def live_texts(conn: Connection, item_ids: Sequence[str]) -> dict[str, LiveText]
         )
         if table is facts:
             query = query.where(facts.c.status.in_(LIVE_STATUSES))
-        for item_id, version, namespace, subject, predicate, value in conn.execute(query):
+        rows = [dict(r) for r in conn.execute(query).mappings()]
+        cells.fill(rows, "value", "value")
+        for r in rows:
+            item_id, version, namespace = r["item_id"], r["version"], r["namespace"]
+            subject, predicate, value = r["subject"], r["predicate"], r["value"]
             if value is None or newest.get(item_id, -1) > version:
                 continue
             newest[item_id] = version
             text = f"{predicate.replace('_', ' ')}: {value}"
             key = (subject, predicate) if table is facts else (None, None)
             out[item_id] = LiveText(namespace, text, *key)
-    query = select(transcripts.c.item_id, transcripts.c.namespace, transcripts.c.content).where(
+    t = transcripts
+    query = select(t.c.item_id, t.c.namespace, t.c.sealed, t.c.key_generation).where(
         transcripts.c.item_id.in_(sorted(set(item_ids) - set(out))),
         transcripts.c.content_state == "live",
         transcripts.c.suppressed.is_(False),
     )
-    for item_id, namespace, content in conn.execute(query):
-        if content is not None:
-            out[item_id] = LiveText(namespace, content)
+    turns = [dict(r) for r in conn.execute(query).mappings()]
+    cells.fill(turns, "content", "content")
+    for r in turns:
+        if r["content"] is not None:
+            out[r["item_id"]] = LiveText(r["namespace"], r["content"])
     return out
 
 

@@ -8,7 +8,7 @@ from sqlalchemy import Boolean, Column, Float, Index, Integer, Table, Text
 
 from projections.base import Batch, Projection, iso, metadata, provenance_json
 from projections.events import ProjectedEvent
-from projections.transcripts import content_of
+from projections.transcripts import sealed_content
 
 preferences = Table(
     "preferences",
@@ -17,7 +17,8 @@ preferences = Table(
     Column("namespace", Text, nullable=False),
     Column("subject", Text, nullable=False),
     Column("predicate", Text, nullable=False),
-    Column("value", Text),
+    Column("sealed", Text),  # the value, sealed (projections/cells.py)
+    Column("key_generation", Integer),
     Column("value_state", Text, nullable=False),
     Column("scope", Text, nullable=False),
     Column("strength", Float, nullable=False),
@@ -41,21 +42,19 @@ class PreferencesProjection(Projection):
     kind: ClassVar[str] = "preference"
     table = preferences
     primary_key = ("item_id",)
-    plaintext_columns = ("value",)
-    holds = "decrypted preference values with scope and strength"
+    sealed_field = "value"
+    holds = "preference values, sealed under each item's data key, with scope and strength"
 
     def handle(self, event: ProjectedEvent, batch: Batch) -> None:
         a = event.attrs
         if event.name == "Recorded":
-            value, state = content_of(event, "value")
             batch.add(
                 {
                     "item_id": event.item_id,
                     "namespace": a["namespace"],
                     "subject": a["subject"],
                     "predicate": a["predicate"],
-                    "value": value,
-                    "value_state": state,
+                    **sealed_content(event, "value"),
                     "scope": a["scope"],
                     "strength": a["strength"],
                     "origin": a["origin"],
@@ -76,10 +75,10 @@ class PreferencesProjection(Projection):
         if row is None:
             return
         if event.name == "Superseded":
-            row["value"], row["value_state"] = content_of(event, "value")
+            row.update(sealed_content(event, "value"))
             row["confidence"] = a["confidence"]
             row["valid_from"] = iso(a["valid_from"])
             row["provenance"] = provenance_json(a)
         elif event.name == "Redacted":
-            row["value"], row["value_state"] = content_of(event, "value")
+            row.update(sealed_content(event, "value"))
             row["redacted_fields"] = ",".join(sorted(set(a["fields"])))

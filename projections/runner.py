@@ -64,18 +64,19 @@ DEFAULT_BATCH = 1000
 LOCK_ROW = "__runner_lock__"
 
 
-def all_projections() -> list[Projection]:
+def all_projections(log: EventLog | None = None) -> list[Projection]:
     """In the order a batch is applied. The keyword index and summaries come after the
     projections whose tables they read, so they see them as they are after the batch;
     the keyword index, an index of items like the tables before it, precedes the
-    summary, which mixes items and is the last copy the forget fan-out visits."""
+    summary, which mixes items and is the last copy the forget fan-out visits. Without a
+    log they serve for names and tables only: those two open sealed cells with its keys."""
     return [
         TranscriptsProjection(),
         FactsProjection(),
         PreferencesProjection(),
         CatalogProjection(),
-        KeywordIndexProjection(),
-        SummariesProjection(),
+        KeywordIndexProjection(log),
+        SummariesProjection(log),
     ]
 
 
@@ -118,7 +119,7 @@ class ProjectionRunner:
     ) -> None:
         self.log = log
         self.engine = engine
-        self.projections = list(projections or all_projections())
+        self.projections = list(projections or all_projections(log))
         self.batch_size = batch_size
         self._thread_lock = threading.Lock()
         try:

@@ -25,15 +25,19 @@ from typing import Any, ClassVar
 
 from sqlalchemy import Column, Connection, Index, Integer, Table, Text, delete, func, or_, select
 
+from memory_ledger.crypto import seal, unseal
+from memory_ledger.event_log import EventLog
 from memory_ledger.views import Summary
 from projections.base import Batch, Projection, Row, metadata
 from projections.catalog import catalog
+from projections.cells import Cells
 from projections.events import ProjectedEvent
 from projections.facts import LIVE_STATUSES, facts
 from projections.preferences import preferences
 from projections.summarizers import Summarizer, SummaryInput, load_summarizer, summary_order
 
 PROFILE = "profile"
+SUMMARY = b"summary"  # the seal's purpose
 CHUNK = 500
 
 summaries = Table(
@@ -41,7 +45,10 @@ summaries = Table(
     metadata,
     Column("namespace", Text, primary_key=True),
     Column("summary_id", Text, primary_key=True),
-    Column("text", Text, nullable=False),
+    # The text, sealed under the summary's own key (`summary_key_ident`), which every
+    # recomposition replaces: the text it replaced can no longer be opened anywhere.
+    Column("sealed", Text, nullable=False),
+    Column("key_generation", Integer, nullable=False),
     Column("summarizer", Text, nullable=False),
     Column("input_count", Integer, nullable=False),
     # The newest log position among the inputs' values. Not the position of the batch
@@ -76,14 +83,17 @@ class SummariesProjection(Projection):
     name: ClassVar[str] = "summaries"
     table = summaries
     primary_key = ("namespace", "summary_id")
-    # Empty on purpose: the text repeats values that live facts and preferences rows hold
-    # themselves, and listing it would let a stale summary pass for a live copy of an
-    # erased value (the residue check excuses texts that live rows still hold).
-    plaintext_columns = ()
     holds = "profile text of live facts and preferences, with input ids and versions"
 
-    def __init__(self, summarizer: Summarizer | None = None) -> None:
+    def __init__(self, log: EventLog | None = None, summarizer: Summarizer | None = None) -> None:
+        self.log = log
         self.summarizer = summarizer or load_summarizer()
+
+    @property
+    def cells(self) -> Cells:
+        if self.log is None:
+            raise RuntimeError("this summaries projection was made without the log")
+        return Cells(self.log)
 
     @property
     def tables(self) -> tuple[Table, ...]:
@@ -148,6 +158,8 @@ class SummariesProjection(Projection):
                 conn.execute(
                     delete(table).where(table.c.namespace.in_(chunk), table.c.summary_id == PROFILE)
                 )
+            emptied = [summary_key_ident(ns, PROFILE) for ns in chunk if not live.get(ns)]
+            self._log.destroy_derived_keys(emptied)
             conn.execute(delete(summary_pending).where(summary_pending.c.namespace.in_(chunk)))
             rows: list[Row] = []
             inputs: list[Row] = []
@@ -155,11 +167,15 @@ class SummariesProjection(Projection):
                 items = live.get(namespace)
                 if not items:
                     continue  # nothing left to summarise: no summary at all
+                ident = summary_key_ident(namespace, PROFILE)
+                generation, key = self._log.rotate_derived_key(ident)
+                text = self.summarizer.summarize(items).encode("utf-8")
                 rows.append(
                     {
                         "namespace": namespace,
                         "summary_id": PROFILE,
-                        "text": self.summarizer.summarize(items),
+                        "sealed": seal(key, ident, generation, text, purpose=SUMMARY),
+                        "key_generation": generation,
                         "summarizer": self.summarizer.name,
                         "input_count": len(items),
                         "built_position": max(i.position for i in items),
@@ -207,8 +223,11 @@ class SummariesProjection(Projection):
                 query = query.where(or_(table.c.expires_at.is_(None), table.c.expires_at > now))
                 if table is facts:
                     query = query.where(or_(facts.c.valid_to.is_(None), facts.c.valid_to > now))
-            for row in conn.execute(query).mappings():
-                if row["item_id"] in exclude:
+            rows = [dict(r) for r in conn.execute(query).mappings()]
+            rows = [r for r in rows if r["item_id"] not in exclude]
+            self.cells.fill(rows, "value", "value")
+            for row in rows:
+                if row["value"] is None:  # its key is gone: nothing readable to summarise
                     continue
                 item = _input(kind, row)
                 held = out.setdefault(row["namespace"], {})
@@ -242,13 +261,6 @@ class SummariesProjection(Projection):
             total += int(conn.execute(query).scalar_one())
         return total
 
-    def plaintext_of(self, conn: Connection, item_ids: Sequence[str]) -> list[str]:
-        """Nothing: a summary's text mixes in out-of-scope facts, which the residue scan
-        must not look for. The targets' own values are the needles, and the facts and
-        preferences projections supply them. (Explicit, though `plaintext_columns` is
-        empty, so that no change there could start feeding the whole text in.)"""
-        return []
-
     def snapshot(self, conn: Connection) -> list[Row]:
         inputs: dict[tuple[str, str], list[tuple[str, int]]] = {}
         query = select(summary_inputs).order_by(*summary_inputs.primary_key.columns)
@@ -258,6 +270,9 @@ class SummariesProjection(Projection):
             )
         rows = super().snapshot(conn)
         for row in rows:
+            # The text, not its ciphertext: each sealing draws a fresh nonce and key.
+            row["text"] = self._open(row["namespace"], row)
+            del row["sealed"], row["key_generation"]
             row["inputs"] = inputs.pop((row["namespace"], row["summary_id"]), [])
         if inputs:  # inputs without a summary would be a bug worth seeing in a diff
             rows.append({"orphan_inputs": sorted(inputs.items())})
@@ -283,13 +298,34 @@ class SummariesProjection(Projection):
             summary_inputs.c.namespace == namespace, summary_inputs.c.summary_id == PROFILE
         )
         inputs = tuple(sorted((r[0], int(r[1])) for r in conn.execute(query)))
-        if not _any_lapsed(conn, [item_id for item_id, _ in inputs], now):
-            return Summary(namespace, stored["text"], inputs, stored["summarizer"])
+        text = self._open(namespace, stored)
+        if text is not None and not _any_lapsed(conn, [item_id for item_id, _ in inputs], now):
+            return Summary(namespace, text, inputs, stored["summarizer"])
         valid = self.live_inputs(conn, [namespace], now=now).get(namespace, [])
         if not valid:
             return None
         pairs = tuple(sorted((i.item_id, i.version) for i in valid))
         return Summary(namespace, self.summarizer.summarize(valid), pairs, self.summarizer.name)
+
+    def _open(self, namespace: str, stored: Any) -> str | None:
+        """The stored text, or None if its key is gone (a recomposition whose projection
+        transaction did not commit): then the summary is composed from its inputs."""
+        ident = summary_key_ident(namespace, stored["summary_id"])
+        key = self._log.keys_for([ident]).data_key(ident, int(stored["key_generation"]))
+        if key is None:
+            return None
+        return unseal(key, ident, int(stored["key_generation"]), stored["sealed"], SUMMARY).decode()
+
+    @property
+    def _log(self) -> EventLog:
+        if self.log is None:
+            raise RuntimeError("this summaries projection was made without the log")
+        return self.log
+
+
+def summary_key_ident(namespace: str, summary_id: str) -> str:
+    """The key-store row a summary's text is sealed under."""
+    return f"summary:{namespace}:{summary_id}"
 
 
 def _any_lapsed(conn: Connection, item_ids: Sequence[str], now: str) -> bool:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from sqlalchemy import Boolean, Column, Index, Integer, Table, Text
 
@@ -17,7 +17,10 @@ transcripts = Table(
     Column("session_id", Text, nullable=False),
     Column("turn_id", Text, nullable=False),
     Column("speaker", Text, nullable=False),
-    Column("content", Text),
+    # The turn's text, sealed: the ciphertext of the event that carried it, under the
+    # item's data key of `key_generation` (projections/cells.py). Never the text itself.
+    Column("sealed", Text),
+    Column("key_generation", Integer),
     Column("content_state", Text, nullable=False),
     Column("category", Text, nullable=False),
     Column("sensitivity", Text, nullable=False),
@@ -33,9 +36,16 @@ transcripts = Table(
 )
 
 
-def content_of(event: ProjectedEvent, name: str) -> tuple[str | None, str]:
-    text = event.text(name)
-    return (text, "live") if text is not None else (None, "erased")
+def sealed_content(event: ProjectedEvent, name: str) -> dict[str, Any]:
+    """The columns that keep an event's field `name`: its sealed blob and key generation
+    when the field was readable as the event was applied, else nothing and `erased`."""
+    if event.text(name) is None:
+        return {"sealed": None, "key_generation": None, f"{STATE[name]}": "erased"}
+    return {"sealed": event.sealed, "key_generation": event.key_generation, STATE[name]: "live"}
+
+
+#: The state column beside each sealed field.
+STATE = {"value": "value_state", "content": "content_state"}
 
 
 class TranscriptsProjection(Projection):
@@ -43,13 +53,12 @@ class TranscriptsProjection(Projection):
     kind: ClassVar[str] = "turn"
     table = transcripts
     primary_key = ("item_id",)
-    plaintext_columns = ("content",)
-    holds = "decrypted transcript turns by session"
+    sealed_field = "content"
+    holds = "transcript turns by session, sealed under each turn's data key"
 
     def handle(self, event: ProjectedEvent, batch: Batch) -> None:
         a = event.attrs
         if event.name == "Recorded":
-            content, state = content_of(event, "content")
             prov = a["provenance"]
             batch.add(
                 {
@@ -58,8 +67,7 @@ class TranscriptsProjection(Projection):
                     "session_id": prov["session_id"],
                     "turn_id": prov["turn_id"],
                     "speaker": a["subject"],
-                    "content": content,
-                    "content_state": state,
+                    **sealed_content(event, "content"),
                     "category": a["category"],
                     "sensitivity": a["sensitivity"],
                     "origin": a["origin"],
@@ -77,5 +85,5 @@ class TranscriptsProjection(Projection):
         if row is None:
             return
         if event.name == "Redacted":
-            row["content"], row["content_state"] = content_of(event, "content")
+            row.update(sealed_content(event, "content"))
             row["redacted_fields"] = ",".join(sorted(set(a["fields"])))

@@ -136,7 +136,7 @@ def test_verify_after_an_interrupted_rebuild_catches_up(settings: Settings) -> N
         _interrupted_rebuild(service, stop_at=1)  # before the tombstone
         with service.engine.connect() as conn:  # the erased item's row, unreadable
             rows = conn.execute(facts.select().where(facts.c.item_id == erased)).all()
-        assert len(rows) == 1 and rows[0].value is None
+        assert len(rows) == 1 and rows[0].sealed is None
     run = cli(settings, "verify", request, "--json", fresh=True)
     assert run.code == 0, run.stdout
     assert run.json["status"] == "completed" and run.json["failed_stores"] == []

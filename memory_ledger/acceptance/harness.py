@@ -366,13 +366,13 @@ def _run_control(case: Case, store: _Store, checks: dict[str, _Checks]) -> _Cont
                 if not any(_contains(t, target) for ts in seen.values() for t in ts):
                     residue.invalid.append(f"control store never recalled target #{i}")
             if store.settings.postgres is None:
-                found = _byte_scan(store.settings.data_dir, case.targets)
-                for i in range(1, len(case.targets) + 1):
-                    if not any(hit[0] == i for hit in found):
-                        residue.invalid.append(
-                            f"control files do not contain target #{i}: the byte scan "
-                            "could not tell"
-                        )
+                # Sealed everywhere: no file of A holds a target in clear, though A
+                # recalls it. So that B's byte scan cannot pass by being blind, the same
+                # scan must find every target in a file that does hold it.
+                for i in _scan_blind_to(store.settings.data_dir.parent, case.targets):
+                    residue.invalid.append(f"the byte scan cannot see target #{i}")
+                for i, path in _byte_scan(store.settings.data_dir, case.targets):
+                    residue.invalid.append(f"control file {path.name} holds target #{i} in clear")
             everything = [t for ts in texts.values() for t in ts]
             for i, kept in enumerate(case.kept, 1):
                 if kept not in everything:
@@ -659,6 +659,20 @@ def _byte_scan(data_dir: Path, targets: Sequence[str]) -> list[tuple[int, Path]]
     index = {needle: targets.index(needle.decode()) + 1 for needle in needles}
     paths = files_under(data_dir)
     return [(index[needles[f.needle_index]], Path(f.path)) for f in scan(paths, needles)]
+
+
+def _scan_blind_to(scratch: Path, targets: Sequence[str]) -> list[int]:
+    """Indexes of targets the byte scan misses in a file written to hold them all."""
+    probe = scratch / f"scan-probe-{uuid.uuid4().hex}"
+    probe.mkdir()
+    try:
+        (probe / "targets").write_text("\n".join(targets), encoding="utf-8")
+        seen = {i for i, _ in _byte_scan(probe, targets)}
+    finally:
+        for path in probe.iterdir():
+            path.unlink()
+        probe.rmdir()
+    return [i for i in range(1, len(targets) + 1) if i not in seen]
 
 
 def _row_scan(settings: Settings, targets: Sequence[str]) -> list[tuple[int, str]]:

@@ -149,9 +149,7 @@ def redact(
 
 
 def _print_request(report: RequestReport) -> None:
-    out.print(
-        f"request [bold]{markup_safe(report.request_id)}[/]: {markup_safe(report.status)}"
-    )
+    out.print(f"request [bold]{markup_safe(report.request_id)}[/]: {markup_safe(report.status)}")
     if report.targets or report.cascaded or report.mentions:
         table = Table("item", "why")
         redaction = report.scope.get("kind") == "redaction"

@@ -58,6 +58,7 @@ from sqlalchemy import Connection, select
 
 from memory_ledger.forgetting.residue import MIN_NEEDLE_BYTES
 from projections.base import Projection
+from projections.cells import Cells
 
 REPLACEMENT = "[forgotten]"
 MIN_PART_BYTES = 8
@@ -232,6 +233,7 @@ def mention_pattern(values: Iterable[str]) -> MentionPattern | None:
 
 def find_mentions(
     conn: Connection,
+    cells: Cells,
     projections: Sequence[Projection],
     namespace: str,
     pattern: MentionPattern,
@@ -239,21 +241,26 @@ def find_mentions(
 ) -> list[str]:
     """Items of the namespace whose readable content contains a forgotten value.
 
-    Read from the projections' plaintext columns, every version they hold, so an item
-    that said the value before it was changed is found too."""
+    Read from the projections' sealed cells, every version they hold, so an item that
+    said the value before it was changed is found too. Each cell is opened here, in
+    memory: no store keeps the text in clear to search it in place."""
     skip = set(exclude)
     found: set[str] = set()
     for projection in projections:
         table = projection.table
-        if not projection.mention_source or not projection.plaintext_columns:
-            continue  # index terms are fragments: a value is found in the texts they index
-        if "item_id" not in table.c:
-            continue  # views that are not items (summaries) are rebuilt by the fan-out
-        columns = [table.c[c] for c in projection.plaintext_columns]
-        query = select(table.c.item_id, *columns).where(table.c.namespace == namespace)
-        for item_id, *texts in conn.execute(query):
-            if item_id not in skip and any(t and pattern.search(t) for t in texts):
-                found.add(item_id)
+        if projection.sealed_field is None:
+            continue  # index terms and summaries hold no item's own content
+        query = select(table.c.item_id, table.c.key_generation, table.c.sealed).where(
+            table.c.namespace == namespace, table.c.sealed.is_not(None)
+        )
+        rows = [tuple(r) for r in conn.execute(query) if r[0] not in skip]
+        for start in range(0, len(rows), 1000):
+            chunk = rows[start : start + 1000]
+            for (item_id, _, _), text in zip(
+                chunk, cells.open(chunk, projection.sealed_field), strict=True
+            ):
+                if text and pattern.search(text):
+                    found.add(item_id)
     return sorted(found)
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import uuid
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
@@ -26,6 +25,11 @@ from memory_ledger.errors import (
     ProjectionMismatch,
 )
 from memory_ledger.event_log import ERASED
+from memory_ledger.forgetting.fragments import clear_strings, fragments
+from memory_ledger.forgetting.key_proof import ACTION as KEY_PROOF_ACTION
+from memory_ledger.forgetting.key_proof import STORE as KEY_PROOF_STORE
+from memory_ledger.forgetting.key_proof import KeyBytes
+from memory_ledger.forgetting.key_proof import prove as prove_keys_gone
 from memory_ledger.forgetting.mentions import (
     MentionPattern,
     find_mentions,
@@ -38,7 +42,7 @@ from memory_ledger.forgetting.redaction import (
     span_pattern,
 )
 from memory_ledger.forgetting.residue import needles_for
-from memory_ledger.forgetting.residue_check import ResidueCheck, ScanOutcome
+from memory_ledger.forgetting.residue_check import NOT_ON_POSTGRES, ResidueCheck, ScanOutcome
 from memory_ledger.forgetting.scope import (
     Candidate,
     ForgetScope,
@@ -52,6 +56,7 @@ from memory_ledger.forgetting.target_check import confirm_targets, identifiers_r
 from memory_ledger.stores import Receipt, RedactingStore, redact_at
 from memory_ledger.times import canonical_time
 from memory_ledger.write_policy import parse_input
+from projections.cells import Cells
 
 if TYPE_CHECKING:
     from memory_ledger.api import MemoryService
@@ -353,19 +358,11 @@ class ForgetRequests:
                         dict(evidence.detail),
                     )
                 )
-        outcome = self.residue.again(request_id)
+        outcome, scanned = self.scan_files(request_id)  # recorded, as the job's scans are
         report.residue_checked, report.residue_scan = outcome.checked, outcome.how
         report.residue_files = outcome.files
-        if outcome.checked:
-            report.receipts.append(
-                Receipt(
-                    "files",
-                    "residue_scan",
-                    len(targets),
-                    "failed" if outcome.files else "ok",
-                    {"checked": True, "files_with_residue": len(outcome.files)},
-                )
-            )
+        if scanned is not None:
+            report.receipts.append(scanned)
         service = self.service  # the log, the key store and the ledger, checked together
         found = consistency.check(service.log, self.ledger, service.settings)
         report.receipts.append(consistency.request_receipt(found, request_id, targets))
@@ -383,52 +380,108 @@ class ForgetRequests:
 
     def _execute(self, report: RequestReport, texts: list[str] | None = None) -> RequestReport:
         """`texts`: the targets' content if the caller has just read it; a resumed request
-        reads whatever is still readable."""
+        reads whatever is still readable.
+
+        Every store holds the targets' content sealed, so the request is complete when
+        every store's receipt is in and the key store proves the destroyed keys' bytes
+        gone (`key_proof`); the scan of every file is scheduled, not waited for."""
         targets = report.all_targets
         if texts is None:
             texts = forgotten_texts(self.service, report)
+        log_ = self.service.log
         receipts: list[Receipt] = []
+        # Read before anything is destroyed; memory only.
+        doomed = KeyBytes.capture(log_, [*targets, *report.history, *report.mentions])
         if report.mentions:  # first: once the targets are erased, their values are gone
             receipts.append(self._redact_mentions(report.mentions, texts))
-        needles = needles_for(texts)  # memory only
-        if needles and self.service.settings.postgres is None:
-            self.residue.keep(report.request_id, needles)
         missing = [
             s for s in report.failed_stores if s not in self.service.stores.names() and s != "files"
         ]
-        # A store that checks its own files, which the request's scan leaves out (the
-        # vector index), erases on a worker thread beside the compaction and the scan
-        # rather than before them: it waits mostly on the disk, the scan on the cores,
-        # and neither reads the other's files. Its receipt keeps its place in the list.
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="forget-aside") as aside:
-            started: list[Receipt | Future[Receipt]] = []
-            for store in self.service.stores:
-                if getattr(store, "checks_own_files", False):
-                    started.append(aside.submit(_erase_at, store, targets))
-                    continue
-                started.append(_erase_at(store, targets))
-                tombstones = getattr(store, "tombstones", {}).items()
-                if tombstones:  # recorded at once: restore replays them from the ledger
-                    self.ledger.append_many(
-                        report.request_id,
-                        [("tombstone", {"item_id": i, "position": p}) for i, p in tombstones],
-                    )
-            if report.history:
-                started.append(self._shred_history(report.history))
-            compaction = self.service.compact()
-            outcome = self.residue.after_erasure(report.request_id, needles, targets)
-        receipts.extend(r.result() if isinstance(r, Future) else r for r in started)
+        for store in self.service.stores:
+            receipts.append(_erase_at(store, targets))
+            tombstones = getattr(store, "tombstones", {}).items()
+            if tombstones:  # recorded at once: restore replays them from the ledger
+                self.ledger.append_many(
+                    report.request_id,
+                    [("tombstone", {"item_id": i, "position": p}) for i, p in tombstones],
+                )
+        if report.history:
+            receipts.append(self._shred_history(report.history))
         for name in missing:  # a store that failed before must confirm before "completed"
             receipts.append(Receipt(name, "erase", len(targets), "failed", {"registered": False}))
-        scan = _scan_receipt(report, outcome, len(compaction))
+        proof = self._key_proof(doomed)
         # Not a failure (identifiers stay in clear by design), but never silent. Counted at
         # submission, from the items read then; a resumed request counts again.
         if report.values_in_identifiers is None:
-            items = [self.service.log.get(UUID(t)) for t in targets] if texts else []
+            items = [log_.get(UUID(t)) for t in targets] if texts else []
             report.values_in_identifiers = identifiers_repeating(items, texts)
-        scan.evidence["target_values_in_identifiers"] = report.values_in_identifiers
-        receipts.append(scan)
+        proof.evidence["target_values_in_identifiers"] = report.values_in_identifiers
+        receipts.append(proof)
+        receipts.append(self._schedule_scan(report, texts, doomed))
         return self._finish(report, receipts)
+
+    def _key_proof(self, doomed: KeyBytes) -> Receipt:
+        proof = prove_keys_gone(self.service.log, doomed)
+        return Receipt(
+            KEY_PROOF_STORE,
+            KEY_PROOF_ACTION,
+            proof.keys_searched,
+            "ok" if proof.ok else "failed",
+            proof.evidence(),
+        )
+
+    def _schedule_scan(self, report: RequestReport, texts: list[str], doomed: KeyBytes) -> Receipt:
+        """Keep keyed fingerprints of what the request erased (texts, their fragments,
+        the destroyed keys' bytes) for the scheduled verification scan of every file."""
+        needles = needles_for(texts)
+        if needles:
+            clear = clear_strings(self.service.log, report.all_targets)
+            needles += [f for f in fragments(texts, clear) if f not in needles]
+        needles += list(doomed.destroyed(self.service.log).wrapped)
+        kept = bool(needles) and self.service.settings.postgres is None
+        if kept:
+            self.residue.keep(report.request_id, needles)
+        report.residue_checked = False
+        report.residue_scan = (
+            "scheduled: the verification scan reads every file for its keyed fingerprints"
+            if kept
+            else NOT_ON_POSTGRES
+            if self.service.settings.postgres is not None
+            else "not scheduled: nothing readable was erased"
+        )
+        return Receipt(
+            "files",
+            "scan_scheduled",
+            len(report.all_targets),
+            "ok",
+            {"fingerprints_kept": kept, "fingerprints": len(needles) if kept else 0},
+        )
+
+    def scan_files(self, request_id: str) -> tuple[ScanOutcome, Receipt | None]:
+        """Run the request's verification scan and record its receipt in the ledger;
+        residue reopens the request as `partial` (store `files`), to be retried. None
+        when there is nothing to scan with (window closed, no fingerprints, PostgreSQL)."""
+        report = self.report(request_id)
+        outcome = self.residue.scan_files(request_id)
+        if not outcome.checked:
+            return outcome, None
+        receipt = Receipt(
+            "files",
+            "residue_scan",
+            len(report.all_targets),
+            "failed" if outcome.files else "ok",
+            {
+                "checked": True,
+                "how": outcome.how,
+                "files_with_residue": len(outcome.files),
+                "found_in_clear_identifiers": outcome.shared,
+            },
+        )
+        entries: list[tuple[str, dict[str, Any]]] = [("receipt", _receipt_payload(receipt))]
+        if outcome.files and report.status == "completed":
+            entries.append(("status", {"status": "partial", "failed_stores": ["files"]}))
+        self.ledger.append_many(request_id, entries)
+        return outcome, receipt
 
     def _finish(self, report: RequestReport, receipts: list[Receipt]) -> RequestReport:
         """Number the receipts by attempt, settle the status, and record both."""
@@ -467,6 +520,7 @@ class ForgetRequests:
         changed, and the request is refused as interrupted, to be filed again."""
         items = report.all_targets
         receipts: list[Receipt] = []
+        doomed = KeyBytes.capture(self.service.log, items)  # older generations, destroyed next
         if spans is None:
             if not self._rewritten_during(report):
                 return self._refuse(report, "interrupted")
@@ -489,9 +543,7 @@ class ForgetRequests:
             receipts.append(receipt)
         texts = [n.decode("utf-8") for n in needles]
         receipts.extend(redact_at(store, items, texts) for store in self.service.stores)
-        compaction = self.service.compact()
-        outcome = self.residue.after_erasure(report.request_id, needles, [])
-        receipts.append(_scan_receipt(report, outcome, len(compaction)))
+        receipts.append(self._key_proof(doomed))
         return self._finish(report, receipts)
 
     def _rewritten_during(self, report: RequestReport) -> bool:
@@ -536,7 +588,12 @@ class ForgetRequests:
         exclude = set(report.all_targets) | set(report.history)
         with self.service.engine.connect() as conn:
             return find_mentions(
-                conn, self.service.runner.projections, report.namespace, pattern, exclude
+                conn,
+                Cells(self.service.log),
+                self.service.runner.projections,
+                report.namespace,
+                pattern,
+                exclude,
             )
 
     def _redact_mentions(self, item_ids: list[str], texts: list[str]) -> Receipt:
@@ -648,23 +705,6 @@ def _erase_at(store: Any, targets: list[str]) -> Receipt:
         return Receipt(store.name, "erase", len(targets), "failed", {"error": type(exc).__name__})
 
 
-def _scan_receipt(report: RequestReport, outcome: ScanOutcome, compaction_steps: int) -> Receipt:
-    report.residue_checked, report.residue_scan = outcome.checked, outcome.how
-    report.residue_files = outcome.files
-    return Receipt(
-        "files",
-        "residue_scan",
-        len(report.all_targets),
-        "failed" if outcome.files else "ok",
-        {
-            "checked": outcome.checked,
-            "files_with_residue": len(outcome.files),
-            "texts_shared_with_live_items": outcome.shared,
-            "compaction_steps": compaction_steps,
-        },
-    )
-
-
 def _holds(fields: dict[str, str] | object, pattern: MentionPattern | None) -> bool:
     """Does readable content contain the pattern? (ERASED content holds nothing.)"""
     if pattern is None or not isinstance(fields, dict):
@@ -732,5 +772,5 @@ def plaintext_copies(service: MemoryService, items: list[MemoryItem]) -> list[st
         log.warning("a key entry is corrupted; the residue scan relies on projection copies")
     with service.engine.connect() as conn:
         for projection in service.runner.projections:
-            texts.extend(projection.plaintext_of(conn, ids))
+            texts.extend(projection.texts_of(conn, Cells(service.log), ids))
     return texts

@@ -159,6 +159,14 @@ def _scan_piece(
     return found
 
 
+def search_bytes(data: bytes, needles: Sequence[bytes]) -> set[int]:
+    """Indexes of the needles found in one buffer, all needles in one pass."""
+    if not needles:
+        return set()
+    search = _hyperscan_search(needles) if hyperscan is not None else _find_search(needles)
+    return search(memoryview(data))
+
+
 def _hyperscan_search(needles: Sequence[bytes]) -> Callable[[memoryview], set[int]]:
     database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
     database.compile(
@@ -278,6 +286,18 @@ def scan_fingerprints(paths: Sequence[str | Path], prints: Fingerprints) -> list
             continue
         findings.extend(ResidueFinding(str(path), i) for i in sorted(found))
     return findings
+
+
+def scan_fingerprint_bytes(data: bytes, prints: Fingerprints) -> list[ResidueFinding]:
+    """`scan_fingerprints` over one buffer (named "" in the findings)."""
+    if not prints.entries or not data:
+        return []
+    weights = np.array(_weights(prints.key), dtype=np.uint64)
+    by_prefix: dict[int, dict[int, list[tuple[int, str, int]]]] = {}
+    for index, (length, k, prefix, mac) in enumerate(prints.entries):
+        by_prefix.setdefault(k, {}).setdefault(prefix, []).append((length, mac, index))
+    found = _scan_window(data, weights, by_prefix, prints.key)
+    return [ResidueFinding("", i) for i in sorted(found)]
 
 
 def _scan_window(

@@ -39,6 +39,7 @@ from memory_ledger.write_policy import (
     parse_input,
 )
 from projections.catalog import catalog
+from projections.cells import Cells
 from projections.facts import facts
 from projections.keyword_index import search as keyword_search
 from projections.preferences import preferences
@@ -215,7 +216,7 @@ def _build(ledger: MemoryLedger, request: ContextRequest) -> Context:
     items: list[ContextItem] = []
     used, omitted = 0, 0
     with service.engine.connect() as conn:
-        details = _Details(conn, candidates, [item_id for _, item_id in ranked])
+        details = _Details(conn, Cells(service.log), candidates, [i for _, i in ranked])
         for score, item_id in ranked:
             if len(items) >= request.limit:
                 break
@@ -280,9 +281,9 @@ def _item(c: _Candidate, detail: dict[str, Any], score: float, now: datetime) ->
 
 
 _TABLES = {
-    "fact": (facts, facts.c.value),
-    "preference": (preferences, preferences.c.value),
-    "turn": (transcripts, transcripts.c.content),
+    "fact": (facts, "value"),
+    "preference": (preferences, "value"),
+    "turn": (transcripts, "content"),
 }
 #: How many ranked items' details one query reads: the budget rarely needs more.
 DETAIL_CHUNK = 64
@@ -293,8 +294,10 @@ class _Details:
     for the ranked ids in rank order, a chunk at a time, and only as far as the budget
     and the limit need: recall reads what it returns, not the namespace."""
 
-    def __init__(self, conn: Connection, candidates: dict[str, _Candidate], order: list[str]):
-        self._conn, self._candidates, self._order = conn, candidates, order
+    def __init__(
+        self, conn: Connection, cells: Cells, candidates: dict[str, _Candidate], order: list[str]
+    ):
+        self._conn, self._cells, self._candidates, self._order = conn, cells, candidates, order
         self._read: dict[str, dict[str, Any]] = {}
         self._next = 0
 
@@ -306,11 +309,12 @@ class _Details:
             for i in chunk:
                 by_kind.setdefault(self._candidates[i].kind, []).append(i)
             for kind, ids in by_kind.items():
-                table, text_column = _TABLES[kind]
+                table, field = _TABLES[kind]
                 query = (
                     select(
                         table.c.item_id,
-                        text_column.label("text"),
+                        table.c.sealed,
+                        table.c.key_generation,
                         table.c.origin,
                         table.c.provenance,
                         catalog.c.version.label("item_version"),
@@ -321,8 +325,9 @@ class _Details:
                 )
                 if kind == "fact":  # one row per version: the one that was filtered
                     query = query.where(facts.c.status.in_(("current", "conflict")))
-                for r in self._conn.execute(query).mappings():
-                    self._read[r["item_id"]] = dict(r)
+                rows = [dict(r) for r in self._conn.execute(query).mappings()]
+                self._cells.fill(rows, field, "text")  # only what is shown is opened
+                self._read.update((r["item_id"], r) for r in rows)
         return self._read[item_id]
 
 
@@ -405,7 +410,7 @@ def _usable_query(request: ContextRequest, now: str, kind: str, narrow: Any) -> 
     The namespace is selected, not filtered on, and the caller keeps only rows of its own:
     given a namespace condition, SQLite reads the namespace's index (every row of a large
     namespace) instead of looking the named ids up by key."""
-    table, text_column = _TABLES[kind]
+    table, _ = _TABLES[kind]
     subject = table.c.speaker if kind == "turn" else table.c.subject
     since = table.c.written_at if kind == "turn" else table.c.valid_from
     text_none, number_none = literal(None, Text), literal(None, Float)
@@ -426,7 +431,7 @@ def _usable_query(request: ContextRequest, now: str, kind: str, narrow: Any) -> 
         .where(
             narrow,
             table.c.suppressed.is_(False),
-            text_column.is_not(None),
+            table.c.sealed.is_not(None),
             table.c.expires_at.is_(None) | (table.c.expires_at > now),
         )
     )

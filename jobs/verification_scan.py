@@ -1,0 +1,62 @@
+"""The scheduled verification scan: every file, for what each finished request erased.
+
+A forget request is `completed` on its stores' receipts and the key store's proof that
+the destroyed keys' bytes are gone; it does not wait for a read of every byte of every
+file, whose cost is every other user's data (memory_ledger/forgetting/residue_check.py).
+This job runs that read for each completed request whose scan is still due, with the
+request's keyed fingerprints (its texts, their distinctive fragments, its destroyed
+keys' bytes), and records the result in the ledger as the request's `files` /
+`residue_scan` receipt. Residue reopens the request as `partial` with the store `files`
+named, so `requests` shows it and a retry runs again; `verify REQUEST_ID` runs the same
+scan on demand.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from memory_ledger.api import MemoryService
+from memory_ledger.config import number_from_env
+
+log = logging.getLogger("memory_ledger.jobs")
+
+EVERY_ENV = "MEMORY_LEDGER_SCAN_MINUTES"
+DEFAULT_EVERY_MINUTES = 10.0
+
+
+def every_from_env() -> float:
+    """Minutes between runs, from the environment (1 to 1,440)."""
+    return number_from_env(
+        EVERY_ENV, DEFAULT_EVERY_MINUTES, lambda m: 1 <= m <= 1440, "a number of minutes, 1-1440"
+    )
+
+
+def due_requests(service: MemoryService) -> list[str]:
+    """Completed requests that kept fingerprints and have no scan since they completed."""
+    due: dict[str, bool] = {}
+    for entry in service.ledger.entries():
+        payload = entry.payload
+        if entry.entry_type == "status":
+            if payload["status"] != "completed":
+                due.pop(entry.request_id, None)
+            elif entry.request_id in due:
+                due[entry.request_id] = True
+        elif entry.entry_type == "receipt" and payload["store"] == "files":
+            evidence = payload.get("evidence") or {}
+            if payload["action"] == "scan_scheduled" and evidence.get("fingerprints_kept"):
+                due[entry.request_id] = False  # completed by a status entry next
+            elif payload["action"] in ("residue_scan", "verification_closed"):
+                due.pop(entry.request_id, None)
+    return [request_id for request_id, completed in due.items() if completed]
+
+
+def scan_due(service: MemoryService) -> dict[str, str]:
+    """Scan for every due request; returns request id -> receipt status (ids only)."""
+    done: dict[str, str] = {}
+    for request_id in due_requests(service):
+        _, receipt = service.requests.scan_files(request_id)
+        done[request_id] = receipt.status if receipt is not None else "not run"
+    if done:
+        found = sum(1 for s in done.values() if s == "failed")
+        log.info("verification scan of %d request(s): %d with residue", len(done), found)
+    return done

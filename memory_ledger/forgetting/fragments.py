@@ -1,0 +1,91 @@
+"""Distinctive fragments of an erased text, for the verification scan.
+
+A whole-text search misses the copies that matter most after a forget: a term list, a
+half-rewritten page, a substring cut at a page boundary. So the scan also looks for the
+text's fragments: its long words, its numbers, and overlapping windows of its characters
+(so any surviving run of WINDOW characters contains one). A fragment that is part of
+what stays in clear by design (the item's identifiers, the schema's own names) would be
+found in every file and prove nothing; those are left out.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+from uuid import UUID
+
+if TYPE_CHECKING:
+    from memory_ledger.event_log import EventLog
+
+#: Words shorter than this (in UTF-8 bytes) are too common to mean anything when found.
+MIN_WORD_BYTES = 6
+#: Digit runs this long or longer: phone numbers, passport numbers, house numbers.
+MIN_DIGITS = 4
+#: Characters per window, and the step between windows: any run of WINDOW + STEP - 1
+#: characters of the text contains a whole window.
+WINDOW = 8
+STEP = 4
+#: Fragments per text at most: a long turn must not make the scan's pattern set huge.
+MAX_PER_TEXT = 64
+
+_WORD = re.compile(r"\w+")
+_DIGITS = re.compile(rf"\d{{{MIN_DIGITS},}}")
+
+
+def fragments(texts: Iterable[str], clear: Iterable[str] = ()) -> list[bytes]:
+    """The texts' distinctive fragments as UTF-8, minus any inside a `clear` string."""
+    vocabulary = [c.casefold() for c in clear if c]
+    out: dict[bytes, None] = {}
+    for text in texts:
+        found: list[str] = []
+        found.extend(m.group() for m in _DIGITS.finditer(text))
+        found.extend(w for w in _WORD.findall(text) if len(w.encode("utf-8")) >= MIN_WORD_BYTES)
+        found.extend(text[i : i + WINDOW] for i in range(0, max(len(text) - WINDOW, 0) + 1, STEP))
+        kept = 0
+        for piece in found:
+            if kept >= MAX_PER_TEXT:
+                break
+            if len(piece) < MIN_DIGITS or not piece.strip():
+                continue
+            folded = piece.casefold()
+            if any(folded in word for word in vocabulary):
+                continue
+            raw = piece.encode("utf-8")
+            if raw not in out:
+                out[raw] = None
+                kept += 1
+    return list(out)
+
+
+def clear_strings(log: EventLog, item_ids: Iterable[str]) -> list[str]:
+    """What stays in clear by design around these items: their clear attributes and
+    provenance, and the names the stores' schemas and events use."""
+    out: list[str] = list(_schema_words())
+    for item_id in item_ids:
+        item = log.get(UUID(item_id))
+        out.extend(
+            str(v)
+            for v in (
+                item.namespace,
+                item.kind,
+                item.subject,
+                item.predicate,
+                item.category,
+                item.origin,
+                item.sensitivity,
+                *(item.provenance or {}).values(),
+                *(item.retention or {}).values(),
+            )
+            if v is not None
+        )
+    return out
+
+
+def _schema_words() -> list[str]:
+    import projections.runner  # noqa: F401 - registers every projection's tables
+    from projections.base import metadata  # the projections' tables and their columns
+
+    words = [t.name for t in metadata.tables.values()]
+    words += [c.name for t in metadata.tables.values() for c in t.columns]
+    return words
