@@ -526,12 +526,15 @@ def forget_targets(loaded: Loaded, count: int, rng: random.Random) -> list[int]:
     """Memories whose text is no part of another loaded memory's (copy 0 of a memory is
     part of its numbered variations): a residue check for them means something."""
     texts = loaded.texts
-    unique = [
-        i for i, t in enumerate(texts) if not any(t in o for j, o in enumerate(texts) if j != i)
-    ]
-    if len(unique) < count:
-        raise SystemExit(f"only {len(unique)} memories can be forget targets; {count} needed")
-    return rng.sample(unique, count)
+    order = list(range(len(texts)))
+    rng.shuffle(order)
+    chosen: list[int] = []
+    for i in order:  # count x N substring tests, not N x N
+        if not any(texts[i] in other for j, other in enumerate(texts) if j != i):
+            chosen.append(i)
+            if len(chosen) == count:
+                return chosen
+    raise SystemExit(f"only {len(chosen)} memories can be forget targets; {count} needed")
 
 
 def residue_on_disk(root: Path, texts: Sequence[str]) -> dict[str, Any]:
