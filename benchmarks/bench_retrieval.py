@@ -306,14 +306,25 @@ def render(results: dict[str, Any], console: Console) -> None:
     console.print(table)
     table = Table(title="recall latency (ms): p50 / p99")
     for column in (
-        "backend", "items", "recall", "excl. query embedding", "query embedding",
-        "vector search alone", "keyword search alone", "naive full matrix", "goal",
+        "backend",
+        "items",
+        "recall",
+        "excl. query embedding",
+        "query embedding",
+        "vector search alone",
+        "keyword search alone",
+        "naive full matrix",
+        "goal",
     ):
         table.add_column(column, justify="right")
     costs = Table(title="index costs")
     for column in (
-        "backend", "items", "vector index build (s)", "keyword rebuild (s)",
-        "vector erase p50 (ms)", "keyword erase p50 (ms)",
+        "backend",
+        "items",
+        "vector index build (s)",
+        "keyword rebuild (s)",
+        "vector erase p50 (ms)",
+        "keyword erase p50 (ms)",
     ):
         costs.add_column(column, justify="right")
     for backend, sizes in results["scale"].items():

@@ -288,16 +288,75 @@ _ASCII_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9@._\-]*[A-Za-z0-9]|[A-Za-z0-9]"
 _CJK_RUN = re.compile(r"[\u3400-\u9fff]+")
 # Words too common to count as shared content; a short list on purpose, since it only
 # guards the query-type labels, it does not model any ranker.
-_EN_STOP = frozenset({
-    "the", "and", "for", "with", "what", "when", "where", "which", "who", "whom", "how",
-    "does", "did", "has", "have", "her", "his", "she", "him", "are", "was", "were",
-    "into", "from", "that", "this", "there", "their", "they", "them", "your", "you", "can",
-    "any", "all", "not", "but", "its", "our", "out", "too",
-})
-_ZH_STOP = frozenset({
-    "什么", "是什", "哪个", "哪些", "一下", "帮我", "我的", "他的", "她的", "的是",
-    "了吗", "怎么", "没有", "有没", "可以", "这个", "一个", "是哪", "哪天", "时候",
-})
+_EN_STOP = frozenset(
+    {
+        "the",
+        "and",
+        "for",
+        "with",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "whom",
+        "how",
+        "does",
+        "did",
+        "has",
+        "have",
+        "her",
+        "his",
+        "she",
+        "him",
+        "are",
+        "was",
+        "were",
+        "into",
+        "from",
+        "that",
+        "this",
+        "there",
+        "their",
+        "they",
+        "them",
+        "your",
+        "you",
+        "can",
+        "any",
+        "all",
+        "not",
+        "but",
+        "its",
+        "our",
+        "out",
+        "too",
+    }
+)
+_ZH_STOP = frozenset(
+    {
+        "什么",
+        "是什",
+        "哪个",
+        "哪些",
+        "一下",
+        "帮我",
+        "我的",
+        "他的",
+        "她的",
+        "的是",
+        "了吗",
+        "怎么",
+        "没有",
+        "有没",
+        "可以",
+        "这个",
+        "一个",
+        "是哪",
+        "哪天",
+        "时候",
+    }
+)
 
 
 def content_terms(text: str) -> set[str]:
@@ -444,8 +503,10 @@ def _type_problems(q: SetQuery, answers: list[SetMemory]) -> list[str]:
         other = {"zh": "en", "en": "zh"}.get(q.lang)
         wrong = [m.key for m in answers if m.lang != other]
         if other is None or wrong:
-            return [f"{q.key}: cross_lingual needs a zh/en query and answers in the other "
-                    f"language; {wrong or q.lang} is not"]
+            return [
+                f"{q.key}: cross_lingual needs a zh/en query and answers in the other "
+                f"language; {wrong or q.lang} is not"
+            ]
     elif q.type == "same_lang_paraphrase":
         wrong = [m.key for m in answers if q.lang != "mixed" and m.lang not in (q.lang, "mixed")]
         if wrong:

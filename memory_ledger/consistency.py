@@ -207,7 +207,10 @@ class _LedgerFacts:
                     continue
                 payload = entry.payload
                 evidence = payload.get("evidence")
-                if payload["action"] == "residue_scan":
+                if payload["action"] == "scan_scheduled":
+                    if isinstance(evidence, dict) and evidence.get("fingerprints_kept") is True:
+                        facts.kept_fingerprints.add(rid)
+                elif payload["action"] == "residue_scan":
                     if isinstance(evidence, dict) and evidence.get("checked") is True:
                         facts.kept_fingerprints.add(rid)
                 elif payload["action"] == "verification_closed":

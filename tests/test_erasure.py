@@ -64,7 +64,10 @@ def test_forget_removes_the_item_everywhere_and_keeps_neighbours(
     assert state.erased and state.text is None
     assert "Haisong" not in json.dumps(report.to_dict())
     if settings.postgres is None:
-        assert report.residue_checked and report.residue_files == []
+        proof = next(r for r in report.receipts if r.action == "key_bytes_gone")
+        assert proof.evidence["checked"] and proof.evidence["keys_found"] == 0
+        _, scan = service.requests.scan_files(report.request_id)
+        assert scan is not None and scan.status == "ok"
         everything = sqlite_files(settings)
         assert file_bytes_contain(everything, "Haisong") == []
         assert file_bytes_contain(everything, "Binjiang") == []
@@ -92,7 +95,7 @@ def test_forget_is_idempotent(alice: MemoryLedger, service: MemoryService) -> No
     assert again.completed
     assert again.targets == [stored.item_id]
     assert not again.residue_checked, "nothing is left to search for; the report must say so"
-    assert again.residue_scan.startswith("not run")
+    assert again.residue_scan.startswith("not scheduled")
 
 
 def test_an_erased_item_cannot_be_updated_or_suppressed(alice: MemoryLedger) -> None:

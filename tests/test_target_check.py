@@ -105,8 +105,8 @@ def test_a_value_inside_an_identifier_is_named_in_the_receipt(alice: MemoryLedge
     clean = alice.remember(fact("seat", "aisle", turn="t2")).item_id
     report = alice.forget(target)
     assert report.status == "completed"
-    [scan] = [r for r in report.receipts if r.store == "files"]
-    assert scan.evidence["target_values_in_identifiers"] == 1
+    [proof] = [r for r in report.receipts if r.action == "key_bytes_gone"]
+    assert proof.evidence["target_values_in_identifiers"] == 1
     assert "inside an identifier" in report.message
     assert "Harbor" not in report.message
     other = alice.forget(clean)

@@ -71,9 +71,8 @@ class KeyProof:
         return self.found == 0
 
     def evidence(self) -> dict[str, int | bool | str]:
-        return {
+        return {  # counts and flags only: the ledger takes no free text
             "checked": self.checked,
-            "how": self.how,
             "keys_searched": self.keys_searched,
             "keys_found": self.found,
             "bytes_read": self.bytes_read,

@@ -417,7 +417,12 @@ class ForgetRequests:
             report.values_in_identifiers = identifiers_repeating(items, texts)
         proof.evidence["target_values_in_identifiers"] = report.values_in_identifiers
         receipts.append(proof)
-        receipts.append(self._schedule_scan(report, texts, doomed))
+        needles = needles_for(texts)
+        if needles:
+            clear = clear_strings(self.service.log, report.all_targets)
+            needles += [f for f in fragments(texts, clear) if f not in needles]
+        needles += list(doomed.destroyed(log_).wrapped)
+        receipts.append(self._schedule_scan(report, needles))
         return self._finish(report, receipts)
 
     def _key_proof(self, doomed: KeyBytes) -> Receipt:
@@ -430,17 +435,14 @@ class ForgetRequests:
             proof.evidence(),
         )
 
-    def _schedule_scan(self, report: RequestReport, texts: list[str], doomed: KeyBytes) -> Receipt:
+    def _schedule_scan(self, report: RequestReport, needles: list[bytes]) -> Receipt:
         """Keep keyed fingerprints of what the request erased (texts, their fragments,
-        the destroyed keys' bytes) for the scheduled verification scan of every file."""
-        needles = needles_for(texts)
-        if needles:
-            clear = clear_strings(self.service.log, report.all_targets)
-            needles += [f for f in fragments(texts, clear) if f not in needles]
-        needles += list(doomed.destroyed(self.service.log).wrapped)
+        the destroyed keys' bytes) for the scheduled verification scan of every file. A
+        resumed request keeps its first run's."""
         kept = bool(needles) and self.service.settings.postgres is None
         if kept:
             self.residue.keep(report.request_id, needles)
+        kept = kept or self.residue.fingerprints(report.request_id) is not None
         report.residue_checked = False
         report.residue_scan = (
             "scheduled: the verification scan reads every file for its keyed fingerprints"
@@ -454,7 +456,7 @@ class ForgetRequests:
             "scan_scheduled",
             len(report.all_targets),
             "ok",
-            {"fingerprints_kept": kept, "fingerprints": len(needles) if kept else 0},
+            {"fingerprints_kept": kept},
         )
 
     def scan_files(self, request_id: str) -> tuple[ScanOutcome, Receipt | None]:
@@ -472,7 +474,8 @@ class ForgetRequests:
             "failed" if outcome.files else "ok",
             {
                 "checked": True,
-                "how": outcome.how,
+                "files_scanned": outcome.scanned,
+                "files_rebuilt": outcome.rebuilt,
                 "files_with_residue": len(outcome.files),
                 "found_in_clear_identifiers": outcome.shared,
             },
@@ -529,8 +532,6 @@ class ForgetRequests:
             pattern = span_pattern(spans)
             assert pattern is not None  # a request with no span is refused at parse
             needles = needles_for(spans)
-            if needles and self.service.settings.postgres is None:
-                self.residue.keep(report.request_id, needles)
             rewritten = self._rewrite(items, pattern)
             receipt = Receipt(
                 "event_log",
@@ -544,6 +545,7 @@ class ForgetRequests:
         texts = [n.decode("utf-8") for n in needles]
         receipts.extend(redact_at(store, items, texts) for store in self.service.stores)
         receipts.append(self._key_proof(doomed))
+        receipts.append(self._schedule_scan(report, needles))
         return self._finish(report, receipts)
 
     def _rewritten_during(self, report: RequestReport) -> bool:

@@ -69,6 +69,8 @@ class ScanOutcome:
     files: list[str]
     #: Fingerprints found only inside an item's clear identifiers (in clear by design).
     shared: int = 0
+    scanned: int = 0  # files read
+    rebuilt: int = 0  # files rebuilt with VACUUM because they held residue
 
 
 class ResidueCheck:
@@ -127,7 +129,7 @@ class ResidueCheck:
         files = sorted({f.path for f in found if f.needle_index not in shared})
         note = f"; {len(rebuilt)} file(s) rebuilt with VACUUM" if rebuilt else ""
         how = f"keyed fingerprints over {len(paths)} files under {data_dir}{note}"
-        return ScanOutcome(True, how, files, len(shared))
+        return ScanOutcome(True, how, files, len(shared), len(paths), len(rebuilt))
 
     def again(self, request_id: str) -> ScanOutcome:
         """`verify`'s scan: the same as the scheduled one."""
