@@ -359,6 +359,12 @@ class EventLog:
         with self.recorder.datastore.transaction(commit=False) as cursor:
             return self.key_sql.key_states(cursor)
 
+    def key_rows(self) -> list[tuple[Any, ...]]:
+        """Every key-store row as stored (ids, generations, wrapped bytes): for audits."""
+        with self.recorder.datastore.transaction(commit=False) as cursor:
+            cursor.execute(f"SELECT * FROM {self.key_sql.keys_table}")
+            return [values(row) for row in cursor.fetchall()]
+
     def key_counts(self) -> tuple[int, int]:
         with self.recorder.datastore.transaction(commit=False) as cursor:
             return self.key_sql.count_keys(cursor)

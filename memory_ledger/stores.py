@@ -13,11 +13,13 @@ from __future__ import annotations
 import importlib
 import logging
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from uuid import UUID
+
+from sqlalchemy import select
 
 from memory_ledger.errors import ConfigurationError
 from memory_ledger.forgetting.redaction import span_pattern
@@ -63,14 +65,18 @@ class Store(Protocol):
     """One place that holds user data.
 
     `erase` must be idempotent (a retry after a crash or a failure repeats it safely),
-    `verify_absent` must not rely on the store's own bookkeeping of what it erased, and
-    `rebuild` must never bring back an erased item.
+    `verify_absent` must not rely on the store's own bookkeeping of what it erased,
+    `rebuild` must never bring back an erased item, and `at_rest` must give everything
+    the store keeps outside process memory, as stored: the contract suite checks that
+    it holds no personal content in clear (sealed everywhere).
     """
 
     name: str
     holds: str
 
     def erase(self, item_ids: Sequence[str]) -> Receipt: ...
+
+    def at_rest(self) -> Iterator[bytes]: ...
 
     def verify_absent(self, item_ids: Sequence[str]) -> Evidence: ...
 
@@ -154,6 +160,14 @@ class EventLogStore:
     def rebuild(self) -> int:
         return 0  # the log is the source of truth; nothing to rebuild
 
+    def at_rest(self) -> Iterator[bytes]:
+        log = self.service.log
+        position = 0
+        while batch := log.notifications(position, 1000):
+            for notification in batch:
+                yield bytes(notification.state)
+            position = batch[-1].id
+
 
 class KeyStoreStore:
     """Wrapped data keys: destroying them is what makes the sealed events unreadable."""
@@ -203,6 +217,9 @@ class KeyStoreStore:
 
     def rebuild(self) -> int:
         return 0  # keys cannot be rebuilt: that is the point of destroying them
+
+    def at_rest(self) -> Iterator[bytes]:
+        yield from (repr(row).encode() for row in self.service.log.key_rows())
 
 
 class ProjectionStore:
@@ -259,6 +276,12 @@ class ProjectionStore:
     def rebuild(self) -> int:
         return self.service.runner.rebuild([self.name])
 
+    def at_rest(self) -> Iterator[bytes]:
+        with self.service.engine.connect() as conn:
+            for table in self.projection.tables:
+                for row in conn.execute(select(table)):
+                    yield repr(tuple(row)).encode("utf-8")
+
 
 class VectorIndexStore:
     """The vector index: erasure removes the rows now (without embedding what is pending)
@@ -302,6 +325,11 @@ class VectorIndexStore:
 
     def rebuild(self) -> int:
         return self.service.vectors.rebuild()
+
+    def at_rest(self) -> Iterator[bytes]:
+        for path in sorted(self.service.vectors.directory.rglob("*")):
+            if path.is_file():
+                yield path.read_bytes()
 
 
 class StoreRegistry:

@@ -8,6 +8,7 @@ same promises the moment it is registered.
 from __future__ import annotations
 
 import json
+import secrets
 
 import pytest
 from factories import fact, preference, turn
@@ -75,3 +76,29 @@ def test_store_contract(name: str, service: MemoryService, targets: list[str]) -
     assert not any(secret in dumped for secret in SECRETS)
     ledger = service.for_principal(Principal("acme", "alice"))
     assert [m.text for m in ledger.recall()] == ["Acme Corp"]
+
+
+@pytest.mark.parametrize("name", STORE_NAMES)
+def test_store_holds_no_plaintext(name: str, service: MemoryService) -> None:
+    """Sealed everywhere: what a store keeps at rest holds no live item's content in
+    clear, not even a word of it, while recall still returns that content."""
+    ledger = service.for_principal(Principal("acme", "alice"))
+    tokens = [f"tok{secrets.token_hex(6)}" for _ in range(3)]
+    ledger.remember_many(
+        [
+            fact("passport", f"{tokens[0]} issued 2031"),
+            preference("seat", f"aisle near {tokens[1]}"),
+            turn(f"I said {tokens[2]} yesterday"),
+        ]
+    )
+    service.runner.catch_up()
+    service.vectors.catch_up()
+    served = ledger.context(" ".join(tokens), limit=10)
+    assert all(any(t in i.text for i in served.items) for t in tokens), "recall must see them"
+    store = service.stores.get(name)
+    held = b"".join(store.at_rest())
+    if name in ("event_log", "key_store", "facts", "transcripts", "catalog"):
+        assert held, f"{name} must show what it keeps at rest"
+    for token in tokens:
+        assert token.encode() not in held, f"{name} holds {token} in clear"
+        assert token.upper().encode() not in held and token[3:].encode() not in held

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from memory_ledger.stores import Evidence, Receipt
@@ -95,6 +95,10 @@ class ContextCacheStore:
             "ok" if evidence.absent else "failed",
             {"entries_evicted": evicted, **evidence.detail},
         )
+
+    def at_rest(self) -> Iterator[bytes]:
+        """Nothing: the cache lives in this process's memory only."""
+        yield from ()
 
     def verify_absent(self, item_ids: Sequence[str]) -> Evidence:
         left = self.service.context_cache.holding(item_ids)
