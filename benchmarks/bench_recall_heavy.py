@@ -237,7 +237,7 @@ class Subject:
         vector_s = time.perf_counter() - start
         with service.engine.connect() as conn:
             start = time.perf_counter()
-            keyword_search(conn, HEAVY, query, K)
+            keyword_search(conn, service.log, HEAVY, query, K)
             keyword_s = time.perf_counter() - start
         for name, value in (
             ("recall_total", total),

@@ -204,7 +204,7 @@ def latency(
         vector_only.append(time.perf_counter() - start)
         with service.engine.connect() as conn:
             start = time.perf_counter()
-            keyword_search(conn, namespace, query.text, 50)
+            keyword_search(conn, service.log, namespace, query.text, 50)
             keyword_only.append(time.perf_counter() - start)
         start = time.perf_counter()
         scores = matrix @ vector

@@ -5,39 +5,75 @@ embedder; a keyword index finds it exactly. It holds live, unsuppressed items on
 (the current or conflicting version) and preferences as "<predicate>: <value>", and
 transcript turns by content.
 
+Terms are stored as keyed hashes, never as words (../docs/DESIGN.md, "Sealed
+everywhere"). A term becomes an 8-byte BLAKE2b MAC of its text under the namespace's
+index key (a derived key of the key store, ident `index_key_ident(namespace)`), kept as
+a signed 64-bit integer: compact, fast to compare, and meaningless without the key. A
+deleted posting's bytes may stay in a free page, a WAL frame or a backup; what they can
+tell is bounded: without the key, nothing about the term (not even its length: every
+hash is 8 bytes), and no link to another namespace (the same word hashes differently
+under another namespace's key). Someone holding the master key, who can unwrap the live
+index key, can test guesses ("is 'hangzhou' in this page?") and see which postings share
+a term within that one namespace and key generation, but cannot read a term without
+guessing it; a term's text is recoverable only by such a dictionary attack, which is why
+the items' own content is what carries the real protection (it is sealed under the
+item's key). Destroying the namespace's index key (a whole-namespace forget does, see
+`index_key_ident`) ends even that: the old hashes become random numbers to everyone,
+and the next items are indexed under a new generation that shares nothing with the old.
+
+Which generation a namespace's rows were hashed under is recorded on each document row
+and in `keyword_namespaces` (one row per namespace and generation: its document count and
+total length, BM25's statistics, kept up to date so a search never counts documents). A
+search uses the live generation's row and documents only, so a posting written under a
+destroyed key is never served; the first catch-up that indexes the namespace under a new
+generation purges every document of an older one and re-indexes those still live. An
+item's postings are deleted through its document row's list of term hashes, so purging
+never needs a key: rows written under a destroyed generation (say, by a catch-up that
+committed while a forget ran) are purged by their item's Erased event like any others.
+
 Why our own postings table, not SQLite FTS5 or PostgreSQL full-text search: this store
-must forget provably. An FTS5 'delete' leaves the deleted terms inside the index segments
-until a merge, and 'optimize' rewrites the whole index, far too slow on every forget at
-100k items; FTS5's `secure-delete` option needs SQLite 3.44, and Debian's Python links
-3.40. PostgreSQL's tsvector/GIN would be a second implementation, and its default parsers
-do not split Chinese. A plain table `keyword_postings(namespace, term, doc, tf)`, with
-`keyword_docs` (each item's length and terms) for BM25's length normalisation, loses an
-item's terms by ordinary row deletes, which `secure_delete` zeroes on SQLite, on both
-backends with the same SQL; the byte scan reads these tables like every other.
+must forget provably, and now holds no words to hand to a full-text engine. An FTS5
+'delete' leaves the deleted terms inside the index segments until a merge, and 'optimize'
+rewrites the whole index, far too slow on every forget at 100k items; FTS5's
+`secure-delete` option needs SQLite 3.44, and Debian's Python links 3.40. PostgreSQL's
+tsvector/GIN would be a second implementation, and its default parsers do not split
+Chinese. A plain table `keyword_postings(namespace, term, doc, tf, length)`, with
+`keyword_docs` (each item's terms) loses an item's postings by ordinary row deletes,
+which `secure_delete` zeroes on SQLite, on both backends with the same SQL.
 
 Why this lean layout: every forget scans the data directory's bytes, so the index's size
 is paid on every forget. A posting is stored once, as the key of its table (WITHOUT
 ROWID on SQLite: no rowid copy, no separate search index), and names its item by a small
-integer `doc`, not a 36-character id. An item's postings are found for deletion through
-its document row, which lists its distinct terms: one short text per item instead of a
-second index over every posting. Document numbers are never reused (AUTOINCREMENT on
-SQLite, a sequence on PostgreSQL), so a posting can never be attributed to another item
-than the one it was written for; a search joins postings to their document rows, so a
-posting without one (`unattributed_rows`) could never be served.
+integer `doc`, not a 36-character id; it carries its document's length (documents never
+change: an update renumbers the item), so scoring reads the query terms' postings and
+nothing else. An item's postings are found for deletion through its document row, which
+lists its distinct term hashes: one short blob per item instead of a second index over
+every posting. Document numbers are never reused (AUTOINCREMENT on SQLite, a sequence on
+PostgreSQL), so a posting can never be attributed to another item than the one it was
+written for; a search maps its best postings to their document rows, so a posting
+without one (`unattributed_rows`) could never be served.
+
+Search cost follows the query's postings, not the namespace: the statistics are one row,
+the terms' document counts are range counts over the postings' key, and the database sums
+BM25 over those postings (grouped by document number) and returns the best few, which
+are then mapped to item ids. Nothing reads every document of the namespace.
 
 Like summaries, the projection never interprets event contents: the runner applies it
 after the facts, preferences and transcripts projections in the same transaction, and it
-recomputes every touched item from their tables as they are then. So each event type
-(recorded, superseded, redacted, suppressed, unsuppressed, erased) comes out right by
-construction, and a rebuild equals the incremental view. Also like summaries, what
-withdraws content is applied in the batch itself, and what adds waits for the end of
-the catch-up (`settle`), in the same transaction as its last batch.
+recomputes every touched item from their tables as they are then (opening their sealed
+cells, projections/cells.py). So each event type (recorded, superseded, redacted,
+suppressed, unsuppressed, erased) comes out right by construction, and a rebuild equals
+the incremental view. Also like summaries, what withdraws content is applied in the
+batch itself, and what adds waits for the end of the catch-up (`settle`), in the same
+transaction as its last batch.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
+import struct
 import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -47,22 +83,20 @@ from sqlalchemy import (
     BigInteger,
     Column,
     Connection,
-    Float,
     Index,
     Integer,
+    LargeBinary,
     Table,
     Text,
-    case,
     delete,
     func,
-    literal,
     select,
     tuple_,
 )
 
 from memory_ledger.event_log import EventLog
 from projections.base import Projection, Row, keys_in, metadata
-from projections.cells import Cells
+from projections.cells import Cell, Cells
 from projections.events import ProjectedEvent
 from projections.facts import KEY_COLUMNS, LIVE_STATUSES, facts
 from projections.preferences import preferences
@@ -72,11 +106,15 @@ CHUNK = 500
 #: Items indexed together at the end of a catch-up: few round trips, bounded memory.
 SETTLE_CHUNK = 5000
 K1 = 1.2
-TIE_SLACK = 8
 B = 0.75
+#: Rows read beyond the k asked for: sums of the same terms added in another order can
+#: differ in the last bit, so ties are settled in Python, on rounded scores.
+TIE_SLACK = 8
 #: Longer terms are cut (queries are cut the same way, so they still match): a base64
-#: blob must not become an index key larger than PostgreSQL's B-tree accepts.
+#: blob must not make hashing or tokenizing queries slow.
 MAX_TERM_CHARS = 64
+#: Domain separation of the term hash (BLAKE2b's personalisation, at most 16 bytes).
+HASH_PERSON = b"ml-keyword-term"
 
 #: A document's number: 64-bit on PostgreSQL (its sequence must not run out in a long-lived
 #: store, as every re-indexing of an item takes a new one); SQLite's integers are 64-bit,
@@ -89,18 +127,18 @@ keyword_docs = Table(
     Column("doc", DocNumber, primary_key=True, autoincrement=True),
     Column("item_id", Text, nullable=False),
     Column("namespace", Text, nullable=False),
+    # The generation of the namespace's index key its terms were hashed under.
+    Column("key_generation", Integer, nullable=False),
     Column("length", Integer, nullable=False),
     # A fact's key (NULL for other kinds): a newly recorded fact can supersede the live
     # facts of its key without an event of theirs, and this finds the indexed ones.
     Column("subject", Text),
     Column("predicate", Text),
-    # The item's distinct terms, sorted, one per line: its postings' keys, so a purge
-    # deletes them by primary key. Last, so a search reading a document's length need not
-    # read a long item's terms (SQLite reads a record's columns in order).
-    Column("terms", Text, nullable=False),
+    # The item's distinct term hashes, sorted, packed as big-endian signed 64-bit
+    # integers: its postings' keys, so a purge deletes them by primary key.
+    Column("terms", LargeBinary, nullable=False),
     Index("ix_keyword_docs_item", "item_id", unique=True),
-    # Covering, for the namespace's document count and total length.
-    Index("ix_keyword_docs_namespace", "namespace", "length"),
+    Index("ix_keyword_docs_namespace", "namespace", "key_generation"),
     Index("ix_keyword_docs_fact_key", "namespace", "subject", "predicate"),
     # Numbers are never reused, not even those of the last rows deleted (see the module).
     sqlite_autoincrement=True,
@@ -112,14 +150,26 @@ keyword_postings = Table(
     # The key is the search's access path: (namespace, term IN ...) reads the postings
     # of the query's terms in one range each. No other index.
     Column("namespace", Text, primary_key=True),
-    Column("term", Text, primary_key=True),
+    Column("term", BigInteger, primary_key=True),  # the term's keyed hash
     Column("doc", DocNumber, primary_key=True, autoincrement=False),
     Column("tf", Integer, nullable=False),
+    Column("length", Integer, nullable=False),  # the document's, for BM25's normalisation
     sqlite_with_rowid=False,
 )
 
+#: BM25's statistics of a namespace's documents under one index key generation, kept
+#: by every write of documents in the same transaction: a search reads one row.
+keyword_namespaces = Table(
+    "keyword_namespaces",
+    metadata,
+    Column("namespace", Text, primary_key=True),
+    Column("key_generation", Integer, primary_key=True, autoincrement=False),
+    Column("docs", Integer, nullable=False),
+    Column("length", BigInteger, nullable=False),
+)
+
 #: What `_index` writes of a document row: its number is the database's to give.
-DOC_COLUMNS = ("item_id", "namespace", "length", "subject", "predicate", "terms")
+DOC_COLUMNS = ("item_id", "namespace", "key_generation", "length", "subject", "predicate", "terms")
 
 # Items whose terms are (re)computed at the end of the catch-up in progress (see `apply`).
 keyword_pending = Table(
@@ -127,6 +177,47 @@ keyword_pending = Table(
     metadata,
     Column("item_id", Text, primary_key=True),
 )
+
+
+def index_key_ident(namespace: str) -> str:
+    """The key store's name for a namespace's index key (`EventLog.derived_key`). The
+    forget path destroys it on a whole-namespace forget; nothing else may name it."""
+    return f"index:{namespace}"
+
+
+class TermHasher:
+    """Keyed hashes of terms under one namespace's index key generation, memoised: a
+    rebuild hashes each distinct term of a namespace once."""
+
+    def __init__(self, generation: int, key: bytes) -> None:
+        self.generation = generation
+        self._key = key
+        self._known: dict[str, int] = {}
+
+    def __call__(self, term: str) -> int:
+        found = self._known.get(term)
+        if found is None:
+            digest = hashlib.blake2b(
+                term.encode("utf-8"), key=self._key, digest_size=8, person=HASH_PERSON
+            ).digest()
+            found = self._known[term] = int.from_bytes(digest, "big", signed=True)
+        return found
+
+
+def hasher_of(log: EventLog, namespace: str, *, create: bool) -> TermHasher | None:
+    """The namespace's live index key as a hasher; None if it has none (and not `create`)."""
+    live = log.derived_key(index_key_ident(namespace), create=create)
+    return None if live is None else TermHasher(*live)
+
+
+def pack_terms(hashes: Iterable[int]) -> bytes:
+    ordered = sorted(hashes)
+    return struct.pack(f">{len(ordered)}q", *ordered)
+
+
+def unpack_terms(packed: bytes) -> list[int]:
+    return list(struct.unpack(f">{len(packed) // 8}q", bytes(packed)))
+
 
 # -- tokenizer ---------------------------------------------------------------------------
 
@@ -245,16 +336,28 @@ def _keep(out: list[str], term: str) -> None:
 
 class KeywordIndexProjection(Projection):
     name: ClassVar[str] = "keyword_index"
-    # The per-item table: every term of an item is in its row's `terms`, beside the item
-    # id. The residue check reads `table` by item (erased ones excluded), as the data map
-    # counts it: one row per indexed item.
+    # The per-item table: every term hash of an item is in its row's `terms`, beside the
+    # item id; the data map counts one row per indexed item.
     table = keyword_docs
     primary_key = ("item_id",)
-    holds = "terms (words, numbers, bigrams) of live, unsuppressed items, with counts"
+    # Keyed hashes, not text: nothing here is a fragment the residue check could find.
+    plaintext_columns = ()
+    mention_source = False
+    holds = "keyed hashes of the terms of live, unsuppressed items (per-namespace key), with counts"
+
+    def __init__(self, log: EventLog | None = None) -> None:
+        """`log` opens the source tables' sealed cells and holds the index keys; without
+        it the projection can only name itself and answer the store protocol's counts."""
+        self.log = log
 
     @property
     def tables(self) -> tuple[Table, ...]:
-        return (keyword_postings, keyword_docs, keyword_pending)
+        return (keyword_postings, keyword_docs, keyword_namespaces, keyword_pending)
+
+    def _log(self) -> EventLog:
+        if self.log is None:
+            raise RuntimeError("the keyword index needs the event log to index items")
+        return self.log
 
     def __init__(self, log: EventLog | None = None) -> None:
         self.log = log
@@ -294,21 +397,54 @@ class KeywordIndexProjection(Projection):
         # Without an event of its own, an indexed fact's text cannot change, but a
         # newcomer can supersede it: it can only leave the index, never need new terms.
         bystanders = sorted(self._indexed_facts_of(conn, sorted(keys)) - changed - recorded)
-        cells = self.cells
+        log = self._log()
         gone = [
-            i for c in _chunks(bystanders) for i in sorted(set(c) - set(live_texts(conn, c, cells)))
+            i for c in _chunks(bystanders) for i in sorted(set(c) - set(live_texts(conn, log, c)))
         ]
         self.purge(conn, sorted(changed.union(gone)))  # also their pending rows
         _insert(conn, keyword_pending, [(i,) for i in sorted(changed | recorded)])
 
     def settle(self, conn: Connection) -> None:
+        """Index the pending items. The first time a namespace is met, its index key is
+        fetched (made, if it has none live); documents of the namespace hashed under
+        another generation are purged and queued to be indexed again under this one."""
         pending = sorted(conn.execute(select(keyword_pending.c.item_id)).scalars())
         if not pending:
             return
-        # A pending item has no terms: `apply` purged it, or it is new.
-        for start in range(0, len(pending), SETTLE_CHUNK):
-            self._index(conn, pending[start : start + SETTLE_CHUNK])
+        log = self._log()
+        hashers: dict[str, TermHasher] = {}
+        queue, queued = list(pending), set(pending)
+        at = 0
+        while at < len(queue):
+            chunk = queue[at : at + SETTLE_CHUNK]
+            at += len(chunk)
+            live = live_texts(conn, log, chunk)
+            for namespace in sorted({t.namespace for t in live.values()} - hashers.keys()):
+                hasher = hasher_of(log, namespace, create=True)
+                assert hasher is not None  # create=True always gives one
+                hashers[namespace] = hasher
+                stale = self._stale_items(conn, namespace, hasher.generation)
+                # A pending item has no document row (`apply` purged it, or it is new),
+                # so none of them is stale: each item is indexed once.
+                self.purge(conn, stale)
+                queue.extend(i for i in stale if i not in queued)
+                queued.update(stale)
+            self._index(conn, live, hashers)
         conn.execute(delete(keyword_pending))
+
+    @staticmethod
+    def _stale_items(conn: Connection, namespace: str, generation: int) -> list[str]:
+        """Items of the namespace indexed under another generation than `generation`."""
+        n, d = keyword_namespaces, keyword_docs
+        others = select(n.c.key_generation).where(
+            n.c.namespace == namespace, n.c.key_generation != generation
+        )
+        if not conn.execute(others.limit(1)).first():
+            return []  # the common case: one index probe
+        query = select(d.c.item_id).where(
+            d.c.namespace == namespace, d.c.key_generation != generation
+        )
+        return sorted(conn.execute(query).scalars())
 
     def _indexed_facts_of(self, conn: Connection, keys: Sequence[tuple[Any, ...]]) -> set[str]:
         found: set[str] = set()
@@ -318,29 +454,48 @@ class KeywordIndexProjection(Projection):
             found.update(conn.execute(query).scalars())
         return found
 
-    def _index(self, conn: Connection, item_ids: Sequence[str]) -> None:
+    def _index(
+        self, conn: Connection, live: dict[str, LiveText], hashers: dict[str, TermHasher]
+    ) -> None:
         """Document rows first, which number the documents; then their postings, sorted
-        by key, each chunk's in one executemany."""
-        counted: list[tuple[str, LiveText, Counter[str]]] = []
-        docs: list[tuple[str, str, int, str | None, str | None, str]] = []
-        for item_id, live in sorted(live_texts(conn, item_ids, self.cells).items()):
-            counts = Counter(tokenize(live.text))
-            if not counts:
+        by key, each chunk's in one executemany; then the namespaces' statistics."""
+        counted: list[tuple[str, str, int, Counter[int]]] = []
+        docs: list[tuple[Any, ...]] = []
+        for item_id, text in sorted(live.items()):
+            hasher = hashers[text.namespace]
+            words = Counter(tokenize(text.text))
+            if not words:
                 continue
-            counted.append((item_id, live, counts))
-            # Terms hold no line break (they are runs of word characters and connectors),
-            # so the lines are the postings' terms exactly.
-            terms = "\n".join(sorted(counts))
+            counts: Counter[int] = Counter()
+            for word, n in words.items():
+                counts[hasher(word)] += n  # distinct words never share a hash, but sum anyway
             length = sum(counts.values())
-            docs.append((item_id, live.namespace, length, live.subject, live.predicate, terms))
+            counted.append((item_id, text.namespace, length, counts))
+            docs.append(
+                (
+                    item_id,
+                    text.namespace,
+                    hasher.generation,
+                    length,
+                    text.subject,
+                    text.predicate,
+                    pack_terms(counts),
+                )
+            )
         _insert(conn, keyword_docs, docs, DOC_COLUMNS)
-        numbers = self._numbers(conn, [item_id for item_id, _, _ in counted])
+        numbers = self._numbers(conn, [item_id for item_id, _, _, _ in counted])
         postings = sorted(
-            (live.namespace, term, numbers[item_id], n)
-            for item_id, live, counts in counted
+            (namespace, term, numbers[item_id], n, length)
+            for item_id, namespace, length, counts in counted
             for term, n in counts.items()
         )
         _insert(conn, keyword_postings, postings)
+        stats: dict[tuple[str, int], list[int]] = {}
+        for _, namespace, generation, length, _, _, _ in docs:
+            entry = stats.setdefault((namespace, generation), [0, 0])
+            entry[0] += 1
+            entry[1] += length
+        _add_stats(conn, stats)
 
     @staticmethod
     def _numbers(conn: Connection, item_ids: Sequence[str]) -> dict[str, int]:
@@ -352,26 +507,40 @@ class KeywordIndexProjection(Projection):
         return numbers
 
     @staticmethod
-    def _docs_of(conn: Connection, item_ids: Sequence[str]) -> list[tuple[int, str, str]]:
-        """(doc, namespace, terms) of the items that have a document row."""
+    def _docs_of(conn: Connection, item_ids: Sequence[str]) -> list[tuple[int, str, list[int]]]:
+        """(doc, namespace, term hashes) of the items that have a document row."""
         d = keyword_docs
         query = select(d.c.doc, d.c.namespace, d.c.terms).where(d.c.item_id.in_(item_ids))
-        return [(int(doc), namespace, terms) for doc, namespace, terms in conn.execute(query)]
+        return [(int(doc), ns, unpack_terms(terms)) for doc, ns, terms in conn.execute(query)]
 
     # -- the store protocol (see memory_ledger.stores.ProjectionStore) ---------------
 
     def purge(self, conn: Connection, item_ids: Sequence[str]) -> None:
-        """The items' postings (by key: their document rows list the terms), document
-        rows, and any pending recomputation of them (ids only). The document rows are
-        deleted by the numbers whose postings were deleted: a row another transaction
-        committed in between (PostgreSQL reads committed) keeps its postings' only key."""
+        """The items' postings (by key: their document rows list the term hashes, so no
+        index key is needed), document rows, their share of the namespaces' statistics,
+        and any pending recomputation of them (ids only). The document rows are deleted
+        by the numbers whose postings were deleted: a row another transaction committed
+        in between (PostgreSQL reads committed) keeps its postings' only key; and the
+        statistics lose what the delete actually removed (its RETURNING rows), so two
+        purges of one item never subtract it twice."""
+        d = keyword_docs
         for chunk in _chunks(sorted(set(item_ids))):
             docs = self._docs_of(conn, chunk)
-            keys = sorted((ns, term, doc) for doc, ns, terms in docs for term in terms.split("\n"))
+            keys = sorted((ns, term, doc) for doc, ns, terms in docs for term in terms)
             _delete_postings(conn, keys)
             if docs:
                 numbers = [doc for doc, _, _ in docs]
-                conn.execute(delete(keyword_docs).where(keyword_docs.c.doc.in_(numbers)))
+                removed = conn.execute(
+                    delete(d)
+                    .where(d.c.doc.in_(numbers))
+                    .returning(d.c.namespace, d.c.key_generation, d.c.length)
+                ).all()
+                stats: dict[tuple[str, int], list[int]] = {}
+                for namespace, generation, length in removed:
+                    entry = stats.setdefault((namespace, int(generation)), [0, 0])
+                    entry[0] -= 1
+                    entry[1] -= int(length)
+                _add_stats(conn, stats)
             conn.execute(delete(keyword_pending).where(keyword_pending.c.item_id.in_(chunk)))
 
     def count_rows(self, conn: Connection, item_ids: Sequence[str]) -> int:
@@ -389,9 +558,11 @@ class KeywordIndexProjection(Projection):
         for chunk in _chunks(sorted(set(item_ids))):
             for doc, namespace, terms in self._docs_of(conn, chunk):
                 total += 1
-                for part in _chunks(terms.split("\n")):
+                for start in range(0, len(terms), CHUNK):
                     query = select(func.count()).where(
-                        p.c.namespace == namespace, p.c.term.in_(part), p.c.doc == doc
+                        p.c.namespace == namespace,
+                        p.c.term.in_(terms[start : start + CHUNK]),
+                        p.c.doc == doc,
                     )
                     total += int(conn.execute(query).scalar_one())
         return total
@@ -399,8 +570,8 @@ class KeywordIndexProjection(Projection):
     def unattributed_rows(self, conn: Connection) -> int:
         """Postings without a document row of their number and namespace (0 when sound).
 
-        No item could find them, nor a search serve them, but their terms would be bytes
-        left behind. Reads every posting: an audit, not part of a forget."""
+        No item could find them, nor a search serve them, but they would be bytes left
+        behind. Reads every posting: an audit, not part of a forget."""
         p, d = keyword_postings, keyword_docs
         # NOT IN a subquery: one hashed set of the documents (NOT NULL columns, so no
         # NULL trap), three times faster on SQLite than a join probing each posting's row.
@@ -408,19 +579,28 @@ class KeywordIndexProjection(Projection):
         query = select(func.count()).where(tuple_(p.c.namespace, p.c.doc).not_in(numbered))
         return int(conn.execute(query).scalar_one())
 
+    def plaintext_of(self, conn: Connection, item_ids: Sequence[str]) -> list[str]:
+        """Nothing: the index holds keyed hashes, no text. (Were it words, they would be
+        no needles either: "live" or "personal" would be found in every file's clear
+        columns and keep a request `partial` forever.)"""
+        return []
+
     def snapshot(self, conn: Connection) -> list[Row]:
         """Every row, with each posting's document number replaced by its item id (None
         for an orphan): numbers follow the order items were indexed in, which differs
         between an incremental build and a rebuild."""
-        p, d = keyword_postings, keyword_docs
+        p, d, n = keyword_postings, keyword_docs, keyword_namespaces
         joined = p.outerjoin(d, (d.c.doc == p.c.doc) & (d.c.namespace == p.c.namespace))
-        query = select(p.c.namespace, p.c.term, d.c.item_id, p.c.tf).select_from(joined)
+        columns = (p.c.namespace, p.c.term, d.c.item_id, p.c.tf, p.c.length)
+        query = select(*columns).select_from(joined)
         rows: list[Row] = sorted(
             (dict(r) for r in conn.execute(query).mappings()),
             key=lambda r: (r["item_id"] or "", r["term"], r["namespace"], r["tf"]),
         )
         query = select(*(c for c in d.c if c.name != "doc")).order_by(d.c.item_id)
         rows.extend({"doc": dict(r)} for r in conn.execute(query).mappings())
+        order = (n.c.namespace, n.c.key_generation)
+        rows.extend({"stats": dict(r)} for r in conn.execute(select(n).order_by(*order)).mappings())
         pending = sorted(conn.execute(select(keyword_pending.c.item_id)).scalars())
         if pending:  # work left unsettled after a catch-up would be a bug worth seeing
             rows.append({"pending": pending})
@@ -434,45 +614,54 @@ class LiveText(NamedTuple):
     predicate: str | None = None
 
 
-def live_texts(conn: Connection, item_ids: Sequence[str], cells: Cells) -> dict[str, LiveText]:
-    """The indexed text of each item that is live and unsuppressed.
+def live_texts(conn: Connection, log: EventLog, item_ids: Sequence[str]) -> dict[str, LiveText]:
+    """The indexed text of each item that is live and unsuppressed, opened from the
+    source tables' sealed cells (one key-store query per table). A cell whose key is
+    gone opens as None: not live.
 
     A fact has one row per version; only a current or conflicting, readable one counts
     (the newest, should there ever be two)."""
+    cells = Cells(log)
     out: dict[str, LiveText] = {}
     newest: dict[str, int] = {}
+    found: list[tuple[int, str, str, str, str, bool]] = []
+    sealed: list[Cell] = []
     for table in (facts, preferences):
         columns = ("item_id", "version", "namespace", "subject", "predicate")
-        columns += ("sealed", "key_generation")
-        query = select(*(table.c[c] for c in columns)).where(
-            table.c.item_id.in_(sorted(set(item_ids) - set(out))),  # an item has one kind
+        query = select(
+            *(table.c[c] for c in columns), table.c.key_generation, table.c.sealed
+        ).where(
+            table.c.item_id.in_(sorted(set(item_ids))),
             table.c.value_state == "live",
             table.c.suppressed.is_(False),
         )
         if table is facts:
             query = query.where(facts.c.status.in_(LIVE_STATUSES))
-        rows = [dict(r) for r in conn.execute(query).mappings()]
-        cells.fill(rows, "value", "value")
-        for r in rows:
-            item_id, version, namespace = r["item_id"], r["version"], r["namespace"]
-            subject, predicate, value = r["subject"], r["predicate"], r["value"]
-            if value is None or newest.get(item_id, -1) > version:
-                continue
-            newest[item_id] = version
-            text = f"{predicate.replace('_', ' ')}: {value}"
-            key = (subject, predicate) if table is facts else (None, None)
-            out[item_id] = LiveText(namespace, text, *key)
+        for item_id, version, namespace, subject, predicate, generation, blob in conn.execute(
+            query
+        ):
+            found.append((version, item_id, namespace, subject, predicate, table is facts))
+            sealed.append((item_id, generation, blob))
+    for (version, item_id, namespace, subject, predicate, is_fact), value in zip(
+        found, cells.open(sealed, "value"), strict=True
+    ):
+        if value is None or newest.get(item_id, -1) > version:
+            continue
+        newest[item_id] = version
+        text = f"{predicate.replace('_', ' ')}: {value}"
+        key = (subject, predicate) if is_fact else (None, None)
+        out[item_id] = LiveText(namespace, text, *key)
     t = transcripts
-    query = select(t.c.item_id, t.c.namespace, t.c.sealed, t.c.key_generation).where(
-        transcripts.c.item_id.in_(sorted(set(item_ids) - set(out))),
-        transcripts.c.content_state == "live",
-        transcripts.c.suppressed.is_(False),
+    query = select(t.c.item_id, t.c.namespace, t.c.key_generation, t.c.sealed).where(
+        t.c.item_id.in_(sorted(set(item_ids) - set(out))),
+        t.c.content_state == "live",
+        t.c.suppressed.is_(False),
     )
-    turns = [dict(r) for r in conn.execute(query).mappings()]
-    cells.fill(turns, "content", "content")
-    for r in turns:
-        if r["content"] is not None:
-            out[r["item_id"]] = LiveText(r["namespace"], r["content"])
+    turns = conn.execute(query).all()
+    opened = cells.open([(i, g, s) for i, _, g, s in turns], "content")
+    for (item_id, namespace, _, _), content in zip(turns, opened, strict=True):
+        if content is not None:
+            out[item_id] = LiveText(namespace, content)
     return out
 
 
@@ -481,6 +670,7 @@ def live_texts(conn: Connection, item_ids: Sequence[str], cells: Cells) -> dict[
 
 def search(
     conn: Connection,
+    log: EventLog,
     namespace: str,
     query: str,
     k: int,
@@ -488,55 +678,82 @@ def search(
 ) -> list[tuple[str, float]]:
     """The k best items of the namespace for the query by BM25, best first, ties by id.
 
-    Document frequency, count and average length are the namespace's own: another
-    tenant's vocabulary must not shape this one's ranking (nor be inferable from it).
-    `allowed` restricts the answer, not the statistics: the caller's read-time filters
-    (expiry, validity, scope) must not change how rare a word looks. One statement counts
-    the query terms' documents with the namespace's totals; a second has the database
-    sum BM25 over those terms' postings and return the best few rows.
+    The query's terms are hashed with the namespace's live index key, read from the key
+    store and never made here: a namespace without one has nothing indexed. Document
+    frequency, count and average length are the namespace's own (under its live key
+    generation): another tenant's vocabulary must not shape this one's ranking (nor be
+    inferable from it). `allowed` restricts the answer, not the statistics: the
+    caller's read-time filters (expiry, validity, scope) must not change how rare a word
+    looks. One statement reads the statistics row and counts the query terms' postings;
+    a second has the database sum BM25 over those postings and return the best few
+    rows with their item ids. Nothing is read per document of the namespace.
     """
-    terms = sorted(set(tokenize(query)))
-    if not terms or k <= 0:
+    words = sorted(set(tokenize(query)))
+    if not words or k <= 0:
         return []
-    p, d = keyword_postings, keyword_docs
-    in_namespace = d.c.namespace == namespace
-    n_docs = select(func.count()).select_from(d).where(in_namespace).scalar_subquery()
-    total = select(func.sum(d.c.length)).where(in_namespace).scalar_subquery()
-    counted = conn.execute(
-        select(p.c.term, func.count(), n_docs, total)
-        .where(p.c.namespace == namespace, p.c.term.in_(terms))
-        .group_by(p.c.term)
+    hasher = hasher_of(log, namespace, create=False)
+    if hasher is None:
+        return []
+    terms = sorted({hasher(w) for w in words})
+    m = _mark(conn)
+    among = f"namespace = {m} AND term IN ({', '.join([m] * len(terms))})"
+    stats = f"FROM {keyword_namespaces.name} WHERE namespace = {m} AND key_generation = {m}"
+    counted = conn.exec_driver_sql(
+        f"SELECT term, count(*), (SELECT docs {stats}), (SELECT length {stats}) "
+        f"FROM {keyword_postings.name} WHERE {among} GROUP BY term",
+        (*(namespace, hasher.generation) * 2, namespace, *terms),
     ).all()
-    if not counted:
+    if not counted or not counted[0][2]:
         return []
     n, average = int(counted[0][2]), int(counted[0][3]) / int(counted[0][2])
-    idf = {term: math.log(1 + (n - df + 0.5) / (df + 0.5)) for term, df, _, _ in counted}
-    # BM25 summed by the database, over the query terms' postings only, and only the
-    # best few rows come back: the cost follows the postings of the query's words, and
-    # Python sees k rows, not every document that shares a word with the query.
-    weight = case(*((p.c.term == t, literal(w, Float)) for t, w in sorted(idf.items())))
-    norm = p.c.tf + K1 * (1 - B + B * d.c.length / literal(average, Float))
-    score = func.sum(weight * p.c.tf * (K1 + 1) / norm).label("score")
-    ranked_query = (
-        select(d.c.item_id, score)
-        .join(d, d.c.doc == p.c.doc)
-        .where(p.c.namespace == namespace, p.c.term.in_(sorted(idf)))
-        .group_by(d.c.item_id)
-        .order_by(score.desc(), d.c.item_id)
-    )
+    idf = {int(t): math.log(1 + (n - df + 0.5) / (df + 0.5)) for t, df, _, _ in counted}
+    # BM25 with the constants folded: w * tf / (tf + a + c * length), w = idf * (k1 + 1),
+    # a = k1 * (1 - b), c = k1 * b / average. Summed by the database over the query
+    # terms' postings only (which carry their document's length), grouped by document
+    # number; only the best few rows come back, with their item ids.
+    cases = " ".join([f"WHEN {m} THEN {m}"] * len(idf))
+    score = f"SUM(CASE term {cases} END * tf / (tf + {m} + {m} * length))"
+    weights = [v for t, w in sorted(idf.items()) for v in (t, w * (K1 + 1))]
+    score_params = (*weights, K1 * (1 - B), K1 * B / average)
+    matched = sorted(idf)
+    where = f"namespace = {m} AND term IN ({', '.join([m] * len(matched))})"
+
+    def ranked(limit: int | None, floor: float | None) -> list[tuple[str, float]]:
+        having, order = ("", f" ORDER BY score DESC, doc LIMIT {m}")
+        params: tuple[Any, ...] = (*score_params, namespace, *matched)
+        if floor is not None:  # every row scoring at least `floor`
+            having, order = f" HAVING {score} >= {m}", ""
+            params = (*params, *score_params, floor)
+        else:
+            params = (*params, limit)
+        sql = (
+            f"SELECT d.item_id, r.score FROM (SELECT doc, {score} AS score "
+            f"FROM {keyword_postings.name} WHERE {where} GROUP BY doc{having}{order}) r "
+            f"JOIN {keyword_docs.name} d ON d.doc = r.doc AND d.key_generation = {m}"
+        )
+        rows = conn.exec_driver_sql(sql, (*params, hasher.generation)).all()
+        return sorted(((i, float(v)) for i, v in rows), key=_rank)
+
     want = k
     while True:
-        # A few more than needed: sums of the same terms added in another order can
-        # differ in the last bit, so ties are settled here, on rounded scores.
         fetch = want + TIE_SLACK
-        rows = conn.execute(ranked_query.limit(fetch)).all()
-        found = sorted(((i, float(v)) for i, v in rows), key=lambda r: (-round(r[1], 9), r[0]))
-        kept = found[:want] if len(rows) == fetch else found
+        found = ranked(fetch, None)
+        exhausted = len(found) < fetch
+        if not exhausted and _rank(found[want - 1])[0] == _rank(found[-1])[0]:
+            # Rows tied with the last one read may lie beyond it, in the database's
+            # order (by document number) rather than by item id: read all of them.
+            found = ranked(None, round(found[-1][1], 9) - 1e-9)
+        kept = found if exhausted else found[:want]
         if allowed is not None:
             kept = [r for r in kept if r[0] in allowed]
-        if len(kept) >= k or len(rows) < fetch:
+        if len(kept) >= k or exhausted:
             return kept[:k]
         want *= 4  # the caller's filters removed too many: read further down the ranking
+
+
+def _rank(row: tuple[str, float]) -> tuple[float, str]:
+    """Best first, ties (to 9 decimals: sums in another order differ in the last bit) by id."""
+    return (-round(row[1], 9), row[0])
 
 
 # -- helpers -----------------------------------------------------------------------------
@@ -557,7 +774,27 @@ def _insert(
     conn.exec_driver_sql(sql, rows)
 
 
-def _delete_postings(conn: Connection, keys: list[tuple[str, str, int]]) -> None:
+def _add_stats(conn: Connection, changes: dict[tuple[str, int], list[int]]) -> None:
+    """Add (documents, length) to each (namespace, generation)'s statistics row; drop the
+    rows left without documents. The same upsert on SQLite and PostgreSQL."""
+    if not changes:
+        return
+    n, m = keyword_namespaces.name, _mark(conn)
+    rows = [(ns, gen, docs, length) for (ns, gen), (docs, length) in sorted(changes.items())]
+    conn.exec_driver_sql(
+        f"INSERT INTO {n} (namespace, key_generation, docs, length) VALUES ({m}, {m}, {m}, {m}) "
+        f"ON CONFLICT (namespace, key_generation) DO UPDATE SET docs = {n}.docs + excluded.docs, "
+        f"length = {n}.length + excluded.length",
+        rows,
+    )
+    if any(docs < 0 for docs, _ in changes.values()):
+        empty = [(ns, gen) for ns, gen in sorted(changes)]
+        conn.exec_driver_sql(
+            f"DELETE FROM {n} WHERE namespace = {m} AND key_generation = {m} AND docs <= 0", empty
+        )
+
+
+def _delete_postings(conn: Connection, keys: list[tuple[str, int, int]]) -> None:
     """By primary key (namespace, term, doc), in one executemany, as `_insert`."""
     if not keys:
         return

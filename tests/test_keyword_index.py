@@ -13,10 +13,12 @@ from memory_ledger.config import Settings
 from memory_ledger.principal import Principal
 from projections.keyword_index import (
     KeywordIndexProjection,
+    hasher_of,
     keyword_docs,
     keyword_postings,
     search,
     tokenize,
+    unpack_terms,
 )
 
 ALICE = Principal("acme", "alice")
@@ -79,11 +81,18 @@ def test_overlong_terms_are_cut_the_same_way_for_queries() -> None:
 def found(ledger: MemoryLedger, query: str, k: int = 10, allowed: set[str] | None = None) -> list:
     ledger.service.runner.catch_up()
     with ledger.service.engine.connect() as conn:
-        return search(conn, ledger.namespace, query, k, allowed)
+        return search(conn, ledger.service.log, ledger.namespace, query, k, allowed)
 
 
 def ids(ledger: MemoryLedger, query: str, **kw: object) -> list[str]:
     return [item_id for item_id, _ in found(ledger, query, **kw)]  # type: ignore[arg-type]
+
+
+def hashes(ledger: MemoryLedger, words: set[str]) -> set[int]:
+    """The words as the index stores them: keyed hashes under the namespace's live key."""
+    hasher = hasher_of(ledger.service.log, ledger.namespace, create=False)
+    assert hasher is not None
+    return {hasher(w) for w in words}
 
 
 def rows_of(service: MemoryService, item_ids: list[str]) -> int:
@@ -168,21 +177,36 @@ def test_ties_are_broken_by_item_id_and_allowed_restricts_the_answer(
     assert found(alice, "globex", allowed={same[2], "not-an-item"}) == [(same[2], result[0][1])]
 
 
-def test_a_search_is_two_statements_whatever_the_namespace(alice: MemoryLedger) -> None:
-    """The terms' document counts with the namespace's totals, then the ranked best few:
-    the database sums the scores, so no statement (nor Python) runs per document."""
-    alice.remember_many([turn(f"note {i} about the Q{i} report") for i in range(20)])
-    alice.service.runner.catch_up()
+def _statements(ledger: MemoryLedger, query: str, k: int) -> tuple[list, list[str]]:
+    ledger.service.runner.catch_up()
     statements: list[str] = []
-    engine = alice.service.engine
+    engine = ledger.service.engine
     listener = lambda *args: statements.append(args[2])  # noqa: E731
     event.listen(engine, "before_cursor_execute", listener)
     try:
         with engine.connect() as conn:
-            assert len(search(conn, alice.namespace, "report q7 note", 5)) == 5
+            result = search(conn, ledger.service.log, ledger.namespace, query, k)
     finally:
         event.remove(engine, "before_cursor_execute", listener)
-    assert len(statements) == 2
+    return result, statements
+
+
+def test_a_search_is_two_statements_whatever_the_namespace(alice: MemoryLedger) -> None:
+    """The statistics with the terms' document counts, then the ranked best few: the
+    database sums the scores, so no statement (nor Python) runs per document."""
+    # Lengths differ, so no two notes tie.
+    alice.remember_many([turn(f"note {i} about the Q{i} report" + " x9" * i) for i in range(20)])
+    result, statements = _statements(alice, "report q7 note", 5)
+    assert len(result) == 5 and len(statements) == 2
+
+
+def test_ties_beyond_what_was_read_are_settled_by_item_id(alice: MemoryLedger) -> None:
+    """The database orders by document number within a tie: when a tie runs past the
+    rows read, one more statement reads all of it, so the answer is still by item id."""
+    same = [w.item_id for w in alice.remember_many([turn(f"globex {i}") for i in range(30)])]
+    result, statements = _statements(alice, "globex", 5)
+    assert [i for i, _ in result] == sorted(same)[:5] and len(statements) == 3
+    assert len({s for _, s in result}) == 1
 
 
 def test_namespaces_are_isolated(alice: MemoryLedger, bob: MemoryLedger) -> None:
@@ -253,8 +277,8 @@ def test_forget_removes_postings_and_their_bytes(
     assert orphans(service) == 0
     if settings.postgres is None:
         files = sqlite_files(settings)
-        # The index stores the casefolded form: only its rows can hold "zr9kept".
-        assert file_bytes_contain(files, "zr9kept") == ["projections.sqlite"]
+        # The index stores keyed hashes: not even a live item's casefolded term is in a file.
+        assert file_bytes_contain(files, "zr9kept") == []
         assert file_bytes_contain(files, "xq7haisong") == []
         assert file_bytes_contain(files, "Xq7haisong") == []
 
@@ -294,8 +318,8 @@ def test_rebuild_equals_the_incremental_view(
     runner.catch_up()
     incremental = runner.snapshot()["keyword_index"]
     terms = {r["term"] for r in incremental if "term" in r}
-    assert terms >= {"kyoto", "aisle", "redacted", "杭州"}
-    assert not terms & {"hangzhou", "window", "0571", "xq7haisong", "temporary"}
+    assert terms >= hashes(alice, {"kyoto", "aisle", "redacted"}) | hashes(bob, {"杭州"})
+    assert not terms & hashes(alice, {"hangzhou", "window", "0571", "xq7haisong", "temporary"})
 
     numbered = numbers(service)
     assert len(numbered) == 4 and orphans(service) == 0
@@ -324,6 +348,7 @@ def test_a_posting_is_stored_once_keyed_by_a_document_number(
             "term",
             "doc",
             "tf",
+            "length",
         ]
         key = found.get_pk_constraint("keyword_postings")["constrained_columns"]
         assert key == ["namespace", "term", "doc"]
@@ -335,8 +360,9 @@ def test_a_posting_is_stored_once_keyed_by_a_document_number(
             assert ddl.rstrip().endswith("WITHOUT ROWID")
         docs = conn.execute(select(keyword_docs).where(keyword_docs.c.item_id == item)).one()
         postings = conn.execute(select(keyword_postings.c.term, keyword_postings.c.doc)).all()
-    assert docs.terms.split("\n") == sorted({"passport", "e12345678", "12345678", "renewed"})
-    assert sorted(postings) == [(t, docs.doc) for t in docs.terms.split("\n")]
+    words = {"passport", "e12345678", "12345678", "renewed"}
+    assert unpack_terms(docs.terms) == sorted(hashes(alice, words))
+    assert sorted(postings) == [(t, docs.doc) for t in unpack_terms(docs.terms)]
     assert rows_of(service, [item]) == 1 + 4  # its document row and its postings
 
 
@@ -384,18 +410,26 @@ def test_the_invariant_check_reports_postings_without_their_document(
     # check is what sees them, and the snapshot shows them as nobody's.
     assert rows_of(service, [lost]) == 0
     snapshot = service.runner.snapshot()["keyword_index"]
-    assert {r["term"] for r in snapshot if "term" in r and r["item_id"] is None} >= {"xq7haisong"}
+    nobodys = {r["term"] for r in snapshot if "term" in r and r["item_id"] is None}
+    assert nobodys >= hashes(alice, {"xq7haisong"})
 
     with service.engine.begin() as conn:  # cleaned up; then a posting inserted by hand
         conn.execute(p.delete().where(p.c.doc == lost_doc))
     assert orphans(service) == 0
     with service.engine.begin() as conn:
-        conn.execute(p.insert().values(namespace=alice.namespace, term="x", doc=lost_doc, tf=1))
+        row = {"namespace": alice.namespace, "term": 7, "doc": lost_doc, "tf": 1, "length": 1}
+        conn.execute(p.insert().values(**row))
     assert orphans(service) == 1
 
     with service.engine.begin() as conn:  # a posting under another namespace's document
         conn.execute(p.delete().where(p.c.doc == lost_doc))
-        row = {"namespace": "acme/bob", "term": "zr9kept", "doc": doc_of(service, kept), "tf": 1}
+        row = {
+            "namespace": "acme/bob",
+            "term": 7,
+            "doc": doc_of(service, kept),
+            "tf": 1,
+            "length": 1,
+        }
         conn.execute(p.insert().values(**row))
     assert orphans(service) == 1
 
@@ -439,7 +473,7 @@ def test_an_index_from_older_code_is_dropped_and_rebuilt(settings: Settings) -> 
         assert ids(ledger, "e12345678") == [item] and ids(ledger, "stale") == []
         with service.engine.connect() as conn:
             names = [c["name"] for c in inspect(conn).get_columns("keyword_postings")]
-        assert names == ["namespace", "term", "doc", "tf"]
+        assert names == ["namespace", "term", "doc", "tf", "length"]
         assert rows_of(service, [item]) == 1 + 4 and orphans(service) == 0
 
 
@@ -455,7 +489,7 @@ def test_verify_reports_postings_a_purge_left_behind(
     report = alice.forget(stored)
     assert report.completed and service.requests.verify(report.request_id).failed_stores == []
     with service.engine.begin() as conn:  # what a purge that lost its document row would leave
-        row = {"namespace": namespace, "term": terms.split("\n")[0], "doc": doc, "tf": 1}
+        row = {"namespace": namespace, "term": terms[0], "doc": doc, "tf": 1, "length": 1}
         conn.execute(keyword_postings.insert().values(**row))
     check = service.requests.verify(report.request_id)
     assert check.failed_stores == ["keyword_index"]

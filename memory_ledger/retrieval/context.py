@@ -194,7 +194,9 @@ def _build(ledger: MemoryLedger, request: ContextRequest) -> Context:
             vector = service.vectors.embed_query(request.query)
             searches["vector"] = lambda n: service.vectors.search(namespace, vector, n)
         if request.rank in ("hybrid", "keyword"):
-            searches["keyword"] = lambda n: keyword_search(conn, namespace, request.query, n)
+            searches["keyword"] = lambda n: keyword_search(
+                conn, service.log, namespace, request.query, n
+            )
         first = {name: search(limit) for name, search in searches.items()}
         usable.check([item_id for hits in first.values() for item_id, _ in hits])
         if "vector" in searches:
