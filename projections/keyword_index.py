@@ -107,9 +107,10 @@ CHUNK = 500
 SETTLE_CHUNK = 5000
 K1 = 1.2
 B = 0.75
-#: Rows read beyond the k asked for: sums of the same terms added in another order can
-#: differ in the last bit, so ties are settled in Python, on rounded scores.
-TIE_SLACK = 8
+#: Sums of the same terms added in another order can differ in the last bit, so ties
+#: are settled in Python on scores rounded to 9 decimals (`_rank`); a search reads every
+#: row within this margin of the last one it needs, which covers any such tie.
+TIE_EPSILON = 1e-9
 #: Longer terms are cut (queries are cut the same way, so they still match): a base64
 #: blob must not make hashing or tokenizing queries slow.
 MAX_TERM_CHARS = 64
@@ -718,32 +719,27 @@ def search(
     matched = sorted(idf)
     where = f"namespace = {m} AND term IN ({', '.join([m] * len(matched))})"
 
-    def ranked(limit: int | None, floor: float | None) -> list[tuple[str, float]]:
-        having, order = ("", f" ORDER BY score DESC, doc LIMIT {m}")
-        params: tuple[Any, ...] = (*score_params, namespace, *matched)
-        if floor is not None:  # every row scoring at least `floor`
-            having, order = f" HAVING {score} >= {m}", ""
-            params = (*params, *score_params, floor)
-        else:
-            params = (*params, limit)
-        sql = (
-            f"SELECT d.item_id, r.score FROM (SELECT doc, {score} AS score "
-            f"FROM {keyword_postings.name} WHERE {where} GROUP BY doc{having}{order}) r "
-            f"JOIN {keyword_docs.name} d ON d.doc = r.doc AND d.key_generation = {m}"
-        )
-        rows = conn.exec_driver_sql(sql, (*params, hasher.generation)).all()
-        return sorted(((i, float(v)) for i, v in rows), key=_rank)
-
+    # One statement: the scores of every document sharing a term with the query (once,
+    # MATERIALIZED), then those at least as good as the `want`-th best, less a hair.
+    # The database's order within a tie is by document number, not item id, so every
+    # row tied with the last one needed comes back; ties are then settled here.
+    sql = (
+        f"WITH r AS MATERIALIZED (SELECT doc, {score} AS score FROM {keyword_postings.name} "
+        f"WHERE {where} GROUP BY doc) "
+        f"SELECT d.item_id, r.score FROM r JOIN {keyword_docs.name} d "
+        f"ON d.doc = r.doc AND d.key_generation = {m} "
+        f"WHERE r.score >= (SELECT min(score) FROM "
+        f"(SELECT score FROM r ORDER BY score DESC LIMIT {m}) best) - {m}"
+    )
     want = k
     while True:
-        fetch = want + TIE_SLACK
-        found = ranked(fetch, None)
-        exhausted = len(found) < fetch
-        if not exhausted and _rank(found[want - 1])[0] == _rank(found[-1])[0]:
-            # Rows tied with the last one read may lie beyond it, in the database's
-            # order (by document number) rather than by item id: read all of them.
-            found = ranked(None, round(found[-1][1], 9) - 1e-9)
-        kept = found if exhausted else found[:want]
+        params = (*score_params, namespace, *matched, hasher.generation, want, TIE_EPSILON)
+        rows = conn.exec_driver_sql(sql, params).all()
+        # Every row left out scores below the want-th best by more than TIE_EPSILON, so
+        # ranks after it even on rounded scores: the first `want` rows here are exact.
+        found = sorted(((i, float(v)) for i, v in rows), key=_rank)
+        exhausted = len(found) < want
+        kept = found[:want]
         if allowed is not None:
             kept = [r for r in kept if r[0] in allowed]
         if len(kept) >= k or exhausted:
