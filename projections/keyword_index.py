@@ -193,6 +193,14 @@ def index_key_ident(namespace: str) -> str:
     return f"index:{namespace}"
 
 
+def indexed_namespaces_under(conn: Connection, namespace: str) -> list[str]:
+    """The namespace and those below it (a user's projects) that have index statistics:
+    whose index keys a whole-user forget destroys."""
+    ns = keyword_namespaces.c.namespace
+    query = select(ns).where((ns == namespace) | ns.startswith(namespace + "/")).distinct()
+    return sorted(conn.execute(query).scalars())
+
+
 class TermHasher:
     """Keyed hashes of terms under one namespace's index key generation, memoised: a
     rebuild hashes each distinct term of a namespace once."""
@@ -348,9 +356,6 @@ class KeywordIndexProjection(Projection):
     # item id; the data map counts one row per indexed item.
     table = keyword_docs
     primary_key = ("item_id",)
-    # Keyed hashes, not text: nothing here is a fragment the residue check could find.
-    plaintext_columns = ()
-    mention_source = False
     holds = "keyed hashes of the terms of live, unsuppressed items (per-namespace key), with counts"
 
     def __init__(self, log: EventLog | None = None) -> None:
@@ -366,15 +371,6 @@ class KeywordIndexProjection(Projection):
         if self.log is None:
             raise RuntimeError("the keyword index needs the event log to index items")
         return self.log
-
-    def __init__(self, log: EventLog | None = None) -> None:
-        self.log = log
-
-    @property
-    def cells(self) -> Cells:
-        if self.log is None:
-            raise RuntimeError("this keyword index was made without the log")
-        return Cells(self.log)
 
     def wants(self, event: ProjectedEvent) -> bool:
         if event.name == "Recorded":
@@ -588,12 +584,6 @@ class KeywordIndexProjection(Projection):
         numbered = select(d.c.namespace, d.c.doc)
         query = select(func.count()).where(tuple_(p.c.namespace, p.c.doc).not_in(numbered))
         return int(conn.execute(query).scalar_one())
-
-    def plaintext_of(self, conn: Connection, item_ids: Sequence[str]) -> list[str]:
-        """Nothing: the index holds keyed hashes, no text. (Were it words, they would be
-        no needles either: "live" or "personal" would be found in every file's clear
-        columns and keep a request `partial` forever.)"""
-        return []
 
     def snapshot(self, conn: Connection) -> list[Row]:
         """Every row, with each posting's document number replaced by its item id (None

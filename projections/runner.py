@@ -65,8 +65,7 @@ LOCK_ROW = "__runner_lock__"
 
 
 def all_projections(log: EventLog | None = None) -> list[Projection]:
-    """In the order a batch is applied (without `log`, only for their names and counts:
-    the keyword index needs it to index). The keyword index and summaries come after the
+    """In the order a batch is applied. The keyword index and summaries come after the
     projections whose tables they read, so they see them as they are after the batch;
     the keyword index, an index of items like the tables before it, precedes the
     summary, which mixes items and is the last copy the forget fan-out visits. Without a
@@ -77,7 +76,7 @@ def all_projections(log: EventLog | None = None) -> list[Projection]:
         PreferencesProjection(),
         CatalogProjection(),
         KeywordIndexProjection(log),
-        SummariesProjection(),
+        SummariesProjection(log),
     ]
 
 

@@ -193,7 +193,8 @@ def test_a_request_that_only_suppresses_fails_target_residue(tmp_path: Path) -> 
     residue = result["target_residue"]
     assert residue.status == "fail", _explain(result)
     assert "get/history of item" in residue.reason  # the log still opens it
-    assert "bytes of target #1 remain" in residue.reason  # and its bytes are on disk
+    # Its bytes are sealed on disk like every live item's: the log and recall tell.
+    assert "returns target #1" in residue.reason
     assert "Globex" not in residue.reason and "Globex" not in _explain(result)
     assert result["collateral"].status == "pass"
     assert result["reappearance"].status == "fail"

@@ -398,7 +398,7 @@ def test_the_scheduled_scan_finds_fragments_and_reopens_the_request(
 ) -> None:
     from jobs.verification_scan import due_requests, scan_due
 
-    home = alice.remember(fact("home_address", "18 Zqxwv Road, Hangzhou"))
+    home = alice.remember(fact("home_address", "18 Zqxwvbt Road, Hangzhou"))
     office = alice.remember(fact("office", "Room 4417, Tower B"))
 
     report = alice.forget(home.item_id, office.item_id)
@@ -408,11 +408,11 @@ def test_the_scheduled_scan_finds_fragments_and_reopens_the_request(
     assert scan_due(service) == {report.request_id: "ok"}
     assert due_requests(service) == []  # recorded: not scanned twice
     # Not the whole text: one word of it, as a term list or a torn page would hold it.
-    (settings.data_dir / "export.json").write_text('{"street": "Zqxwv"}')
+    (settings.data_dir / "export.json").write_text('{"street": "Zqxwvbt"}')
     _, scan = service.requests.scan_files(report.request_id)
     assert scan is not None and scan.status == "failed"
     assert service.ledger.latest_status(report.request_id) == "partial"
-    assert "Zqxwv" not in json.dumps([e.payload for e in service.ledger.entries()])
+    assert "Zqxwvbt" not in json.dumps([e.payload for e in service.ledger.entries()])
 
 
 @pytest.mark.parametrize("backend", ["sqlite"])  # a property of SQLite's file format

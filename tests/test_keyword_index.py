@@ -292,7 +292,8 @@ def test_forgetting_common_words_completes(alice: MemoryLedger, settings: Settin
     report = alice.forget(item)
     assert report.completed, report.to_dict()
     if settings.postgres is None:
-        assert report.residue_checked and report.residue_files == []
+        _, scan = alice.service.requests.scan_files(report.request_id)
+        assert scan is not None and scan.status == "ok"
 
 
 # -- rebuild -------------------------------------------------------------------------------

@@ -20,12 +20,14 @@ if TYPE_CHECKING:
 
 #: Words shorter than this (in UTF-8 bytes) are too common to mean anything when found.
 MIN_WORD_BYTES = 6
-#: Digit runs this long or longer: phone numbers, passport numbers, house numbers.
-MIN_DIGITS = 4
+#: Digit runs this long or longer: phone, passport and account numbers. Shorter ones
+#: turn up by chance in every store's timestamps and hexadecimal ids.
+MIN_DIGITS = 7
 #: Characters per window, and the step between windows: any run of WINDOW + STEP - 1
-#: characters of the text contains a whole window.
-WINDOW = 8
-STEP = 4
+#: characters of the text contains a whole window. Twelve, so that a window matching
+#: by chance somewhere in a store's ids and timestamps is too unlikely to matter.
+WINDOW = 12
+STEP = 6
 #: Fragments per text at most: a long turn must not make the scan's pattern set huge.
 MAX_PER_TEXT = 64
 
@@ -46,7 +48,7 @@ def fragments(texts: Iterable[str], clear: Iterable[str] = ()) -> list[bytes]:
         for piece in found:
             if kept >= MAX_PER_TEXT:
                 break
-            if len(piece) < MIN_DIGITS or not piece.strip():
+            if len(piece.encode("utf-8")) < MIN_WORD_BYTES or not piece.strip():
                 continue
             folded = piece.casefold()
             if any(folded in word for word in vocabulary):

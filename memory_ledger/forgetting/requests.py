@@ -57,6 +57,7 @@ from memory_ledger.stores import Receipt, RedactingStore, redact_at
 from memory_ledger.times import canonical_time
 from memory_ledger.write_policy import parse_input
 from projections.cells import Cells
+from projections.keyword_index import index_key_ident, indexed_namespaces_under
 
 if TYPE_CHECKING:
     from memory_ledger.api import MemoryService
@@ -390,8 +391,9 @@ class ForgetRequests:
             texts = forgotten_texts(self.service, report)
         log_ = self.service.log
         receipts: list[Receipt] = []
+        index_keys = self._index_keys(report)
         # Read before anything is destroyed; memory only.
-        doomed = KeyBytes.capture(log_, [*targets, *report.history, *report.mentions])
+        doomed = KeyBytes.capture(log_, [*targets, *report.history, *report.mentions, *index_keys])
         if report.mentions:  # first: once the targets are erased, their values are gone
             receipts.append(self._redact_mentions(report.mentions, texts))
         missing = [
@@ -407,8 +409,13 @@ class ForgetRequests:
                 )
         if report.history:
             receipts.append(self._shred_history(report.history))
+        if index_keys:
+            receipts.append(self._destroy_index_keys(index_keys))
         for name in missing:  # a store that failed before must confirm before "completed"
             receipts.append(Receipt(name, "erase", len(targets), "failed", {"registered": False}))
+        # Deleted index rows leave keyed hashes only, zeroed by secure_delete once the WAL
+        # is checkpointed: cheap (the WAL since the last checkpoint), so done here.
+        self.service.runner.compact()
         proof = self._key_proof(doomed)
         # Not a failure (identifiers stay in clear by design), but never silent. Counted at
         # submission, from the items read then; a resumed request counts again.
@@ -424,6 +431,27 @@ class ForgetRequests:
         needles += list(doomed.destroyed(log_).wrapped)
         receipts.append(self._schedule_scan(report, needles))
         return self._finish(report, receipts)
+
+    def _index_keys(self, report: RequestReport) -> list[str]:
+        """A whole-user forget also destroys the keyword index keys of the user's
+        namespaces: a term hash left in a free page can then never be tested again."""
+        if report.scope.get("kind") != "namespace":
+            return []
+        with self.service.engine.connect() as conn:
+            spaces = {report.namespace, *indexed_namespaces_under(conn, report.namespace)}
+        return [index_key_ident(ns) for ns in sorted(spaces)]
+
+    def _destroy_index_keys(self, idents: list[str]) -> Receipt:
+        log_ = self.service.log
+        log_.destroy_derived_keys(idents)
+        live = sum(1 for i in idents if log_.derived_key(i, create=False) is not None)
+        return Receipt(
+            "keyword_index",
+            "index_keys_destroyed",
+            len(idents),
+            "ok" if live == 0 else "failed",
+            {"namespaces": len(idents), "live_index_keys": live},
+        )
 
     def _key_proof(self, doomed: KeyBytes) -> Receipt:
         proof = prove_keys_gone(self.service.log, doomed)
