@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from memory_ledger.event_log import ERASED, EventLog
+from memory_ledger.keystore import KeyRing
 
 #: (item id, key generation, sealed blob) as a projection row stores them.
 Cell = tuple[str, int | None, str | None]
@@ -42,6 +43,18 @@ class Cells:
             fields = self.log.open_fields(keys, item_id, generation, sealed)
             out.append(None if fields is ERASED else fields.get(field))  # type: ignore[union-attr]
         return out
+
+    def ring(self, item_ids: Sequence[str]) -> KeyRing:
+        """The keys of these items, fetched in one query and unwrapped only when used:
+        for a reader that opens some of a batch's cells, one at a time (`open_one`)."""
+        return self.log.keys_for(sorted(set(item_ids)))
+
+    def open_one(self, ring: KeyRing, cell: Cell, field: str) -> str | None:
+        item_id, generation, sealed = cell
+        if sealed is None or generation is None:
+            return None
+        fields = self.log.open_fields(ring, item_id, generation, sealed)
+        return None if fields is ERASED else fields.get(field)  # type: ignore[union-attr]
 
     def fill(self, rows: Sequence[dict[str, Any]], field: str, into: str) -> None:
         """Open each row's `sealed` / `key_generation` cell, in place: the field's text
