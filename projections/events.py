@@ -36,6 +36,8 @@ class ProjectedEvent:
     #: The event's ciphertext as stored, under the item's data key of `key_generation`:
     #: what projections keep instead of the text (projections/cells.py).
     sealed: str | None = None
+    #: Whether `sealed` can still be opened (its key is live); None if not looked up.
+    readable: bool | None = None
 
     @property
     def key_generation(self) -> int | None:
@@ -57,6 +59,20 @@ def decode_batch(log: EventLog, notifications: Sequence[Notification]) -> list[P
         if sealed is not None:
             opened = log.open_fields(keys, event.item_id, event.attrs["key_generation"], sealed)
             event.fields = None if opened is ERASED else opened  # type: ignore[assignment]
+            event.readable = event.fields is not None
+    return decoded
+
+
+def decode_sealed(log: EventLog, notifications: Sequence[Notification]) -> list[ProjectedEvent]:
+    """Decode a batch for projections that keep sealed cells: clear attributes, the
+    sealed blob as stored, and whether its key is still live (`readable`), with one key
+    query for the batch and nothing unwrapped or opened. A rebuild replays every event:
+    opening each one cost more than the projections' own work."""
+    decoded = decode_clear(log, notifications)
+    keys = log.keys_for(sorted({e.item_id for e in decoded if e.sealed is not None}))
+    for event in decoded:
+        if event.sealed is not None:
+            event.readable = keys.is_live(event.item_id, int(event.attrs["key_generation"]))
     return decoded
 
 

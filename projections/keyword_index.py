@@ -598,7 +598,8 @@ class KeywordIndexProjection(Projection):
             key=lambda r: (r["item_id"] or "", r["term"], r["namespace"], r["tf"]),
         )
         query = select(*(c for c in d.c if c.name != "doc")).order_by(d.c.item_id)
-        rows.extend({"doc": dict(r)} for r in conn.execute(query).mappings())
+        for r in conn.execute(query).mappings():  # the packed hashes, as printable hex
+            rows.append({"doc": {**r, "terms": bytes(r["terms"]).hex()}})
         order = (n.c.namespace, n.c.key_generation)
         rows.extend({"stats": dict(r)} for r in conn.execute(select(n).order_by(*order)).mappings())
         pending = sorted(conn.execute(select(keyword_pending.c.item_id)).scalars())

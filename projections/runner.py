@@ -43,7 +43,7 @@ from memory_ledger.event_log import EventLog
 from memory_ledger.forgetting.residue import checkpoint_evidence
 from projections.base import Projection, metadata
 from projections.catalog import CatalogProjection
-from projections.events import Progress, decode_batch
+from projections.events import Progress, decode_sealed
 from projections.facts import FactsProjection
 from projections.keyword_index import KeywordIndexProjection
 from projections.preferences import PreferencesProjection
@@ -218,7 +218,7 @@ class ProjectionRunner:
                     positions = self._lock(conn)
                     low = min(positions.values())
                     batch = self.log.notifications(low, self.batch_size) if low < head else []
-                    events = decode_batch(self.log, batch) if batch else []
+                    events = decode_sealed(self.log, batch) if batch else []
                     for projection in self.projections:
                         mine = [e for e in events if e.position > positions[projection.name]]
                         if mine:

@@ -38,8 +38,9 @@ transcripts = Table(
 
 def sealed_content(event: ProjectedEvent, name: str) -> dict[str, Any]:
     """The columns that keep an event's field `name`: its sealed blob and key generation
-    when the field was readable as the event was applied, else nothing and `erased`."""
-    if event.text(name) is None:
+    when its key was live as the event was applied, else nothing and `erased`. (Every
+    event that carries content seals all its fields, `name` among them.)"""
+    if not event.readable:
         return {"sealed": None, "key_generation": None, f"{STATE[name]}": "erased"}
     return {"sealed": event.sealed, "key_generation": event.key_generation, STATE[name]: "live"}
 
