@@ -32,7 +32,9 @@ def history(alice: MemoryLedger) -> dict[str, str]:
     return {name: r.item_id for name, r in ids.items()}
 
 
-def test_an_identifier_finds_its_memory_first(alice: MemoryLedger, history: dict[str, str]) -> None:
+def test_an_identifier_finds_its_memory_first(
+    alice: MemoryLedger, history: dict[str, str]
+) -> None:
     context = alice.context("passport E12345678")
     assert _ids(context)[0] == history["passport"]
     assert context.items[0].text == "E12345678" and context.items[0].trust == "explicit"

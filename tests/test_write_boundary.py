@@ -90,7 +90,8 @@ BAD_WRITES = {
     "duplicate derived_from": (
         {
             **fact("city", "Hangzhou"),
-            "derived_from": [{"item_id": "6f1c0e4e-0b7a-4d43-9d51-8d0c1b1f0a11", "version": 1}] * 2,
+            "derived_from": [{"item_id": "6f1c0e4e-0b7a-4d43-9d51-8d0c1b1f0a11", "version": 1}]
+            * 2,
         },
         "more than once",
     ),
