@@ -32,7 +32,7 @@ def in_memory(state: IndexState | None, wanted: set[str]) -> int:
         return 0
     rows = sum(1 for i in wanted if state.locate(i))
     opened = state.opened().values()
-    return rows + sum(1 for view in opened for i in view.ids if i in wanted)
+    return rows + sum(1 for view in opened for i in wanted if view.holds(i))
 
 
 def read_back(

@@ -157,8 +157,8 @@ class VectorIndex:
         def accept(item_id: str) -> bool:
             return item_id not in dead and (allowed is None or item_id in allowed)
 
-        while True:
-            hits = view.search(query, k, accept)
+        while True:  # a filter widens the search: only when there is something to filter
+            hits = view.search(query, k, accept if dead or allowed is not None else None)
             gone = self._destroyed(view, [row for row, _ in hits])
             if not gone:
                 return [(view.ids[row], score) for row, score in hits]
@@ -270,8 +270,8 @@ class VectorIndex:
                     sealed = read_segment(self.directory, entry, manifest.dimension)
                     segment = Segment.of(entry, meta, sealed)
                 segments.append(segment)
-            if old is not None:  # keeps the opened namespaces not changed
-                state = old.after(manifest, segments, token)
+            if old is not None:  # keeps the opened namespaces, updated
+                state = old.after(manifest, segments, token, self._open)
             else:
                 state = IndexState.of(manifest, segments, token)
         self._state = state
@@ -462,7 +462,7 @@ class VectorIndex:
         fsync_dir(self.directory)  # the segments' renames are durable before the manifest's
         write_atomic(self.directory, MANIFEST, manifest.to_bytes())
         fsync_dir(self.directory)
-        self._state = state.after(manifest, segments, manifest_token(self.directory))
+        self._state = state.after(manifest, segments, manifest_token(self.directory), self._open)
         self._sweep()
         return plan, written
 

@@ -101,13 +101,25 @@ class IndexState:
         return cls(manifest, tuple(segments), token)
 
     def after(
-        self, manifest: Manifest, segments: Sequence[Segment], token: tuple[int, int, int] | None
+        self,
+        manifest: Manifest,
+        segments: Sequence[Segment],
+        token: tuple[int, int, int] | None,
+        opener: Opener | None = None,
     ) -> IndexState:
-        """The state a commit leads to, keeping what is still valid of this one's cache."""
-        changed_segments = set(self.segments).symmetric_difference(segments)
-        changed = {ns for seg in changed_segments for ns in seg.groups}
+        """The state a commit leads to, keeping what is still valid of this one's cache.
+        An opened namespace the commit changed is updated (`NamespaceView.changed`): its
+        removed rows are dropped from memory, and with `opener` its new rows (only
+        those) are opened; without one it is dropped, to be opened again when searched."""
+        old_only = set(self.segments).difference(segments)
+        new_only = set(segments).difference(self.segments)
+        changed = {ns for seg in old_only | new_only for ns in seg.groups}
         cached = dict(self._namespaces)  # one C-level copy: searches may add meanwhile
         kept = {ns: v for ns, v in cached.items() if ns not in changed}
+        for ns in changed & cached.keys():
+            view = _updated(cached[ns], ns, old_only, new_only, opener)
+            if view is not None:
+                kept[ns] = view
         return IndexState(manifest, tuple(segments), token, kept)
 
     def namespace(self, namespace: str, opener: Opener) -> NamespaceView | None:
@@ -149,6 +161,50 @@ class IndexState:
             if row is not None:
                 return seg, row
         return None
+
+
+def _row_keys(
+    segments: Iterable[Segment], namespace: str
+) -> dict[tuple[str, int, int], tuple[Segment, int]]:
+    """(item, key generation, version) -> where, for one namespace's rows: what a row
+    holds is set by these three (a new version or generation is a new row)."""
+    out = {}
+    for seg in segments:
+        rows = seg.groups.get(namespace)
+        if rows is None:
+            continue
+        m = seg.meta
+        for r in range(seg.rows)[rows] if isinstance(rows, slice) else rows:
+            out[(m.item_ids[r], m.generations[r], m.versions[r])] = (seg, int(r))
+    return out
+
+
+def _updated(
+    view: NamespaceView,
+    namespace: str,
+    old_only: set[Segment],
+    new_only: set[Segment],
+    opener: Opener | None,
+) -> NamespaceView | None:
+    gone = _row_keys(old_only, namespace)
+    came = _row_keys(new_only, namespace)
+    removed = {key[0] for key in gone if key not in came}
+    added = [(key, where) for key, where in came.items() if key not in gone]
+    if added and opener is None:
+        view.changed(removed, [], [], np.zeros((0, view.matrix.shape[1]), np.float32))
+        return None  # opened again, whole, when next searched
+    ids = [key[0] for key, _ in added]
+    generations = [key[1] for key, _ in added]
+    vectors = np.zeros((0, view.matrix.shape[1]), np.float32)
+    if added:
+        assert opener is not None
+        sealed = np.stack([seg.sealed[row] for _, (seg, row) in added])
+        vectors, opened = opener(ids, generations, sealed)
+        keep = np.flatnonzero(opened)
+        ids = [ids[r] for r in keep]
+        generations = [generations[r] for r in keep]
+        vectors = vectors[keep]
+    return view.changed(removed | set(ids), ids, generations, vectors)
 
 
 @dataclass(frozen=True)

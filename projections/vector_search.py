@@ -54,22 +54,88 @@ def sign_codes(vectors: np.ndarray) -> np.ndarray:
 @dataclass(frozen=True, eq=False)
 class NamespaceView:
     """A namespace's opened rows: ids, key generations, vectors, codes (large ones only).
-    Never written anywhere; `dead` collects rows found with a destroyed key."""
+    Never written anywhere; `dead` collects rows found with a destroyed key.
+
+    A commit changes a view without opening the namespace again (`changed`): removed
+    rows are zeroed in place (their vectors leave memory at once) and masked, new rows
+    are appended into spare capacity. The buffers are shared with the view it came
+    from, which only ever reads its own first `count` rows, so a search running on the
+    older view meanwhile stays consistent (a removed row reads as zeros there)."""
 
     ids: list[str]
     generations: list[int]
-    matrix: np.ndarray
+    matrix: np.ndarray  # rows [:count] in use, the rest spare capacity
     codes: np.ndarray | None
+    count: int
+    alive: np.ndarray | None = None  # None: every row in use is alive
+    position: dict[str, int] = field(default_factory=dict)
     dead: set[str] = field(default_factory=set)
 
     @classmethod
     def of(cls, ids: list[str], generations: list[int], matrix: np.ndarray) -> NamespaceView:
         matrix = np.ascontiguousarray(matrix, dtype=np.float32)
         codes = sign_codes(matrix) if len(ids) > EXACT_ROWS else None
-        return cls(ids, generations, matrix, codes)
+        position = {item: row for row, item in enumerate(ids)}
+        return cls(list(ids), list(generations), matrix, codes, len(ids), None, position)
 
     def __len__(self) -> int:
-        return len(self.ids)
+        return len(self.position)
+
+    def holds(self, item_id: str) -> bool:
+        return item_id in self.position
+
+    def changed(
+        self,
+        removed: set[str],
+        added_ids: list[str],
+        added_generations: list[int],
+        added: np.ndarray,
+    ) -> NamespaceView:
+        """This view after a commit: `removed` rows gone (zeroed now), rows appended."""
+        count = self.count
+        alive = np.ones(count, dtype=bool) if self.alive is None else self.alive.copy()
+        position = dict(self.position)
+        for item in removed:
+            row = position.pop(item, None)
+            if row is not None:
+                alive[row] = False
+                self.matrix[row] = 0.0  # the decrypted vector leaves memory now
+                if self.codes is not None:
+                    self.codes[row] = 0
+        if len(position) * 4 < count * 3:  # mostly removed rows: compact
+            keep = np.flatnonzero(alive)
+            view = NamespaceView.of(
+                [self.ids[r] for r in keep], [self.generations[r] for r in keep], self.matrix[keep]
+            )
+            if not len(added_ids):
+                return view
+            return view.changed(set(), added_ids, added_generations, added)
+        matrix, codes, extra = self.matrix, self.codes, len(added_ids)
+        if count + extra > len(matrix):  # grow by half, so appends are amortised
+            matrix = np.zeros((max(count + extra, count * 3 // 2, 64), matrix.shape[1]), np.float32)
+            matrix[:count] = self.matrix[:count]
+            if codes is not None:
+                codes = np.zeros((len(matrix), codes.shape[1]), dtype=np.uint64)
+                codes[:count] = self.codes[:count]  # type: ignore[index]
+        if extra:
+            matrix[count : count + extra] = added
+            if codes is not None:
+                codes[count : count + extra] = sign_codes(added)
+            elif count + extra > EXACT_ROWS:
+                codes = np.zeros((len(matrix), CODE_BITS // 64), dtype=np.uint64)
+                codes[: count + extra] = sign_codes(matrix[: count + extra])
+            position.update((item, count + i) for i, item in enumerate(added_ids))
+            alive = np.concatenate([alive, np.ones(extra, dtype=bool)])
+        return NamespaceView(
+            self.ids + list(added_ids),
+            self.generations + list(added_generations),
+            matrix,
+            codes,
+            count + extra,
+            None if alive.all() else alive,
+            position,
+            self.dead,
+        )
 
     def search(
         self, query: np.ndarray, k: int, accept: Callable[[str], bool] | None = None
@@ -82,21 +148,27 @@ class NamespaceView:
         while True:
             rows, scores = self._top(query, want + slack)
             found = [(int(r), float(s)) for r, s in zip(rows, scores, strict=True)]
+            if self.alive is not None:
+                found = [hit for hit in found if self.alive[hit[0]]]
             if accept is not None:
                 found = [hit for hit in found if accept(self.ids[hit[0]])]
-            if len(found) >= k or len(rows) == len(self.ids):
+            if len(found) >= k or len(rows) == self.count:
                 return found[:k]
             want *= 4
 
     def _top(self, query: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-        count = len(self.ids)
+        count = self.count
         candidates = max(CANDIDATES, CANDIDATE_FACTOR * n)
         if self.codes is None or candidates * 2 >= count:
-            scores = self.matrix @ query
+            scores = self.matrix[:count] @ query
+            if self.alive is not None:
+                scores[~self.alive] = -np.inf
             order = best(scores, n)
             return order, scores[order]
         code = sign_codes(query[None, :])
-        distance = np.bitwise_count(self.codes ^ code).sum(axis=1, dtype=np.uint16)
+        distance = np.bitwise_count(self.codes[:count] ^ code).sum(axis=1, dtype=np.uint16)
+        if self.alive is not None:
+            distance[~self.alive] = np.iinfo(np.uint16).max
         picked = np.argpartition(distance, candidates - 1)[:candidates]
         picked.sort()  # equal scores keep their row order, as in the exact path
         scores = self.matrix[picked] @ query

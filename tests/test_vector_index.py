@@ -904,6 +904,34 @@ def test_another_embedder_embeds_everything_again(settings: Settings) -> None:
         assert len(other.texts) == 2 and service.vectors.status()["rows"] == 2
 
 
+def test_an_opened_namespace_is_updated_by_commits_not_opened_again(
+    items: dict[str, str],
+    alice: MemoryLedger,
+    service: MemoryService,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert service.vectors.search(ALICE.namespace, q(ADDRESS), 1)  # opens its 3 rows
+    opened: list[list[str]] = []
+    real = service.vectors._open
+
+    def spy(item_ids: list[str], generations: list[int], sealed: np.ndarray) -> Any:
+        opened.append(list(item_ids))
+        return real(item_ids, generations, sealed)
+
+    monkeypatch.setattr(service.vectors, "_open", spy)
+    city = alice.remember(fact("city", "Hangzhou")).item_id
+    service.vectors.catch_up()
+    assert opened == [[city]], "only the new row is opened"
+    view = service.vectors._current().namespace(ALICE.namespace, spy)
+    assert view is not None and len(view) == 4
+    row = view.position[items["address"]]
+    alice.forget(items["address"])
+    assert not view.matrix[row].any(), "the erased vector is zeroed in memory at once"
+    found = ids(service.vectors.search(ALICE.namespace, q("Hangzhou"), 5))
+    assert found[0] == city and items["address"] not in found and len(found) == 3
+    assert opened == [[city]]
+
+
 def test_a_destroyed_key_makes_its_row_unservable_while_its_file_rows_remain(
     items: dict[str, str], service: MemoryService, settings: Settings
 ) -> None:
