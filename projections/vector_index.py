@@ -338,8 +338,9 @@ class VectorIndex:
                 self._state = None  # read and check every file again, not the memory copy
                 try:
                     old: IndexState | None = self._load()
-                except BadIndexFiles as exc:
+                except BadIndexFiles as exc:  # nothing of damaged files is reused
                     self._note_discarded(str(exc))
+                    self._reset()
                     old = None
             empty = IndexState.of(self._empty_manifest(), (), None)
             ops: Ops = {}

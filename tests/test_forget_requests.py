@@ -378,7 +378,7 @@ def test_the_request_scan_leaves_vector_segments_out_and_verify_reads_them(
     alice.remember(fact("city", "Hangzhou"))  # keeps the segment alive after the forget
     home = alice.remember(fact("home_address", "18 Haisong Road, Hangzhou"))
     service.vectors.catch_up()
-    [before] = service.vectors.directory.glob("seg-*.f32")
+    [before] = service.vectors.directory.glob("seg-*.sealed")
 
     report = alice.forget(home.item_id)
 
@@ -386,7 +386,7 @@ def test_the_request_scan_leaves_vector_segments_out_and_verify_reads_them(
     # One segment, or two if the scan listed the files while the erasure (which runs
     # beside it) had written the replacement and not yet removed the old one.
     assert re.search(r"\b[12] float32 vector segment\(s\) left", report.residue_scan)
-    [segment] = service.vectors.directory.glob("seg-*.f32")
+    [segment] = service.vectors.directory.glob("seg-*.sealed")
     assert segment != before  # the erasure rewrote it
     assert file_bytes_contain([*sqlite_files(settings), segment], "Haisong") == []
     # Text in a segment is what no code writes; verify, which reads every file, finds it.
