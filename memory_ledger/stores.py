@@ -284,23 +284,22 @@ class ProjectionStore:
 
 
 class VectorIndexStore:
-    """The vector index: erasure removes the rows now (without embedding what is pending)
-    and scans the files it wrote for the removed vectors' bytes.
+    """The vector index: erasure removes the rows now (without embedding what is pending),
+    from its files and from memory. Its files hold each row sealed under the item's data
+    key, so the key store's destruction of the key is what makes every copy unreadable
+    (replaced segments in free blocks, backups): no byte scan of the files is needed.
 
     The receipt's re-check reads back only what the erasure wrote (the manifest, the
     rewritten segments and their sidecars) and answers for the other segments from
-    memory, which was checked against their checksums when they were loaded: reading
-    and hashing every segment costs more than the rest of a forget request together at
-    100,000 items. `verify_absent` (used by `verify`) still reads everything.
+    memory, which was checked against their checksums when they were loaded.
+    `verify_absent` (used by `verify`) reads every file.
     """
 
     name = "vector_index"
-    holds = "embeddings of live, unsuppressed items' text (float32 files under vectors/)"
-    #: Its segments are left out of the request's residue scan (see
-    #: `ResidueCheck.request_scan_files`): the erasure checks the files it wrote itself,
-    #: so a forget request runs it beside the compaction and the scan.
-    checks_own_files = True
-
+    holds = (
+        "embeddings of live, unsuppressed items' text, each sealed under its item's data key "
+        "(files under vectors/; opened in memory only)"
+    )
     def __init__(self, service: MemoryService) -> None:
         self.service = service
 
@@ -311,13 +310,13 @@ class VectorIndexStore:
         if not found.absent and not found.files_valid:
             vectors.repair()  # a damaged file is discarded, never trusted or served
             found, repaired = vectors.verify_absent(item_ids), True
-        ok = found.absent and done.vector_bytes_found == 0
         detail: dict[str, int | bool | str] = {
             **done.counts(),
             **found.detail(),
             "files_discarded": repaired,
         }
-        return Receipt(self.name, "rows_removed", len(item_ids), "ok" if ok else "failed", detail)
+        status = "ok" if found.absent else "failed"
+        return Receipt(self.name, "rows_removed", len(item_ids), status, detail)
 
     def verify_absent(self, item_ids: Sequence[str]) -> Evidence:
         found = self.service.vectors.verify_absent(item_ids)

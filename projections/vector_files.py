@@ -1,22 +1,29 @@
-"""The vector index on disk: raw float32 segments, a small sidecar per segment saying
+"""The vector index on disk: segments of sealed rows, a small sidecar per segment saying
 whose row is whose, a manifest written last, one lock.
 
-Why this shape: erasure must be able to prove that a vector's bytes are gone. A segment
-is a plain row-major float32 matrix, so a removed row is simply not written into the
-segment's replacement, and the replaced file is overwritten with zeros before it is
-unlinked. Nothing keeps "deleted" rows around (unlike an HNSW graph), and nothing but
-vectors, ids and the rows' clear attributes is ever written here: no text.
+Why this shape. A vector is personal data (an embedding can be inverted to approximate
+text), so no file here holds one in clear: each row of a segment is the row's float32
+vector and the digest of the text it embeds, sealed with `crypto.seal_bytes` under its
+item's data key (purpose b"vector", bound to the item and key generation). Destroying
+the item's key makes every copy unreadable at once: the live segment, a replaced one
+still in free blocks, a backup. So an erasure only has to stop naming the row (rewrite
+the segment without it) and needs no byte scan of the files, and a rebuild reads the
+stored rows back (`VectorIndex.rebuild`) instead of embedding every item again.
+
+Rows have one size (`row_bytes`), so a segment is a plain row-major byte matrix: a
+compaction copies the ciphertext of the rows it keeps, without opening them. The
+sidecars hold only clear columns (ids, namespaces, kinds, predicates, versions, key
+generations), never text or vectors.
 
 Why a sidecar per segment rather than one manifest holding every row: a commit then
 writes only what it changed (the rewritten segments, their sidecars, and a manifest of
-a few hundred bytes per segment), not the metadata of every row in the index; and an
-erasure has only those few files to scan for the removed bytes (see `VectorIndex.erase`).
+a few hundred bytes per segment), not the metadata of every row in the index.
 
 Crash safety comes from copy-on-write: a changed segment and its sidecar are written
 under new names, the manifest that names them (with both checksums) is renamed into
 place last, and only then are the files they replaced removed. A crash at any point
 leaves the previous manifest and its files intact; leftovers (temp files, replaced
-segments) are removed by the next writer.
+segments) are removed by the next writer. Either way a leftover holds only ciphertext.
 """
 
 from __future__ import annotations
@@ -35,13 +42,16 @@ from typing import Any
 
 import numpy as np
 
-#: 2: per-segment sidecars. A manifest of another format is discarded and rebuilt.
-FORMAT_VERSION = 2
+#: 2: per-segment sidecars. 3: sealed rows, key generations in the sidecars. A manifest
+#: of another format is discarded and rebuilt (format 2 files, clear float32, shredded).
+FORMAT_VERSION = 3
 MANIFEST = "manifest.json"
 LOCK = ".lock"
 TMP_PREFIX = ".tmp-"
 _ZEROS = bytes(1 << 20)
-_COLUMNS = ("item_ids", "namespaces", "kinds", "predicates", "versions")
+_COLUMNS = ("item_ids", "namespaces", "kinds", "predicates", "versions", "generations")
+#: A sealed row: nonce, the float32 vector and the text's digest (encrypted), GCM tag.
+NONCE_BYTES, DIGEST_BYTES, TAG_BYTES = 12, 32, 16
 
 
 class BadIndexFiles(Exception):
@@ -49,17 +59,17 @@ class BadIndexFiles(Exception):
 
 
 def segment_names(number: int) -> tuple[str, str]:
-    """A segment's vector file and its sidecar: new names for every write, never reused."""
-    return f"seg-{number}.f32", f"seg-{number}.json"
+    """A segment's sealed rows and its sidecar: new names for every write, never reused."""
+    return f"seg-{number}.sealed", f"seg-{number}.json"
 
 
-_SEGMENT_FILE = re.compile(r"seg-[0-9]+\.f32")
+def row_bytes(dimension: int) -> int:
+    """The size of one sealed row of a `dimension`-dimensional index."""
+    return NONCE_BYTES + 4 * dimension + DIGEST_BYTES + TAG_BYTES
 
 
-def is_segment_file(name: str) -> bool:
-    """Whether a file name is a segment's float32 file. By name, not by a manifest: the
-    residue scan asks while an erasure may be replacing segments."""
-    return _SEGMENT_FILE.fullmatch(name) is not None
+#: Segments of format 2 held float32 vectors in clear: removed by overwriting them.
+_CLEAR_SEGMENT = re.compile(r"seg-[0-9]+\.f32")
 
 
 @dataclass(frozen=True)
@@ -87,6 +97,8 @@ class SegmentMeta:
     #: Kept so an update can be re-embedded as "<predicate>: <value>" without a log read.
     predicates: tuple[str, ...]
     versions: tuple[int, ...]
+    #: The key generation each row is sealed under.
+    generations: tuple[int, ...]
 
     def to_bytes(self, segment: str) -> bytes:
         # Plain tuples (json writes them as lists): `asdict` would deep-copy every id.
@@ -107,6 +119,7 @@ class SegmentMeta:
                 kinds=tuple(str(k) for k in body["kinds"]),
                 predicates=tuple(str(p) for p in body["predicates"]),
                 versions=tuple(int(v) for v in body["versions"]),
+                generations=tuple(int(g) for g in body["generations"]),
             )
             consistent = body["format"] == FORMAT_VERSION and body["segment"] == entry.file
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -234,33 +247,34 @@ def read_meta(directory: Path, entry: SegmentEntry) -> SegmentMeta:
 
 
 def read_segment(directory: Path, entry: SegmentEntry, dimension: int) -> np.ndarray:
-    """The segment's matrix, only if its size and checksum match the manifest."""
+    """The segment's sealed rows (uint8, one row per line), only if their size and
+    checksum match the manifest. Opened only when a namespace is first searched."""
     try:
         raw = (directory / entry.file).read_bytes()
     except FileNotFoundError:
         raise BadIndexFiles(f"segment {entry.file} is missing") from None
     check_segment(raw, entry, dimension)
-    return np.frombuffer(raw, dtype=np.float32).reshape(entry.rows, dimension)
+    return np.frombuffer(raw, dtype=np.uint8).reshape(entry.rows, row_bytes(dimension))
 
 
 def check_segment(raw: bytes, entry: SegmentEntry, dimension: int) -> None:
-    if len(raw) != entry.rows * dimension * 4:
+    if len(raw) != entry.rows * row_bytes(dimension):
         raise BadIndexFiles(f"segment {entry.file} has the wrong size for {dimension} dimensions")
     if digest(raw) != entry.sha256:
         raise BadIndexFiles(f"segment {entry.file} checksum mismatch")
 
 
 def write_segment(
-    directory: Path, number: int, matrix: np.ndarray, meta: SegmentMeta
+    directory: Path, number: int, sealed: np.ndarray, meta: SegmentMeta
 ) -> SegmentEntry:
-    """Write a segment and its sidecar under new names (each atomically); the caller
-    fsyncs the directory and then names them in a manifest."""
+    """Write a segment (sealed rows) and its sidecar under new names (each atomically);
+    the caller fsyncs the directory and then names them in a manifest."""
     name, meta_name = segment_names(number)
-    raw = np.ascontiguousarray(matrix, dtype=np.float32).tobytes()
+    raw = np.ascontiguousarray(sealed, dtype=np.uint8).tobytes()
     sidecar = meta.to_bytes(name)
     write_atomic(directory, name, raw)
     write_atomic(directory, meta_name, sidecar)
-    return SegmentEntry(name, matrix.shape[0], digest(raw), meta_name, digest(sidecar))
+    return SegmentEntry(name, sealed.shape[0], digest(raw), meta_name, digest(sidecar))
 
 
 @contextlib.contextmanager
@@ -301,10 +315,20 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def remove(path: Path) -> None:
+    """Unlink a file of the index. Its rows are ciphertext under the items' keys, so the
+    bytes left in freed blocks are as unreadable as the key store makes them; only a
+    format-2 segment (float32 in clear, from before the rows were sealed) is overwritten
+    with zeros first."""
+    if _CLEAR_SEGMENT.fullmatch(path.name) is not None:
+        shred(path)
+    else:
+        path.unlink(missing_ok=True)
+
+
 def shred(path: Path) -> None:
-    """Overwrite a file with zeros, fsync, then unlink it: the removed rows' bytes do not
-    linger in the freed blocks of ordinary file systems. Copy-on-write file systems and
-    SSD firmware may still keep old blocks; that is below what this code controls."""
+    """Overwrite a file with zeros, fsync, then unlink it (for clear format-2 segments).
+    Copy-on-write file systems and SSD firmware may still keep old blocks."""
     try:
         with path.open("r+b", buffering=0) as handle:
             remaining = os.fstat(handle.fileno()).st_size

@@ -1,15 +1,27 @@
 """The vector index: a projection of the log that forgets as well as it remembers.
 
-It holds one vector per live, unsuppressed fact, preference and turn, and answers exact
-cosine searches within one namespace. Exact, because at our scale (tens to thousands of
-items per namespace) a brute-force matmul takes microseconds, and because approximate
-indexes keep deleted vectors in their files (see docs/operations.md, "why not HNSW").
+It holds one vector per live, unsuppressed fact, preference and turn, and answers cosine
+searches within one namespace. Like the SQL projections it is rebuilt from the log and
+tracks its log position, but in its manifest: it lives in files under
+`<data_dir>/vectors/`, on PostgreSQL deployments too.
 
-Like the SQL projections it is rebuilt from the log and tracks its log position, but in
-its manifest: it lives in files under `<data_dir>/vectors/`, on PostgreSQL deployments
-too. Embedding happens in `catch_up`, one `embed` call per batch, outside the lock, so a
-forget never waits for pending items to be embedded; the commit re-checks under the lock
-that every key it embedded with is still alive, so an item erased meanwhile is dropped.
+Sealed on disk, open only in memory. Each row is sealed under its item's data key
+(`vector_seal`): the files hold ciphertext and clear ids only, so destroying an item's
+key erases its vector everywhere, and an erasure only removes the rows (no byte scan).
+A namespace's rows are opened on its first search in this process and kept in memory
+(`vector_search.NamespaceView`) until a commit changes that namespace; every search
+checks the manifest (one stat) for another process's commits, and the keys of the rows
+it returns, so a row whose key was destroyed is never served.
+
+Stored once. Embedding happens in `catch_up`, one `embed` call per batch, outside the
+lock, so a forget never waits for pending items to be embedded; the commit re-checks
+under the lock that every key it embedded with is still alive, so an item erased
+meanwhile is dropped. A sealed row carries the digest of the text it embeds, and
+`rebuild` takes a row's stored vector back whenever the item, its key generation and the
+text are the same: it embeds only what changed (or everything, for another embedder).
+
+Search is exact for a namespace of up to a few thousand rows; above that a compact code
+per row picks the candidates, which are scored exactly (`vector_search`).
 """
 
 from __future__ import annotations
@@ -27,14 +39,14 @@ import numpy as np
 
 from memory_ledger.errors import ConfigurationError, IndexMismatch
 from memory_ledger.event_log import EventLog
+from memory_ledger.keystore import KeyRing
 from memory_ledger.retrieval.embedders import Embedder
 from projections.events import Progress, decode_batch
-from projections.vector_erasure import held_by, read_back
+from projections.vector_erasure import check_segments, in_memory, read_back
 from projections.vector_files import (
     MANIFEST,
     BadIndexFiles,
     Manifest,
-    SegmentEntry,
     fsync_dir,
     index_files,
     locked,
@@ -42,7 +54,7 @@ from projections.vector_files import (
     read_manifest,
     read_meta,
     read_segment,
-    shred,
+    remove,
     stray_files,
     write_atomic,
     write_segment,
@@ -53,6 +65,7 @@ from projections.vector_rows import (
     IndexState,
     Layout,
     Ops,
+    Put,
     Segment,
     VectorAbsence,
     VectorErasure,
@@ -60,22 +73,22 @@ from projections.vector_rows import (
     plan_batch,
     still_readable,
 )
+from projections.vector_seal import open_rows, seal_rows, text_digest
+from projections.vector_search import NamespaceView
 
 log = logging.getLogger("memory_ledger.vectors")
 
 VECTORS_DIR = "vectors"
-#: Rows per segment (1 MiB at 512 dimensions). A commit rewrites whole segments (the
-#: last one to append, the holder of a removed row to erase), and an erasure scans what
-#: it wrote, so their cost grows with this; a search gathers one namespace's rows from
-#: every segment holding some, so its cost grows with the number of segments. Measured
-#: at 100,000 rows: 512 keeps a one-row erase near the floor set by its fsyncs while a
-#: search stays well under a millisecond.
+#: Rows per segment (about 1 MiB at 512 dimensions). A commit rewrites whole segments
+#: (the last one to append, the holder of a removed row to erase), so its cost grows
+#: with this; opening a namespace gathers its rows from every segment holding some.
+#: Measured at 100,000 rows: 512 keeps a one-row erase near the floor set by its fsyncs.
 SEGMENT_ROWS = 512
 DEFAULT_BATCH = 500
 
 
 class VectorIndex:
-    """Exact cosine search over float32 segments, kept in step with the log.
+    """Cosine search over sealed segments, kept in step with the log.
 
     The configured embedder wins: files written by another embedder (name or dimension)
     are discarded and rebuilt, because their vectors cannot be compared with new queries.
@@ -101,6 +114,8 @@ class VectorIndex:
         #: Why this process discarded the index's files (file names and checks only, no
         #: content), oldest first: `status` and `rebuild` show it, not only the log.
         self.discarded: list[str] = []
+        #: What the last `rebuild` did with the stored vectors (counts only).
+        self.last_rebuild: dict[str, int] = {}
 
     @property
     def embedder_name(self) -> str:
@@ -111,7 +126,7 @@ class VectorIndex:
         return int(self.embedder.dimension)
 
     def close(self) -> None:
-        self._state = None
+        self._state = None  # the opened vectors go with it
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -126,24 +141,28 @@ class VectorIndex:
     ) -> list[tuple[str, float]]:
         """The k rows of `namespace` (and of `allowed`, if given) most similar to `vector`,
         best first. Pass `embedder_name` when the vector came from elsewhere: a vector of
-        another embedder or dimension raises IndexMismatch instead of ranking nonsense."""
+        another embedder or dimension raises IndexMismatch instead of ranking nonsense.
+
+        The keys of the rows returned are checked (one key-store read): a row whose key
+        was destroyed since its namespace was opened (by another process, whose erasure
+        of the row has not committed yet) is dropped from memory and never served."""
         query = self._query(vector, embedder_name)
-        entry = self._current().namespace(namespace)
-        if k < 1 or entry is None:
+        if k < 1:
             return []
-        parts, ids = entry
-        scores = np.concatenate([_part_scores(matrix, rows, query) for matrix, rows in parts])
-        # `allowed` is applied to the best rows first, widening only when it removes
-        # too many: no per-row Python pass over a large namespace.
-        want = k
-        while True:
-            order = _best(scores, want + (0 if allowed is None else 16 + 3 * want))
-            found = [(ids[i], float(scores[i])) for i in order]
-            if allowed is not None:
-                found = [hit for hit in found if hit[0] in allowed]
-            if len(found) >= k or len(order) == len(scores):
-                return found[:k]
-            want *= 4
+        view = self._current().namespace(namespace, self._open)
+        if view is None:
+            return []
+        dead = view.dead
+
+        def accept(item_id: str) -> bool:
+            return item_id not in dead and (allowed is None or item_id in allowed)
+
+        while True:  # a filter widens the search: only when there is something to filter
+            hits = view.search(query, k, accept if dead or allowed is not None else None)
+            gone = self._destroyed(view, [row for row, _ in hits])
+            if not gone:
+                return [(view.ids[row], score) for row, score in hits]
+            dead.update(gone)
 
     def embed_query(self, text: str) -> np.ndarray:
         return self._embed([text])[0]
@@ -164,14 +183,38 @@ class VectorIndex:
             )
         return query
 
+    def _open(
+        self, item_ids: list[str], generations: list[int], sealed: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Open sealed rows with their items' keys (one key-store read per 500 items)."""
+        keys = self.log.keys_for(sorted(set(item_ids)))
+        vectors, _, opened = open_rows(keys, item_ids, generations, sealed, self.dimension)
+        return vectors, opened
+
+    def _destroyed(self, view: NamespaceView, rows: list[int]) -> set[str]:
+        if not rows:
+            return set()
+        ids = [view.ids[r] for r in rows]
+        keys = self.log.keys_for(ids)
+        return {
+            item
+            for item, row in zip(ids, rows, strict=True)
+            if keys.data_key(item, view.generations[row]) is None
+        }
+
     def snapshot(self) -> list[IndexedRow]:
-        """Every row, by item id: to compare a rebuilt index with an incremental one."""
-        rows = [
-            IndexedRow(item, m.namespaces[r], m.kinds[r], m.versions[r], seg.matrix[r].copy())
-            for seg in self._current().segments
-            for m in (seg.meta,)
-            for r, item in enumerate(m.item_ids)
-        ]
+        """Every row whose key is alive, opened, by item id: to compare a rebuilt index
+        with an incremental one."""
+        state = self._current()
+        rows = []
+        for seg in state.segments:
+            m = seg.meta
+            vectors, opened = self._open(list(m.item_ids), list(m.generations), seg.sealed)
+            for r, item in enumerate(m.item_ids):
+                if opened[r]:
+                    rows.append(
+                        IndexedRow(item, m.namespaces[r], m.kinds[r], m.versions[r], vectors[r])
+                    )
         return sorted(rows, key=lambda row: row.item_id)
 
     def status(self) -> dict[str, Any]:
@@ -182,6 +225,7 @@ class VectorIndex:
             "position": state.manifest.position,
             "rows": sum(s.rows for s in state.segments),
             "segments": len(state.segments),
+            "namespaces_open": len(state.opened()),
             "discarded": list(self.discarded),
         }
 
@@ -223,11 +267,11 @@ class VectorIndex:
                 segment = known.get(entry)
                 if segment is None:
                     meta = read_meta(self.directory, entry)
-                    matrix = read_segment(self.directory, entry, manifest.dimension)
-                    segment = Segment.of(entry, meta, matrix)
+                    sealed = read_segment(self.directory, entry, manifest.dimension)
+                    segment = Segment.of(entry, meta, sealed)
                 segments.append(segment)
-            if old is not None:  # keeps the search cache of the namespaces not changed
-                state = old.after(manifest, segments, token)
+            if old is not None:  # keeps the opened namespaces, updated
+                state = old.after(manifest, segments, token, self._open)
             else:
                 state = IndexState.of(manifest, segments, token)
         self._state = state
@@ -250,14 +294,14 @@ class VectorIndex:
     def _note_discarded(self, reason: str) -> None:
         self.discarded.append(reason)
 
-    def _empty_manifest(self) -> Manifest:
+    def _empty_manifest(self, next_segment: int = 0) -> Manifest:
         epoch = secrets.token_hex(8)
-        return Manifest(self.embedder_name, self.dimension, epoch, 0, 0, 0, ())
+        return Manifest(self.embedder_name, self.dimension, epoch, 0, 0, next_segment, ())
 
     def _reset(self) -> IndexState:
-        """Under the exclusive lock: shred every file, start again at log position 0."""
+        """Under the exclusive lock: remove every file, start again at log position 0."""
         for path in index_files(self.directory):
-            shred(path)
+            remove(path)
         manifest = self._empty_manifest()
         write_atomic(self.directory, MANIFEST, manifest.to_bytes())
         fsync_dir(self.directory)
@@ -282,18 +326,50 @@ class VectorIndex:
             return self._catch_up()
 
     def rebuild(self, progress: Progress | None = None) -> int:
-        """Discard every file and replay the whole log, re-embedding everything. Files
-        that fail their checks are named in `discarded` first, so a rebuild says that it
-        replaced a damaged index, not only that it replaced one."""
+        """Replay the whole log into a new index, taking each row's stored vector back
+        when its item, key generation and text are unchanged, embedding the rest. Files
+        that fail their checks are named in `discarded` first (and nothing of them is
+        reused), so a rebuild says that it replaced a damaged index.
+
+        Crash-safe: the new index is committed in one manifest switch at the end; until
+        then the old one stays as it was. Returns notifications read."""
         with self._catch_up_lock:
             with self._exclusive():
                 self._state = None  # read and check every file again, not the memory copy
                 try:
-                    self._load()
-                except BadIndexFiles as exc:
+                    old: IndexState | None = self._load()
+                except BadIndexFiles as exc:  # nothing of damaged files is reused
                     self._note_discarded(str(exc))
-                self._reset()
-            return self._catch_up(progress)
+                    self._reset()
+                    old = None
+            empty = IndexState.of(self._empty_manifest(), (), None)
+            ops: Ops = {}
+            head = self.log.max_position()
+            position = read = 0
+            while position < head:
+                batch = self.log.notifications(position, self.batch_size)
+                if not batch:
+                    break
+                plan_batch(self.log, empty, decode_batch(self.log, batch), ops)
+                position, read = batch[-1].id, read + len(batch)
+                if progress is not None:
+                    progress("vector_index", position, head)
+            puts = [(item, op) for item, op in ops.items() if op is not None]
+            stored = _stored_rows(self, old, puts)
+            fresh = [(item, op) for item, op in puts if item not in stored]
+            vectors = np.zeros((len(puts), self.dimension), dtype=np.float32)
+            at = {item: row for row, (item, _) in enumerate(puts)}
+            for start in range(0, len(fresh), self.batch_size):
+                chunk = fresh[start : start + self.batch_size]
+                vectors[[at[i] for i, _ in chunk]] = self._embed([op.text for _, op in chunk])
+            for item, vector in stored.items():
+                vectors[at[item]] = vector
+            self.last_rebuild = {"rows": len(puts), "reused": len(stored), "embedded": len(fresh)}
+            with self._writing() as current:
+                ops, vectors, keys = still_readable(self.log, ops, vectors)
+                base = IndexState.of(self._empty_manifest(current.manifest.next_segment), (), None)
+                self._commit(base, ops, self._seal(keys, ops, vectors), position)
+            return read + self._catch_up(progress)
 
     def _catch_up(self, progress: Progress | None = None) -> int:
         applied = 0
@@ -321,8 +397,8 @@ class VectorIndex:
             with self._writing() as current:
                 if (current.manifest.epoch, current.manifest.position) != (epoch, start):
                     continue  # another writer moved the index on: plan again from there
-                ops, vectors = still_readable(self.log, ops, vectors)
-                self._commit(current, ops, vectors, batch[-1].id)
+                ops, vectors, keys = still_readable(self.log, ops, vectors)
+                self._commit(current, ops, self._seal(keys, ops, vectors), batch[-1].id)
             applied += len(batch)
             if progress is not None:
                 progress("vector_index", batch[-1].id, head)
@@ -340,16 +416,29 @@ class VectorIndex:
             )
         return vectors
 
+    def _seal(self, keys: KeyRing | None, ops: Ops, vectors: np.ndarray) -> np.ndarray:
+        """The puts' rows sealed under their items' keys, in the order of `ops`."""
+        puts = [(item, op) for item, op in ops.items() if op is not None]
+        if keys is None or not puts:
+            return np.zeros((0, 0), dtype=np.uint8)
+        return seal_rows(
+            keys,
+            [item for item, _ in puts],
+            [op.generation for _, op in puts],
+            vectors,
+            [text_digest(op.text) for _, op in puts],
+        )
+
     # -- writing ---------------------------------------------------------------------------
 
     def _commit(
-        self, state: IndexState, ops: Ops, vectors: np.ndarray, position: int
+        self, state: IndexState, ops: Ops, sealed: np.ndarray, position: int
     ) -> tuple[Layout, list[Segment]]:
         """Under the exclusive lock: write changed segments and their sidecars under new
         names, then the manifest, then remove the files they replaced. Only what changed
         is written: the manifest holds no per-row data. Returns the layout applied and
         the segments written."""
-        plan = layout(state, ops, vectors, self.segment_rows)
+        plan = layout(state, ops, sealed, self.segment_rows)
         number = state.manifest.next_segment
         segments: list[Segment] = []
         written: list[Segment] = []
@@ -357,10 +446,10 @@ class VectorIndex:
             if isinstance(draft, Segment):
                 segments.append(draft)
                 continue
-            matrix, meta = draft.sealed()
-            entry = write_segment(self.directory, number, matrix, meta)
+            rows, meta = draft.sealed()
+            entry = write_segment(self.directory, number, rows, meta)
             number += 1
-            written.append(Segment.of(entry, meta, matrix))
+            written.append(Segment.of(entry, meta, rows))
             segments.append(written[-1])
         manifest = Manifest(
             self.embedder_name,
@@ -374,90 +463,50 @@ class VectorIndex:
         fsync_dir(self.directory)  # the segments' renames are durable before the manifest's
         write_atomic(self.directory, MANIFEST, manifest.to_bytes())
         fsync_dir(self.directory)
-        self._state = state.after(manifest, segments, manifest_token(self.directory))
-        lost = {name for e in plan.lost_rows for name in e.files}
-        self._sweep(unlink_only={name for e in plan.appended for name in e.files} - lost)
+        self._state = state.after(manifest, segments, manifest_token(self.directory), self._open)
+        self._sweep()
         return plan, written
 
-    def _sweep(self, unlink_only: set[str] | None = None) -> None:
-        """Remove every file the manifest does not name. Files a commit replaced by
-        appending are just unlinked (all their rows live on); anything else, removed rows
-        or a crashed writer's leftovers, is overwritten with zeros first."""
+    def _sweep(self) -> None:
+        """Remove every file the manifest does not name: replaced segments, a crashed
+        writer's leftovers. They hold ciphertext only, so unlinking them is enough."""
         assert self._state is not None
         named = [name for s in self._state.segments for name in s.entry.files]
         strays = stray_files(self.directory, named)
         for path in strays:
-            if path.name in (unlink_only or set()):
-                path.unlink(missing_ok=True)
-            else:
-                shred(path)
+            remove(path)
         if strays:
             fsync_dir(self.directory)
 
     # -- erasure ---------------------------------------------------------------------------
 
     def erase(self, item_ids: Iterable[str]) -> VectorErasure:
-        """Remove the items' rows now, without catching up first: a forget must not wait
-        for pending items to be embedded, and an item not indexed yet never will be (its
-        key is gone). Then scan the files this erasure wrote for the removed vectors'
-        bytes, and read the manifest and those files back (`VectorErasure.check`).
+        """Remove the items' rows now, from the files and from memory, without catching
+        up first: a forget must not wait for pending items to be embedded, and an item
+        not indexed yet never will be (its key is gone). Then read the manifest and the
+        files this erasure wrote back (`read_back`).
 
-        Why scanning only the written files is enough. Under the exclusive lock, the
-        loaded state matches the manifest on disk, and every file it names was checked
-        against its checksum when it was loaded; segment files are never changed after
-        they are written. A row lives in exactly one segment. So before this erasure,
-        the removed rows' bytes were in the segments that held them, and possibly in a
-        crashed writer's leftovers. The commit writes those segments' replacements
-        without the rows, switches the manifest, then overwrites the replaced files with
-        zeros and unlinks them, and does the same to every file the manifest does not
-        name (leftovers included). What is left is the manifest, the files just written,
-        and segments that never held the rows. Scanning the written files therefore
-        covers every file that can hold the bytes, at a cost set by one segment's size
-        rather than the index's. A segment damaged on disk since it was loaded is not
-        this erasure's to find: `verify_absent` reads and checks every file.
-        """
+        No file is scanned for the removed vectors' bytes: none holds them in clear.
+        Each row is sealed under its item's key, which the key store destroys; the
+        rows this removes stop being named by the manifest, and the files they were in
+        are unlinked once the new manifest is durable."""
         wanted = set(item_ids)
         if not wanted:  # e.g. a mention redaction that rewrote nothing
-            return VectorErasure(0, 0, 0, 0, 0, 0)
+            return VectorErasure(0, 0, 0)
         with self._writing() as state:
-            held = [(s, s.row_of[i]) for s in state.segments for i in wanted if i in s.row_of]
-            needles = [seg.matrix[row].tobytes() for seg, row in held]  # memory only
+            held = [i for i in wanted if state.locate(i) is not None]
             rewritten = removed = 0
             written: list[Segment] = []
             if held:
-                empty = np.zeros((0, self.dimension), dtype=np.float32)
                 ops: Ops = dict.fromkeys(wanted)
+                empty = np.zeros((0, 0), dtype=np.uint8)
                 plan, written = self._commit(state, ops, empty, state.manifest.position)
                 rewritten, removed = len(plan.lost_rows) - plan.emptied, plan.emptied
             else:
-                self._sweep()  # a crashed writer's leftovers may still hold the rows
+                self._sweep()  # a crashed writer's leftovers go too
             assert self._state is not None
-            back = read_back(self.directory, self._state, written, wanted, needles)
-            shared = {i for i in back.found if held_by(written, needles[i])}
-        return VectorErasure(
-            rows_removed=len(held),
-            segments_rewritten=rewritten,
-            segments_removed=removed,
-            files_scanned=back.files_searched,
-            vector_bytes_found=len(back.found - shared),
-            vectors_shared_with_live_items=len(shared),
-            check=back.check,
-        )
-
-    def _check_segments(
-        self, wanted: set[str], entries: Iterable[SegmentEntry], manifest: Manifest
-    ) -> tuple[int, int]:
-        """Read segments and sidecars from disk: (target rows they name, invalid ones)."""
-        rows = invalid = 0
-        for entry in entries:
-            try:
-                meta = read_meta(self.directory, entry)
-                read_segment(self.directory, entry, manifest.dimension)
-            except BadIndexFiles:
-                invalid += 1
-                continue
-            rows += sum(1 for i in meta.item_ids if i in wanted)
-        return rows, invalid
+            check = read_back(self.directory, self._state, written, wanted)
+        return VectorErasure(len(held), rewritten, removed, check)
 
     def repair(self) -> None:
         """Reload every file from disk, checking each, and discard them all if any fails:
@@ -468,26 +517,26 @@ class VectorIndex:
 
     def verify_absent(self, item_ids: Iterable[str]) -> VectorAbsence:
         """Reads the manifest, every sidecar and every segment from disk again (not this
-        object's idea of what it erased), and checks the in-memory copy too. Reads the
-        whole index: for `verify`, not for the request path."""
+        object's idea of what it erased), and checks the in-memory copy too (segments
+        and opened namespaces). Reads the whole index: for `verify`, not for the
+        request path. No byte scan: the segments hold only sealed rows."""
         wanted = set(item_ids)
-        memory = self._state
-        in_memory = sum(1 for i in wanted if memory is not None and memory.locate(i))
+        memory = in_memory(self._state, wanted)
         if not self.directory.exists():
-            return replace(NOTHING_CHECKED, rows_in_memory=in_memory)
+            return replace(NOTHING_CHECKED, rows_in_memory=memory)
         with self._state_lock, locked(self.directory, exclusive=False):
             try:
                 manifest = read_manifest(self.directory)
             except BadIndexFiles:
-                return VectorAbsence(0, in_memory, False, 0, 0, 0)
+                return VectorAbsence(0, memory, False, 0, 0, 0)
             if manifest is None:
-                return replace(NOTHING_CHECKED, rows_in_memory=in_memory)
+                return replace(NOTHING_CHECKED, rows_in_memory=memory)
             entries = manifest.segments
-            rows, invalid = self._check_segments(wanted, entries, manifest)
+            rows, invalid = check_segments(self.directory, wanted, entries, manifest)
             named = [name for e in entries for name in e.files]
             return VectorAbsence(
                 rows_in_manifest=rows,
-                rows_in_memory=in_memory,
+                rows_in_memory=memory,
                 manifest_valid=True,
                 segments_checked=len(entries),
                 segments_invalid=invalid,
@@ -495,18 +544,29 @@ class VectorIndex:
             )
 
 
-def _part_scores(matrix: np.ndarray, rows: Any, query: np.ndarray) -> np.ndarray:
-    """Similarity of a segment's rows of one namespace to the query, without copying
-    them: a run of rows is a view; scattered rows that are most of the segment are
-    scored with the whole segment and picked after; a few scattered rows are gathered."""
-    if not isinstance(rows, slice) and len(rows) * 4 >= len(matrix):
-        return (matrix @ query)[rows]
-    return matrix[rows] @ query
-
-
-def _best(scores: np.ndarray, n: int) -> np.ndarray:
-    """Positions of the n highest scores, best first; equal scores by position."""
-    if n < len(scores):
-        top = np.sort(np.argpartition(-scores, n - 1)[:n])
-        return top[np.argsort(-scores[top], kind="stable")]
-    return np.argsort(-scores, kind="stable")
+def _stored_rows(
+    index: VectorIndex, old: IndexState | None, puts: list[tuple[str, Put]]
+) -> dict[str, np.ndarray]:
+    """The stored vectors a rebuild can take back: rows of the old index with the same
+    item, key generation and text digest (so the same text, embedded by this embedder:
+    files of another are never loaded). Opened in memory, batch by batch."""
+    if old is None or not puts:
+        return {}
+    where = {item: (seg, row) for seg in old.segments for item, row in seg.row_of.items()}
+    wanted = []
+    for item, put in puts:
+        found = where.get(item)
+        if found is not None and found[0].meta.generations[found[1]] == put.generation:
+            wanted.append((item, put, found))
+    out: dict[str, np.ndarray] = {}
+    for start in range(0, len(wanted), 5000):
+        chunk = wanted[start : start + 5000]
+        ids = [item for item, _, _ in chunk]
+        gens = [put.generation for _, put, _ in chunk]
+        sealed = np.stack([seg.sealed[row] for _, _, (seg, row) in chunk])
+        keys = index.log.keys_for(ids)
+        vectors, digests, opened = open_rows(keys, ids, gens, sealed, index.dimension)
+        for r, (item, put, _) in enumerate(chunk):
+            if opened[r] and digests[r] == text_digest(put.text):
+                out[item] = vectors[r]
+    return out

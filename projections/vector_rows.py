@@ -2,21 +2,25 @@
 
 Kept apart from the index's locking and file handling (`vector_index`) because these
 are the rules a rebuild must reproduce exactly: which items have a row, what text is
-embedded for them, and which segments a change rewrites. The reports the index gives
-(erasure, absence) are here too: counts only, never a vector or a text.
+embedded for them, and which segments a change rewrites. Segments hold sealed rows
+(`vector_seal`); a commit moves their ciphertext without opening it, and only a search
+opens a namespace's rows, into memory (`vector_search.NamespaceView`). The reports the
+index gives (erasure, absence) are here too: counts only, never a vector or a text.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from uuid import UUID
 
 import numpy as np
 
 from memory_ledger.event_log import ERASED, EventLog
+from memory_ledger.keystore import KeyRing
 from projections.events import ProjectedEvent
 from projections.vector_files import Manifest, SegmentEntry, SegmentMeta
+from projections.vector_search import NamespaceView
 
 KINDS = ("fact", "preference", "turn")
 
@@ -28,7 +32,8 @@ class Segment:
 
     entry: SegmentEntry
     meta: SegmentMeta
-    matrix: np.ndarray
+    #: The sealed rows as read from the file (uint8, one row per line): never opened here.
+    sealed: np.ndarray
     row_of: dict[str, int]
     groups: dict[str, Rows]  # namespace -> its rows
 
@@ -37,7 +42,7 @@ class Segment:
         return self.entry.rows
 
     @classmethod
-    def of(cls, entry: SegmentEntry, meta: SegmentMeta, matrix: np.ndarray) -> Segment:
+    def of(cls, entry: SegmentEntry, meta: SegmentMeta, sealed: np.ndarray) -> Segment:
         """Segments are written with their rows ordered by namespace (`Draft.sealed`), so
         each namespace is one slice: a few hundred of them per segment cost next to
         nothing to build and gather as views. Rows in any other order still work,
@@ -51,15 +56,20 @@ class Segment:
         else:
             groups = _scattered(names)
         row_of = {item: r for r, item in enumerate(meta.item_ids)}
-        return cls(entry, meta, matrix, row_of, groups)
+        return cls(entry, meta, sealed, row_of, groups)
 
     def ids(self, rows: Rows) -> Iterable[str]:
         ids = self.meta.item_ids
         return ids[rows] if isinstance(rows, slice) else (ids[r] for r in rows)
 
+    def generations(self, rows: Rows) -> Iterable[int]:
+        gens = self.meta.generations
+        return gens[rows] if isinstance(rows, slice) else (gens[r] for r in rows)
+
 
 Rows = slice | np.ndarray  # the rows of one namespace in a segment
-Parts = list[tuple[np.ndarray, Rows]]  # (segment matrix, rows of one namespace)
+#: Opens sealed rows: (item ids, key generations, sealed rows) -> (vectors, opened).
+Opener = Callable[[list[str], list[int], np.ndarray], tuple[np.ndarray, np.ndarray]]
 
 
 def _scattered(namespaces: Sequence[str]) -> dict[str, Rows]:
@@ -71,19 +81,18 @@ def _scattered(namespaces: Sequence[str]) -> dict[str, Rows]:
 
 @dataclass(frozen=True, eq=False)
 class IndexState:
-    """One consistent view: a manifest and its matrices. Replaced whole, never mutated
-    (but for its cache), so a search reads it without a lock.
+    """One consistent view: a manifest and its segments' sealed rows. Replaced whole,
+    never mutated (but for its cache), so a search reads it without a lock.
 
-    `namespace` says where one namespace's rows are (a slice of each segment holding
-    some) and their item ids in the same order. It is worked out on first search and
-    cached, and a commit carries the cache over for every namespace it did not touch:
-    rebuilding it for every namespace on every commit would cost more than the commit's
-    writes once there are a few hundred segments."""
+    `namespace` opens one namespace's rows (those whose key is alive) into a
+    `NamespaceView` on first search and caches it; a commit carries the cache over for
+    every namespace it did not touch, and drops the others' opened vectors: an erased
+    row's vector leaves memory with the commit that removes it."""
 
     manifest: Manifest
     segments: tuple[Segment, ...]
     token: tuple[int, int, int] | None
-    _namespaces: dict[str, tuple[Parts, list[str]]] = field(default_factory=dict)
+    _namespaces: dict[str, NamespaceView] = field(default_factory=dict)
 
     @classmethod
     def of(
@@ -92,29 +101,59 @@ class IndexState:
         return cls(manifest, tuple(segments), token)
 
     def after(
-        self, manifest: Manifest, segments: Sequence[Segment], token: tuple[int, int, int] | None
+        self,
+        manifest: Manifest,
+        segments: Sequence[Segment],
+        token: tuple[int, int, int] | None,
+        opener: Opener | None = None,
     ) -> IndexState:
-        """The state a commit leads to, keeping what is still valid of this one's cache."""
-        changed_segments = set(self.segments).symmetric_difference(segments)
-        changed = {ns for seg in changed_segments for ns in seg.groups}
+        """The state a commit leads to, keeping what is still valid of this one's cache.
+        An opened namespace the commit changed is updated (`NamespaceView.changed`): its
+        removed rows are dropped from memory, and with `opener` its new rows (only
+        those) are opened; without one it is dropped, to be opened again when searched."""
+        old_only = set(self.segments).difference(segments)
+        new_only = set(segments).difference(self.segments)
+        changed = {ns for seg in old_only | new_only for ns in seg.groups}
         cached = dict(self._namespaces)  # one C-level copy: searches may add meanwhile
         kept = {ns: v for ns, v in cached.items() if ns not in changed}
+        for ns in changed & cached.keys():
+            view = _updated(cached[ns], ns, old_only, new_only, opener)
+            if view is not None:
+                kept[ns] = view
         return IndexState(manifest, tuple(segments), token, kept)
 
-    def namespace(self, namespace: str) -> tuple[Parts, list[str]] | None:
+    def namespace(self, namespace: str, opener: Opener) -> NamespaceView | None:
         found = self._namespaces.get(namespace)
         if found is None:
-            parts: Parts = []
-            ids: list[str] = []
-            for seg in self.segments:
-                rows = seg.groups.get(namespace)
-                if rows is not None:
-                    parts.append((seg.matrix, rows))
-                    ids.extend(seg.ids(rows))
-            # Two threads may both compute it: they store equal values, and a dict
+            ids, generations, blocks = self.sealed_rows(namespace)
+            if not ids:
+                return None
+            vectors, opened = opener(ids, generations, np.concatenate(blocks))
+            if not opened.all():  # destroyed keys: those rows are never served
+                keep = np.flatnonzero(opened)
+                ids = [ids[r] for r in keep]
+                generations = [generations[r] for r in keep]
+                vectors = vectors[keep]
+            # Two threads may both open it: they store equal values, and a dict
             # assignment is atomic, so no lock is needed.
-            found = self._namespaces[namespace] = (parts, ids)
-        return found if found[1] else None
+            found = self._namespaces[namespace] = NamespaceView.of(ids, generations, vectors)
+        return found if len(found) else None
+
+    def sealed_rows(self, namespace: str) -> tuple[list[str], list[int], list[np.ndarray]]:
+        ids: list[str] = []
+        generations: list[int] = []
+        blocks: list[np.ndarray] = []
+        for seg in self.segments:
+            rows = seg.groups.get(namespace)
+            if rows is not None:
+                ids.extend(seg.ids(rows))
+                generations.extend(seg.generations(rows))
+                blocks.append(seg.sealed[rows])
+        return ids, generations, blocks
+
+    def opened(self) -> dict[str, NamespaceView]:
+        """The namespaces opened so far (a copy)."""
+        return dict(self._namespaces)
 
     def locate(self, item_id: str) -> tuple[Segment, int] | None:
         for seg in self.segments:
@@ -124,6 +163,50 @@ class IndexState:
         return None
 
 
+def _row_keys(
+    segments: Iterable[Segment], namespace: str
+) -> dict[tuple[str, int, int], tuple[Segment, int]]:
+    """(item, key generation, version) -> where, for one namespace's rows: what a row
+    holds is set by these three (a new version or generation is a new row)."""
+    out = {}
+    for seg in segments:
+        rows = seg.groups.get(namespace)
+        if rows is None:
+            continue
+        m = seg.meta
+        for r in range(seg.rows)[rows] if isinstance(rows, slice) else rows:
+            out[(m.item_ids[r], m.generations[r], m.versions[r])] = (seg, int(r))
+    return out
+
+
+def _updated(
+    view: NamespaceView,
+    namespace: str,
+    old_only: set[Segment],
+    new_only: set[Segment],
+    opener: Opener | None,
+) -> NamespaceView | None:
+    gone = _row_keys(old_only, namespace)
+    came = _row_keys(new_only, namespace)
+    removed = {key[0] for key in gone if key not in came}
+    added = [(key, where) for key, where in came.items() if key not in gone]
+    if added and opener is None:
+        view.changed(removed, [], [], np.zeros((0, view.matrix.shape[1]), np.float32))
+        return None  # opened again, whole, when next searched
+    ids = [key[0] for key, _ in added]
+    generations = [key[1] for key, _ in added]
+    vectors = np.zeros((0, view.matrix.shape[1]), np.float32)
+    if added:
+        assert opener is not None
+        sealed = np.stack([seg.sealed[row] for _, (seg, row) in added])
+        vectors, opened = opener(ids, generations, sealed)
+        keep = np.flatnonzero(opened)
+        ids = [ids[r] for r in keep]
+        generations = [generations[r] for r in keep]
+        vectors = vectors[keep]
+    return view.changed(removed | set(ids), ids, generations, vectors)
+
+
 @dataclass(frozen=True)
 class Put:
     namespace: str
@@ -131,7 +214,8 @@ class Put:
     predicate: str
     version: int
     text: str
-    #: The key generation the text was read with: re-checked before the row is written.
+    #: The key generation the text was read with: re-checked before the row is written,
+    #: and the one its vector is sealed under.
     generation: int
 
 
@@ -149,9 +233,12 @@ def text_of(kind: str, predicate: str, fields: dict[str, str] | None) -> str | N
     return None if value is None else f"{predicate.replace('_', ' ')}: {value}"
 
 
-def plan_batch(log: EventLog, state: IndexState, events: list[ProjectedEvent]) -> Ops:
-    """Each touched item's row after the batch, applying its events in log order."""
-    ops: Ops = {}
+def plan_batch(
+    log: EventLog, state: IndexState, events: list[ProjectedEvent], ops: Ops | None = None
+) -> Ops:
+    """Each touched item's row after the batch, applying its events in log order. Pass
+    `ops` to go on from an earlier batch's (a rebuild plans the whole log at once)."""
+    ops = {} if ops is None else ops
     for event in events:
         item, a = event.item_id, event.attrs
         if event.name == "Recorded":
@@ -191,7 +278,8 @@ def _held(state: IndexState, item_id: str) -> Put | None:
         return None
     seg, row = found
     m = seg.meta
-    return Put(m.namespaces[row], m.kinds[row], m.predicates[row], m.versions[row], "", 0)
+    generation = m.generations[row]
+    return Put(m.namespaces[row], m.kinds[row], m.predicates[row], m.versions[row], "", generation)
 
 
 def _read_current(log: EventLog, item_id: str, version: int) -> Put | None:
@@ -207,12 +295,15 @@ def _read_current(log: EventLog, item_id: str, version: int) -> Put | None:
     return Put(item.namespace, item.kind, item.predicate, version, text, item.key_generation)
 
 
-def still_readable(log: EventLog, ops: Ops, vectors: np.ndarray) -> tuple[Ops, np.ndarray]:
+def still_readable(
+    log: EventLog, ops: Ops, vectors: np.ndarray
+) -> tuple[Ops, np.ndarray, KeyRing | None]:
     """Drop rows whose key was destroyed while they were being embedded: an erasure that
-    ran meanwhile found nothing to remove, so nothing of the item may be added now."""
+    ran meanwhile found nothing to remove, so nothing of the item may be added now.
+    Returns the keys too: the rows kept are sealed under them."""
     puts = [(item, op) for item, op in ops.items() if op is not None]
     if not puts:
-        return ops, vectors
+        return ops, vectors, None
     keys = log.keys_for([item for item, _ in puts])
     keep = []
     for row, (item, op) in enumerate(puts):
@@ -220,7 +311,7 @@ def still_readable(log: EventLog, ops: Ops, vectors: np.ndarray) -> tuple[Ops, n
             ops[item] = None
         else:
             keep.append(row)
-    return ops, vectors[keep]
+    return ops, vectors[keep], keys
 
 
 @dataclass
@@ -232,45 +323,50 @@ class Draft:
     kinds: list[str] = field(default_factory=list)
     predicates: list[str] = field(default_factory=list)
     versions: list[int] = field(default_factory=list)
-    blocks: list[np.ndarray] = field(default_factory=list)
+    generations: list[int] = field(default_factory=list)
+    blocks: list[np.ndarray] = field(default_factory=list)  # sealed rows
 
     @property
     def rows(self) -> int:
         return len(self.item_ids)
 
     def take(self, seg: Segment, rows: Iterable[int]) -> None:
+        """Keep rows of a segment: their ciphertext is copied, never opened."""
         m, picked = seg.meta, list(rows)
         self.item_ids.extend(m.item_ids[r] for r in picked)
         self.namespaces.extend(m.namespaces[r] for r in picked)
         self.kinds.extend(m.kinds[r] for r in picked)
         self.predicates.extend(m.predicates[r] for r in picked)
         self.versions.extend(m.versions[r] for r in picked)
-        self.blocks.append(seg.matrix[picked])
+        self.generations.extend(m.generations[r] for r in picked)
+        self.blocks.append(seg.sealed[picked])
 
-    def add(self, puts: list[tuple[str, Put]], vectors: np.ndarray) -> None:
+    def add(self, puts: list[tuple[str, Put]], sealed: np.ndarray) -> None:
         for item_id, put in puts:
             self.item_ids.append(item_id)
             self.namespaces.append(put.namespace)
             self.kinds.append(put.kind)
             self.predicates.append(put.predicate)
             self.versions.append(put.version)
-        self.blocks.append(vectors)
+            self.generations.append(put.generation)
+        self.blocks.append(sealed)
 
     def sealed(self) -> tuple[np.ndarray, SegmentMeta]:
         """The segment to write, its rows ordered by namespace (stable, so a compacted
         segment keeps its order): see `Segment.of`."""
         order = sorted(range(self.rows), key=self.namespaces.__getitem__)
-        matrix = np.concatenate(self.blocks)
+        rows = np.concatenate(self.blocks)
         if order != list(range(self.rows)):
-            matrix = matrix[order]
+            rows = rows[order]
         meta = SegmentMeta(
             item_ids=tuple(self.item_ids[r] for r in order),
             namespaces=tuple(self.namespaces[r] for r in order),
             kinds=tuple(self.kinds[r] for r in order),
             predicates=tuple(self.predicates[r] for r in order),
             versions=tuple(self.versions[r] for r in order),
+            generations=tuple(self.generations[r] for r in order),
         )
-        return np.ascontiguousarray(matrix, dtype=np.float32), meta
+        return np.ascontiguousarray(rows, dtype=np.uint8), meta
 
 
 @dataclass
@@ -278,8 +374,7 @@ class Layout:
     """The segments after a change, and what happens to the files they replace."""
 
     entries: list[Segment | Draft]
-    #: Replaced segments that held a removed row: their files (vectors and sidecar) are
-    #: overwritten before they are unlinked.
+    #: Replaced segments that held a removed (or replaced) row.
     lost_rows: list[SegmentEntry]
     #: Replaced segments whose every row lives on in a replacement (an append): unlinked.
     appended: list[SegmentEntry]
@@ -287,9 +382,10 @@ class Layout:
     emptied: int
 
 
-def layout(state: IndexState, ops: Ops, vectors: np.ndarray, segment_rows: int) -> Layout:
+def layout(state: IndexState, ops: Ops, sealed: np.ndarray, segment_rows: int) -> Layout:
     """Compact the segments that hold a touched item (only those), then append the new
-    rows to the last segment while it has room, and to new segments after that."""
+    rows (`sealed`, in the order of `ops`' puts) to the last segment while it has room,
+    and to new segments after that."""
     out = Layout([], [], [], 0)
     for seg in state.segments:
         hit = {seg.row_of[i] for i in ops if i in seg.row_of}
@@ -317,7 +413,7 @@ def layout(state: IndexState, ops: Ops, vectors: np.ndarray, segment_rows: int) 
             draft.take(last, range(last.rows))
             out.entries[-1] = last = draft
         take = min(segment_rows - last.rows, len(puts) - offset)
-        last.add(puts[offset : offset + take], vectors[offset : offset + take])
+        last.add(puts[offset : offset + take], sealed[offset : offset + take])
         offset += take
     return out
 
@@ -334,10 +430,11 @@ class VectorAbsence:
 
     #: Target rows named by the sidecars that were read.
     rows_in_manifest: int
+    #: Target rows in the in-memory state (its segments, or a namespace opened in it).
     rows_in_memory: int
     manifest_valid: bool
     segments_checked: int
-    #: Segments whose vectors or sidecar do not match the manifest (size, checksum).
+    #: Segments whose rows or sidecar do not match the manifest (size, checksum).
     segments_invalid: int
     stray_files: int
 
@@ -369,29 +466,23 @@ NOTHING_CHECKED = VectorAbsence(0, 0, True, 0, 0, 0)
 
 @dataclass(frozen=True)
 class VectorErasure:
+    """What an erasure did. No byte scan: the files hold each row sealed under its
+    item's key, and the key store's destruction is what makes every copy unreadable
+    (old segments, free blocks, backups); removing the rows stops them being named."""
+
     rows_removed: int
     segments_rewritten: int
     segments_removed: int
-    #: The files this erasure wrote (new segments, their sidecars, the manifest): the
-    #: only files that can hold a removed vector afterwards (see `VectorIndex.erase`).
-    files_scanned: int
-    vector_bytes_found: int
-    #: Erased vectors whose exact bytes a remaining row in the scanned files also has (the
-    #: same text in another item): no byte scan can tell them apart, so they are counted
-    #: instead of failed.
-    vectors_shared_with_live_items: int
     #: The re-check after the commit: the manifest and the written files read back.
     check: VectorAbsence = NOTHING_CHECKED
 
-    def counts(self) -> dict[str, int]:
+    def counts(self) -> dict[str, int | bool]:
         """The erasure's own counts (not the re-check), for a receipt."""
         return {
             "rows_removed": self.rows_removed,
             "segments_rewritten": self.segments_rewritten,
             "segments_removed": self.segments_removed,
-            "files_scanned": self.files_scanned,
-            "vector_bytes_found": self.vector_bytes_found,
-            "vectors_shared_with_live_items": self.vectors_shared_with_live_items,
+            "rows_sealed_under_item_keys": True,
         }
 
 

@@ -91,7 +91,7 @@ def test_a_partial_rebuild_also_discards_a_damaged_file(sqlite_settings: Setting
 
 
 def _damage_a_segment(settings: Settings) -> None:
-    segment = sorted((settings.data_dir / "vectors").glob("seg-*.f32"))[0]
+    segment = sorted((settings.data_dir / "vectors").glob("seg-*.sealed"))[0]
     garble(segment, 0)
 
 
@@ -101,7 +101,7 @@ def test_a_discarded_vector_index_is_said_on_the_cli(sqlite_settings: Settings) 
     _damage_a_segment(settings)
     status = cli(settings, "status", "--json")
     assert status.code == 0
-    assert status.json["vector_index"]["discarded"] == ["segment seg-0.f32 checksum mismatch"]
+    assert status.json["vector_index"]["discarded"] == ["segment seg-0.sealed checksum mismatch"]
     cli(settings, "rebuild")
     _damage_a_segment(settings)
     human = cli(settings, "status", fresh=True)
@@ -110,7 +110,7 @@ def test_a_discarded_vector_index_is_said_on_the_cli(sqlite_settings: Settings) 
     _damage_a_segment(settings)
     rebuilt = cli(settings, "rebuild", "--json")
     assert rebuilt.code == 0
-    assert rebuilt.json["vector_index_discarded"] == ["segment seg-0.f32 checksum mismatch"]
+    assert rebuilt.json["vector_index_discarded"] == ["segment seg-0.sealed checksum mismatch"]
     assert cli(settings, "status", "--json").json["vector_index"]["rows"] == 2
 
 

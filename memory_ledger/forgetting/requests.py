@@ -638,13 +638,12 @@ class ForgetRequests:
             "event_log",
             "mentions_redacted",
             len(item_ids),
-            "ok" if vectors.vector_bytes_found == 0 else "failed",
+            "ok" if vectors.check.absent else "failed",
             # skipped: erased since, or a retry after the targets' values were gone
             {
                 "rewritten": rewritten,
                 "skipped": len(item_ids) - rewritten,
                 "vector_rows_dropped": vectors.rows_removed,
-                "vector_bytes_found": vectors.vector_bytes_found,
             },
         )
 

@@ -1,0 +1,201 @@
+"""One namespace's opened vectors, in memory only, and how they are searched fast.
+
+The first search of a namespace opens its rows (`IndexState.namespace`): one contiguous
+float32 matrix, and for a large namespace a compact code per row (`CODE_BITS` signs of
+random projections, SimHash, 64 bytes a row). A search of a large namespace ranks every
+row by the Hamming distance of its code to the query's (XOR and popcount: a sixteenth of
+the float32 bytes to read), keeps the few hundred nearest as candidates, and scores those
+exactly (float32 dot products): what it returns are exact similarities, best first. A
+namespace of up to `EXACT_ROWS` rows is scored exactly, all of it, as before.
+
+The codes are only ever in memory: they are computed from the opened vectors when the
+namespace is opened, and dropped with them when a commit changes the namespace.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cache
+
+import numpy as np
+
+#: Rows up to which a namespace is scored exactly: at 4,096 rows of 512 dimensions the
+#: matmul reads 8 MiB, well under a millisecond.
+EXACT_ROWS = 4096
+#: Bits of a row's code (64 bytes), whatever the dimension.
+CODE_BITS = 512
+#: Candidates rescored exactly, at least (and at least `CANDIDATE_FACTOR` per result
+#: wanted). Measured on the bilingual heavy set at 100,000 rows (docs/benchmarks.md):
+#: the exact top 50 is within the nearest 1,024 codes.
+CANDIDATES = 1024
+CANDIDATE_FACTOR = 16
+_PLANES_SEED = 20250511
+_CHUNK = 8192
+
+
+@cache
+def _planes(dimension: int) -> np.ndarray:
+    """Fixed random hyperplanes (the same in every process: codes are never stored)."""
+    rng = np.random.default_rng(_PLANES_SEED)
+    return rng.standard_normal((dimension, CODE_BITS), dtype=np.float32)
+
+
+def sign_codes(vectors: np.ndarray) -> np.ndarray:
+    """(CODE_BITS // 64, rows) uint64: the signs of each row's random projections, one
+    line per 64-bit word, so a distance is a few passes over contiguous words."""
+    planes = _planes(vectors.shape[1])
+    packed = np.empty((len(vectors), CODE_BITS // 8), dtype=np.uint8)
+    for start in range(0, len(vectors), _CHUNK):
+        rows = vectors[start : start + _CHUNK]
+        # a query (one row) without BLAS, whose threads cost more than it (see `_dot`)
+        chunk = rows @ planes if len(rows) > 64 else np.einsum("ij,jk->ik", rows, planes)
+        packed[start : start + _CHUNK] = np.packbits(chunk > 0, axis=1)
+    return np.ascontiguousarray(packed.view(np.uint64).T)
+
+
+def hamming(codes: np.ndarray, code: np.ndarray) -> np.ndarray:
+    """Bits differing between each row's code (words x rows) and one code (words x 1)."""
+    distance = np.bitwise_count(codes[0] ^ code[0]).astype(np.uint16)
+    for word in range(1, len(codes)):
+        distance += np.bitwise_count(codes[word] ^ code[word])
+    return distance
+
+
+@dataclass(frozen=True, eq=False)
+class NamespaceView:
+    """A namespace's opened rows: ids, key generations, vectors, codes (large ones only).
+    Never written anywhere; `dead` collects rows found with a destroyed key.
+
+    A commit changes a view without opening the namespace again (`changed`): removed
+    rows are zeroed in place (their vectors leave memory at once) and masked, new rows
+    are appended into spare capacity. The buffers are shared with the view it came
+    from, which only ever reads its own first `count` rows, so a search running on the
+    older view meanwhile stays consistent (a removed row reads as zeros there)."""
+
+    ids: list[str]
+    generations: list[int]
+    matrix: np.ndarray  # rows [:count] in use, the rest spare capacity
+    codes: np.ndarray | None
+    count: int
+    alive: np.ndarray | None = None  # None: every row in use is alive
+    position: dict[str, int] = field(default_factory=dict)
+    dead: set[str] = field(default_factory=set)
+
+    @classmethod
+    def of(cls, ids: list[str], generations: list[int], matrix: np.ndarray) -> NamespaceView:
+        matrix = np.ascontiguousarray(matrix, dtype=np.float32)
+        codes = sign_codes(matrix) if len(ids) > EXACT_ROWS else None
+        position = {item: row for row, item in enumerate(ids)}
+        return cls(list(ids), list(generations), matrix, codes, len(ids), None, position)
+
+    def __len__(self) -> int:
+        return len(self.position)
+
+    def holds(self, item_id: str) -> bool:
+        return item_id in self.position
+
+    def changed(
+        self,
+        removed: set[str],
+        added_ids: list[str],
+        added_generations: list[int],
+        added: np.ndarray,
+    ) -> NamespaceView:
+        """This view after a commit: `removed` rows gone (zeroed now), rows appended."""
+        count = self.count
+        alive = np.ones(count, dtype=bool) if self.alive is None else self.alive.copy()
+        position = dict(self.position)
+        for item in removed:
+            row = position.pop(item, None)
+            if row is not None:
+                alive[row] = False
+                self.matrix[row] = 0.0  # the decrypted vector leaves memory now
+                if self.codes is not None:
+                    self.codes[:, row] = 0
+        if len(position) * 4 < count * 3:  # mostly removed rows: compact
+            keep = np.flatnonzero(alive)
+            view = NamespaceView.of(
+                [self.ids[r] for r in keep], [self.generations[r] for r in keep], self.matrix[keep]
+            )
+            if not len(added_ids):
+                return view
+            return view.changed(set(), added_ids, added_generations, added)
+        matrix, codes, extra = self.matrix, self.codes, len(added_ids)
+        if count + extra > len(matrix):  # grow by half, so appends are amortised
+            matrix = np.zeros((max(count + extra, count * 3 // 2, 64), matrix.shape[1]), np.float32)
+            matrix[:count] = self.matrix[:count]
+            if codes is not None:
+                codes = np.zeros((codes.shape[0], len(matrix)), dtype=np.uint64)
+                codes[:, :count] = self.codes[:, :count]  # type: ignore[index]
+        if extra:
+            matrix[count : count + extra] = added
+            if codes is not None:
+                codes[:, count : count + extra] = sign_codes(added)
+            elif count + extra > EXACT_ROWS:
+                codes = np.zeros((CODE_BITS // 64, len(matrix)), dtype=np.uint64)
+                codes[:, : count + extra] = sign_codes(matrix[: count + extra])
+            position.update((item, count + i) for i, item in enumerate(added_ids))
+            alive = np.concatenate([alive, np.ones(extra, dtype=bool)])
+        return NamespaceView(
+            self.ids + list(added_ids),
+            self.generations + list(added_generations),
+            matrix,
+            codes,
+            count + extra,
+            None if alive.all() else alive,
+            position,
+            self.dead,
+        )
+
+    def search(
+        self, query: np.ndarray, k: int, accept: Callable[[str], bool] | None = None
+    ) -> list[tuple[int, float]]:
+        """(row, exact similarity) of the k best rows that `accept` takes, best first.
+        The filter is applied to the best rows first, widening only when it removes too
+        many: no per-row Python pass over a large namespace."""
+        want = k
+        slack = 0 if accept is None else 16 + 3 * k
+        while True:
+            rows, scores = self._top(query, want + slack)
+            found = [(int(r), float(s)) for r, s in zip(rows, scores, strict=True)]
+            if self.alive is not None:
+                found = [hit for hit in found if self.alive[hit[0]]]
+            if accept is not None:
+                found = [hit for hit in found if accept(self.ids[hit[0]])]
+            if len(found) >= k or len(rows) == self.count:
+                return found[:k]
+            want *= 4
+
+    def _top(self, query: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+        count = self.count
+        candidates = max(CANDIDATES, CANDIDATE_FACTOR * n)
+        if self.codes is None or candidates * 2 >= count:
+            scores = _dot(self.matrix[:count], query)
+            if self.alive is not None:
+                scores[~self.alive] = -np.inf
+            order = best(scores, n)
+            return order, scores[order]
+        code = sign_codes(query[None, :])
+        distance = hamming(self.codes[:, :count], code)
+        if self.alive is not None:
+            distance[~self.alive] = np.iinfo(np.uint16).max
+        picked = np.argpartition(distance, candidates - 1)[:candidates]
+        picked.sort()  # equal scores keep their row order, as in the exact path
+        scores = _dot(self.matrix[picked], query)
+        order = best(scores, n)
+        return picked[order], scores[order]
+
+
+def _dot(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """Exact float32 similarities. Not through BLAS: for a few thousand rows, its
+    threads cost more than the arithmetic (tens of ms on two busy cores, measured)."""
+    return np.einsum("ij,j->i", matrix, query)
+
+
+def best(scores: np.ndarray, n: int) -> np.ndarray:
+    """Positions of the n highest scores, best first; equal scores by position."""
+    if n < len(scores):
+        top = np.sort(np.argpartition(-scores, n - 1)[:n])
+        return top[np.argsort(-scores[top], kind="stable")]
+    return np.argsort(-scores, kind="stable")
