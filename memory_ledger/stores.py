@@ -300,6 +300,7 @@ class VectorIndexStore:
         "embeddings of live, unsuppressed items' text, each sealed under its item's data key "
         "(files under vectors/; opened in memory only)"
     )
+
     def __init__(self, service: MemoryService) -> None:
         self.service = service
 

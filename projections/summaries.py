@@ -37,6 +37,10 @@ from projections.preferences import preferences
 from projections.summarizers import Summarizer, SummaryInput, load_summarizer, summary_order
 
 PROFILE = "profile"
+#: A profile summarises at most this many live inputs, the most recently written: a
+#: readable profile, and a recomposition whose cost does not follow a heavy user's
+#: memory. Chosen by log position, so a rebuild chooses the same ones.
+MAX_INPUTS = 500
 SUMMARY = b"summary"  # the seal's purpose
 CHUNK = 500
 
@@ -203,10 +207,10 @@ class SummariesProjection(Projection):
         now: str | None = None,
     ) -> dict[str, list[SummaryInput]]:
         """Live facts (current or conflict) and preferences, not suppressed and readable,
-        by namespace, in summarizer order. `now` also applies the read-time predicates
-        (expiry, end of validity); the projection itself never does, so that a rebuild
-        does not depend on when it runs."""
-        out: dict[str, dict[str, SummaryInput]] = {}
+        by namespace, the newest MAX_INPUTS of each, in summarizer order. `now` also
+        applies the read-time predicates (expiry, end of validity); the projection
+        itself never does, so that a rebuild does not depend on when it runs."""
+        newest: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {}
         for table, kind in ((facts, "fact"), (preferences, "preference")):
             query = (
                 select(table, catalog.c.version.label("item_version"))
@@ -223,18 +227,24 @@ class SummariesProjection(Projection):
                 query = query.where(or_(table.c.expires_at.is_(None), table.c.expires_at > now))
                 if table is facts:
                     query = query.where(or_(facts.c.valid_to.is_(None), facts.c.valid_to > now))
-            rows = [dict(r) for r in conn.execute(query).mappings()]
-            rows = [r for r in rows if r["item_id"] not in exclude]
-            self.cells.fill(rows, "value", "value")
-            for row in rows:
-                if row["value"] is None:  # its key is gone: nothing readable to summarise
+            for r in conn.execute(query).mappings():
+                if r["item_id"] in exclude:
                     continue
-                item = _input(kind, row)
-                held = out.setdefault(row["namespace"], {})
+                held = newest.setdefault(r["namespace"], {})
                 # One input per item: its latest live version (a duplicate would break
                 # the inputs' primary key and stall every later catch-up).
-                if item.item_id not in held or held[item.item_id].position < item.position:
-                    held[item.item_id] = item
+                known = held.get(r["item_id"])
+                if known is None or known[1]["position"] < r["position"]:
+                    held[r["item_id"]] = (kind, dict(r))
+        out: dict[str, dict[str, SummaryInput]] = {}
+        for namespace, held in newest.items():
+            # The newest MAX_INPUTS by log position, chosen on clear columns: only those
+            # are opened, so a heavy user's recomposition does not decrypt every fact.
+            chosen = sorted(held.values(), key=lambda kr: -int(kr[1]["position"]))[:MAX_INPUTS]
+            self.cells.fill([row for _, row in chosen], "value", "value")
+            for kind, row in chosen:
+                if row["value"] is not None:  # its key is gone: nothing readable
+                    out.setdefault(namespace, {})[row["item_id"]] = _input(kind, row)
         return {ns: sorted(items.values(), key=summary_order) for ns, items in out.items()}
 
     # -- the store protocol (see memory_ledger.stores.ProjectionStore) ---------------

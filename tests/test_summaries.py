@@ -379,3 +379,24 @@ def test_a_store_does_not_open_with_a_bad_summarizer(
     monkeypatch.setenv(SUMMARIZER_ENV, "no_such_module_for_summaries:factory")
     with pytest.raises(ConfigurationError, match="cannot load"):
         MemoryService(settings)
+
+
+def test_a_heavy_users_profile_summarises_the_newest_inputs_only(
+    alice: MemoryLedger, service: MemoryService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A profile stays readable and its recomposition cheap for a user with thousands
+    of facts: the newest MAX_INPUTS by log position, the same ones after a rebuild."""
+    import projections.summaries as summaries_module
+
+    monkeypatch.setattr(summaries_module, "MAX_INPUTS", 3)
+    stored = alice.remember_many([fact(f"note_{i}", f"value {i}") for i in range(6)])
+    summary = alice.summary()
+    assert summary is not None
+    assert {i for i, _ in summary.inputs} == {s.item_id for s in stored[3:]}
+    assert "value 5" in summary.text and "value 2" not in summary.text
+    alice.forget(stored[5].item_id)
+    after = alice.summary()
+    assert after is not None and {i for i, _ in after.inputs} == {s.item_id for s in stored[2:5]}
+    before = service.runner.snapshot()["summaries"]
+    service.rebuild()
+    assert service.runner.snapshot()["summaries"] == before
