@@ -1,14 +1,14 @@
 """Scheduled VACUUM of our SQLite files once free pages pile up.
 
-Why a job: every forget reads every byte of our files in its residue scan, free pages
+Why a job: the scheduled verification scan reads every byte of our files, free pages
 included (`secure_delete` zeroes them, but they are still read). A file does not
 shrink when rows go: after a tenant is offboarded or a retention job expires many items,
-every later forget would read the freed pages as well. A file rebuilt without them makes
-every later forget cheaper, and gives the space back to the disk. VACUUM rewrites the
+every later scan would read the freed pages as well. A file rebuilt without them makes
+every later scan cheaper, and gives the space back to the disk. VACUUM rewrites the
 whole file and holds the write lock while it does (seconds at 100,000 items), so it runs
 on the `run` command's schedule (hourly), and only on a file whose free share has passed
-a threshold, never on a request's path. (A forget that finds residue in a file rebuilds
-it at once; that is a different reason, see `ResidueCheck`.)
+a threshold, never on a request's path. (A verification scan that finds residue in a
+file rebuilds it at once; that is a different reason, see `ResidueCheck`.)
 
 PostgreSQL reclaims dead tuples with its own autovacuum; this job does nothing there.
 """

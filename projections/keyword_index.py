@@ -46,14 +46,15 @@ Chinese. A plain table `keyword_postings(namespace, term, doc, tf, length)`, wit
 `keyword_docs` (each item's terms) loses an item's postings by ordinary row deletes,
 which `secure_delete` zeroes on SQLite, on both backends with the same SQL.
 
-Why this lean layout: every forget scans the data directory's bytes, so the index's size
-is paid on every forget. A posting is stored once, as the key of its table (WITHOUT
-ROWID on SQLite: no rowid copy, no separate search index), and names its item by a small
-integer `doc`, not a 36-character id; it carries its document's length (documents never
-change: an update renumbers the item), so scoring reads the query terms' postings and
-nothing else. An item's postings are found for deletion through its document row, which
-lists its distinct term hashes: one short blob per item instead of a second index over
-every posting. Document numbers are never reused (AUTOINCREMENT on SQLite, a sequence on
+Why this lean layout: the verification scan reads the data directory's bytes, and a
+forget's WAL checkpoint writes the index's changed pages, so its size is paid often. A
+posting is stored once, as the key of its table (WITHOUT ROWID on SQLite: no rowid copy,
+no separate search index), and names its item by a small integer `doc`, not a
+36-character id; it carries its document's length (documents never change: an update
+renumbers the item), so scoring reads the query terms' postings and nothing else. An
+item's postings are found for deletion through its document row, which lists its
+distinct term hashes: one short blob per item instead of a second index over every
+posting. Document numbers are never reused (AUTOINCREMENT on SQLite, a sequence on
 PostgreSQL), so a posting can never be attributed to another item than the one it was
 written for; a search maps its best postings to their document rows, so a posting
 without one (`unattributed_rows`) could never be served.

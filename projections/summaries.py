@@ -87,7 +87,10 @@ class SummariesProjection(Projection):
     name: ClassVar[str] = "summaries"
     table = summaries
     primary_key = ("namespace", "summary_id")
-    holds = "profile text of live facts and preferences, with input ids and versions"
+    holds = (
+        "profile text of live facts and preferences, sealed under the summary's own key, "
+        "with input ids and versions"
+    )
 
     def __init__(self, log: EventLog | None = None, summarizer: Summarizer | None = None) -> None:
         self.log = log

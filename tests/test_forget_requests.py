@@ -413,6 +413,11 @@ def test_the_scheduled_scan_finds_fragments_and_reopens_the_request(
     assert scan is not None and scan.status == "failed"
     assert service.ledger.latest_status(report.request_id) == "partial"
     assert "Zqxwvbt" not in json.dumps([e.payload for e in service.ledger.entries()])
+    # A retry scans at once: while the copy is there the request stays partial.
+    retried = service.requests.resume(report.request_id)
+    assert retried.status == "partial" and "files" in retried.failed_stores
+    (settings.data_dir / "export.json").unlink()
+    assert service.requests.resume(report.request_id).completed
 
 
 @pytest.mark.parametrize("backend", ["sqlite"])  # a property of SQLite's file format

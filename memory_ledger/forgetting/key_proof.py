@@ -33,6 +33,9 @@ from memory_ledger.forgetting.residue import search_bytes
 from memory_ledger.keystore import KEYS_TABLE
 
 STORE = "key_store"
+#: Distinct byte values a wrapped key must have to be searched for (a real one, 60
+#: random bytes, has about 50).
+MIN_DISTINCT_BYTES = 16
 ACTION = "key_bytes_gone"
 
 
@@ -47,7 +50,10 @@ class KeyBytes:
 
     @classmethod
     def capture(cls, log: EventLog, item_ids: Sequence[str]) -> KeyBytes:
-        return cls(tuple(log.keys_for(list(dict.fromkeys(item_ids))).live_rows()))
+        rows = log.keys_for(list(dict.fromkeys(item_ids))).live_rows()
+        # A wrapped key is random bytes; a corrupted entry of repeated bytes (a zero
+        # fill) would be "found" in every zeroed page and prove nothing either way.
+        return cls(tuple(r for r in rows if len(set(r[2])) >= MIN_DISTINCT_BYTES))
 
     def destroyed(self, log: EventLog) -> KeyBytes:
         ring = log.keys_for(sorted({item for item, _, _ in self.keys}))

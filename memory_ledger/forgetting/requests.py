@@ -429,7 +429,14 @@ class ForgetRequests:
             clear = clear_strings(self.service.log, report.all_targets)
             needles += [f for f in fragments(texts, clear) if f not in needles]
         needles += list(doomed.destroyed(log_).wrapped)
+        scan_failed_before = "files" in report.failed_stores
         receipts.append(self._schedule_scan(report, needles))
+        if scan_failed_before:
+            # A retry of a request the scan reopened: it stays `partial`, with `files`
+            # named, until a scan finds the files clean (run now, not scheduled).
+            outcome = self.residue.scan_files(report.request_id)
+            if outcome.checked:
+                receipts.append(_scan_receipt(report, outcome))
         return self._finish(report, receipts)
 
     def _index_keys(self, report: RequestReport) -> list[str]:
@@ -495,19 +502,7 @@ class ForgetRequests:
         outcome = self.residue.scan_files(request_id)
         if not outcome.checked:
             return outcome, None
-        receipt = Receipt(
-            "files",
-            "residue_scan",
-            len(report.all_targets),
-            "failed" if outcome.files else "ok",
-            {
-                "checked": True,
-                "files_scanned": outcome.scanned,
-                "files_rebuilt": outcome.rebuilt,
-                "files_with_residue": len(outcome.files),
-                "found_in_clear_identifiers": outcome.shared,
-            },
-        )
+        receipt = _scan_receipt(report, outcome)
         entries: list[tuple[str, dict[str, Any]]] = [("receipt", _receipt_payload(receipt))]
         if outcome.files and report.status == "completed":
             entries.append(("status", {"status": "partial", "failed_stores": ["files"]}))
@@ -732,6 +727,22 @@ def _erase_at(store: Any, targets: list[str]) -> Receipt:
     except Exception as exc:  # a failed store leaves the request partial, never half-done
         log.warning("store %s failed during erasure: %s", store.name, type(exc).__name__)
         return Receipt(store.name, "erase", len(targets), "failed", {"error": type(exc).__name__})
+
+
+def _scan_receipt(report: RequestReport, outcome: ScanOutcome) -> Receipt:
+    return Receipt(
+        "files",
+        "residue_scan",
+        len(report.all_targets),
+        "failed" if outcome.files else "ok",
+        {
+            "checked": True,
+            "files_scanned": outcome.scanned,
+            "files_rebuilt": outcome.rebuilt,
+            "files_with_residue": len(outcome.files),
+            "found_in_clear_identifiers": outcome.shared,
+        },
+    )
 
 
 def _holds(fields: dict[str, str] | object, pattern: MentionPattern | None) -> bool:

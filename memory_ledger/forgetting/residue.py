@@ -52,7 +52,7 @@ def files_under(root: Path) -> list[Path]:
 
 def file_paths_under(root: Path) -> list[str]:
     """Regular files below root, symlinks not followed, as sorted strings. `os.scandir`
-    and no Path objects: the listing is on every forget's path, and at 100,000 items the
+    and no Path objects: the listing is on every verification scan's path, and at 100,000 items the
     vector index's few hundred files took `Path.rglob`, its stat calls and Path sorting
     24 ms."""
     found: list[str] = []
@@ -73,10 +73,11 @@ def file_paths_under(root: Path) -> list[str]:
 def scan(paths: Sequence[str | Path], needles: Sequence[bytes]) -> list[ResidueFinding]:
     """One pass over the files for all needles at once, on every core.
 
-    The scan is on the path of every erasure, and a store of 100,000 items is a few
-    hundred megabytes, so it must not cost one pass per needle: with Hyperscan (a
-    dependency on x86-64 Linux) all needles are matched together in one pass. Files are
-    cut into pieces that threads read and scan in parallel (both release the GIL).
+    The scan reads a whole store (the scheduled verification scan, `verify`, the
+    acceptance harness), and a store of 100,000 items is a few hundred megabytes, so it
+    must not cost one pass per needle: with Hyperscan (a dependency on x86-64 Linux) all
+    needles are matched together in one pass. Files are cut into pieces that threads
+    read and scan in parallel (both release the GIL).
     Elsewhere each needle is searched with `in`: correct, slower.
     """
     if not needles:
