@@ -13,10 +13,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
-from uuid import UUID
 
 if TYPE_CHECKING:
-    from memory_ledger.event_log import EventLog
+    from memory_ledger.domain import MemoryItem
 
 #: Words shorter than this (in UTF-8 bytes) are too common to mean anything when found.
 MIN_WORD_BYTES = 6
@@ -60,12 +59,11 @@ def fragments(texts: Iterable[str], clear: Iterable[str] = ()) -> list[bytes]:
     return list(out)
 
 
-def clear_strings(log: EventLog, item_ids: Iterable[str]) -> list[str]:
+def clear_strings(items: Iterable[MemoryItem]) -> list[str]:
     """What stays in clear by design around these items: their clear attributes and
     provenance, and the names the stores' schemas and events use."""
     out: list[str] = list(_schema_words())
-    for item_id in item_ids:
-        item = log.get(UUID(item_id))
+    for item in items:
         out.extend(
             str(v)
             for v in (

@@ -417,18 +417,14 @@ class ForgetRequests:
         # is checkpointed: cheap (the WAL since the last checkpoint), so done here.
         self.service.runner.compact()
         proof = self._key_proof(doomed)
+        items = [log_.get(UUID(t)) for t in targets] if texts else []
         # Not a failure (identifiers stay in clear by design), but never silent. Counted at
         # submission, from the items read then; a resumed request counts again.
         if report.values_in_identifiers is None:
-            items = [log_.get(UUID(t)) for t in targets] if texts else []
             report.values_in_identifiers = identifiers_repeating(items, texts)
         proof.evidence["target_values_in_identifiers"] = report.values_in_identifiers
         receipts.append(proof)
-        needles = needles_for(texts)
-        if needles:
-            clear = clear_strings(self.service.log, report.all_targets)
-            needles += [f for f in fragments(texts, clear) if f not in needles]
-        needles += list(doomed.destroyed(log_).wrapped)
+        needles = _fingerprinted(texts, items, doomed.destroyed(log_))
         scan_failed_before = "files" in report.failed_stores
         receipts.append(self._schedule_scan(report, needles))
         if scan_failed_before:
@@ -727,6 +723,15 @@ def _erase_at(store: Any, targets: list[str]) -> Receipt:
     except Exception as exc:  # a failed store leaves the request partial, never half-done
         log.warning("store %s failed during erasure: %s", store.name, type(exc).__name__)
         return Receipt(store.name, "erase", len(targets), "failed", {"error": type(exc).__name__})
+
+
+def _fingerprinted(texts: list[str], items: list[MemoryItem], destroyed: KeyBytes) -> list[bytes]:
+    """What the verification scan looks for: the erased texts, their distinctive
+    fragments (less what stays in clear around the items), the destroyed keys' bytes."""
+    needles = needles_for(texts)
+    if needles:
+        needles += [f for f in fragments(texts, clear_strings(items)) if f not in needles]
+    return needles + list(destroyed.wrapped)
 
 
 def _scan_receipt(report: RequestReport, outcome: ScanOutcome) -> Receipt:
