@@ -27,16 +27,25 @@ MIN_DIGITS = 7
 #: by chance somewhere in a store's ids and timestamps is too unlikely to matter.
 WINDOW = 12
 STEP = 6
-#: Fragments per text at most: a long turn must not make the scan's pattern set huge.
+#: Fragments per text at most: a long turn must not make the scan's pattern set huge;
+#: and per request, shared out over its texts (a whole-user forget of thousands of items
+#: keeps a few fragments of each, and every whole text).
 MAX_PER_TEXT = 64
+MAX_PER_REQUEST = 8192
 
 _WORD = re.compile(r"\w+")
 _DIGITS = re.compile(rf"\d{{{MIN_DIGITS},}}")
 
 
 def fragments(texts: Iterable[str], clear: Iterable[str] = ()) -> list[bytes]:
-    """The texts' distinctive fragments as UTF-8, minus any inside a `clear` string."""
-    vocabulary = [c.casefold() for c in clear if c]
+    """The texts' distinctive fragments as UTF-8, minus any inside a `clear` string.
+
+    The clear strings are joined into one text (NUL between them: no fragment holds a
+    NUL, refused at every write), so each fragment is one substring search, not one per
+    identifier: a thousand items' fragments against their identifiers stay linear."""
+    vocabulary = "\x00".join(sorted({c.casefold() for c in clear if c}))
+    texts = list(texts)
+    per_text = max(4, min(MAX_PER_TEXT, MAX_PER_REQUEST // max(1, len(texts))))
     out: dict[bytes, None] = {}
     for text in texts:
         found: list[str] = []
@@ -45,12 +54,11 @@ def fragments(texts: Iterable[str], clear: Iterable[str] = ()) -> list[bytes]:
         found.extend(text[i : i + WINDOW] for i in range(0, max(len(text) - WINDOW, 0) + 1, STEP))
         kept = 0
         for piece in found:
-            if kept >= MAX_PER_TEXT:
+            if kept >= per_text:
                 break
             if len(piece.encode("utf-8")) < MIN_WORD_BYTES or not piece.strip():
                 continue
-            folded = piece.casefold()
-            if any(folded in word for word in vocabulary):
+            if piece.casefold() in vocabulary:
                 continue
             raw = piece.encode("utf-8")
             if raw not in out:

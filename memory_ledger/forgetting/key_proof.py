@@ -116,12 +116,23 @@ def key_pages(path: Path) -> bytes:
     with open(path, "rb", buffering=0) as handle:
         header = os.pread(handle.fileno(), 100, 0)
         pages.extend(_free_pages(handle.fileno(), header, page_size))
-        for number in sorted(set(pages)):
-            parts.append(os.pread(handle.fileno(), page_size, (number - 1) * page_size))
+        for first, count in _runs(sorted(set(pages))):  # one read per run of pages
+            parts.append(os.pread(handle.fileno(), count * page_size, (first - 1) * page_size))
     wal = Path(f"{path}-wal")
     if wal.exists():
         parts.append(wal.read_bytes())
     return b"".join(parts)
+
+
+def _runs(numbers: list[int]) -> list[tuple[int, int]]:
+    """Sorted page numbers as (first, count) runs of consecutive pages."""
+    runs: list[tuple[int, int]] = []
+    for n in numbers:
+        if runs and runs[-1][0] + runs[-1][1] == n:
+            runs[-1] = (runs[-1][0], runs[-1][1] + 1)
+        else:
+            runs.append((n, 1))
+    return runs
 
 
 def _free_pages(fd: int, header: bytes, page_size: int) -> list[int]:
