@@ -40,7 +40,7 @@ PROFILE = "profile"
 #: A profile summarises at most this many live inputs, the most recently written: a
 #: readable profile, and a recomposition whose cost does not follow a heavy user's
 #: memory. Chosen by log position, so a rebuild chooses the same ones.
-MAX_INPUTS = 500
+MAX_INPUTS = 200
 SUMMARY = b"summary"  # the seal's purpose
 CHUNK = 500
 
