@@ -410,7 +410,7 @@ def test_the_scheduled_scan_finds_fragments_and_reopens_the_request(
     # Not the whole text: one word of it, as a term list or a torn page would hold it.
     (settings.data_dir / "export.json").write_text('{"street": "Zqxwvbt"}')
     _, scan = service.requests.scan_files(report.request_id)
-    assert scan is not None and scan.status == "failed"
+    assert scan is not None and scan.status == "failed" and scan.attempt == 2
     assert service.ledger.latest_status(report.request_id) == "partial"
     assert "Zqxwvbt" not in json.dumps([e.payload for e in service.ledger.entries()])
     # A retry scans at once: while the copy is there the request stays partial.

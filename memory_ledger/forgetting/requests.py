@@ -498,7 +498,8 @@ class ForgetRequests:
         outcome = self.residue.scan_files(request_id)
         if not outcome.checked:
             return outcome, None
-        receipt = _scan_receipt(report, outcome)
+        earlier = sum(1 for r in report.receipts if r.action == "residue_scan")
+        receipt = replace(_scan_receipt(report, outcome), attempt=earlier + 1)
         entries: list[tuple[str, dict[str, Any]]] = [("receipt", _receipt_payload(receipt))]
         if outcome.files and report.status == "completed":
             entries.append(("status", {"status": "partial", "failed_stores": ["files"]}))
