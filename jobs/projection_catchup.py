@@ -60,7 +60,8 @@ def start_catchup_scheduler(
 ) -> BackgroundScheduler:
     """Start a scheduler that runs projection catch-up every `interval` seconds,
     consolidation every `consolidate_every` seconds if given, the verification scan of
-    finished forget requests every few minutes, and, hourly from the start, the closing
+    finished forget requests every few minutes, the retention sweep of expired items
+    (hourly by default), and, hourly from the start, the closing
     of elapsed verification windows and the VACUUM of SQLite files whose free pages
     have piled up.
 
@@ -70,11 +71,14 @@ def start_catchup_scheduler(
     from apscheduler.schedulers.background import BackgroundScheduler
 
     from jobs.file_vacuum import ratio_from_env, vacuum_fragmented
+    from jobs.retention import every_from_env as retention_every
+    from jobs.retention import expire_due
     from jobs.verification_scan import every_from_env, scan_due
     from jobs.verification_window import close_elapsed_windows, window_from_env
 
     window = window_from_env()  # a bad setting stops the start, not a later tick
     scan_every = every_from_env()
+    sweep_every = retention_every()
     ratio = ratio_from_env()
     scheduler = BackgroundScheduler(timezone="UTC")
     hourly = {
@@ -99,6 +103,15 @@ def start_catchup_scheduler(
         minutes=scan_every,
         next_run_time=datetime.now(UTC),
         id="verification-scan",
+        max_instances=1,
+        coalesce=True,
+    )
+    scheduler.add_job(
+        _guarded(lambda: expire_due(service, datetime.now(UTC)), "retention sweep"),
+        "interval",
+        minutes=sweep_every,
+        next_run_time=datetime.now(UTC),
+        id="retention",
         max_instances=1,
         coalesce=True,
     )

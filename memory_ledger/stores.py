@@ -124,12 +124,13 @@ class EventLogStore:
         #: Log positions of the tombstones the last `erase` appended, for the ledger.
         self.tombstones: dict[str, int] = {}
 
-    def erase(self, item_ids: Sequence[str]) -> Receipt:
+    def erase(self, item_ids: Sequence[str], reason: str = "user_request") -> Receipt:
+        """Tombstone the items; `reason` (the request's basis) is all a tombstone says."""
         log = self.service.log
         items = [log.get(UUID(i)) for i in item_ids]
         pending = [i for i in items if not i.erased]
         for item in pending:
-            item.erase(reason="user_request", request_id=None)
+            item.erase(reason=reason, request_id=None)
         self.tombstones = {}
         if pending:
             destroy = [KeyDestruction(str(i.id), None) for i in pending]

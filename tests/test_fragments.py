@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from uuid import UUID
+
+from factories import turn
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memory_ledger.forgetting.fragments import MAX_PER_REQUEST, WINDOW, fragments
+from memory_ledger.api import MemoryLedger, MemoryService
+from memory_ledger.forgetting.fragments import MAX_PER_REQUEST, WINDOW, clear_strings, fragments
 
 
 def test_words_numbers_and_windows_but_not_clear_identifiers() -> None:
@@ -38,3 +42,16 @@ def test_a_thousand_items_stay_within_the_request_budget() -> None:
     clear = [f"t_health_{i}" for i in range(3000)]
     found = fragments(texts, clear)
     assert 4 * len(texts) <= len(found) <= MAX_PER_REQUEST + 4 * len(texts)
+
+
+def test_the_event_stores_own_clear_words_are_not_fragments(
+    alice: MemoryLedger, service: MemoryService
+) -> None:
+    """A turn that says "retention" or "provenance" must not make the scan find those
+    words in every event row, where they are the names of clear fields."""
+    stored = alice.remember(turn("my retention provenance sensitivity question"))
+    item = service.log.get(UUID(stored.item_id))
+    text = "my retention provenance sensitivity question"
+    found = {f.decode() for f in fragments([text], clear_strings([item]))}
+    assert not found & {"retention", "provenance", "sensitivity"}, found
+    assert "question" in found

@@ -70,8 +70,12 @@ def fragments(texts: Iterable[str], clear: Iterable[str] = ()) -> list[bytes]:
 def clear_strings(items: Iterable[MemoryItem]) -> list[str]:
     """What stays in clear by design around these items: their clear attributes and
     provenance, and the names the stores' schemas and events use."""
-    out: list[str] = list(_schema_words())
+    out: list[str] = [*_schema_words(), *EVENT_WORDS]
     for item in items:
+        # The names events store in clear beside the values (`retention`, `basis`, ...).
+        out.extend(vars(item))
+        out.extend(item.provenance or {})
+        out.extend(item.retention or {})
         out.extend(
             str(v)
             for v in (
@@ -88,6 +92,27 @@ def clear_strings(items: Iterable[MemoryItem]) -> list[str]:
             if v is not None
         )
     return out
+
+
+#: What the event store's rows say in clear about every event: its envelope and topics.
+EVENT_WORDS = (
+    "memory_ledger.domain:MemoryItem",
+    "Recorded",
+    "Superseded",
+    "Suppressed",
+    "Unsuppressed",
+    "Redacted",
+    "Erased",
+    "ContextServed",
+    "originator_topic",
+    "timestamp",
+    "datetime_iso",
+    "_type_",
+    "_data_",
+    "user_request",
+    "retention_expiry",
+    "operator_request",
+)
 
 
 def _schema_words() -> list[str]:

@@ -53,7 +53,7 @@ from memory_ledger.forgetting.scope import (
     resolve,
 )
 from memory_ledger.forgetting.target_check import confirm_targets, identifiers_repeating
-from memory_ledger.stores import Receipt, RedactingStore, redact_at
+from memory_ledger.stores import EventLogStore, Receipt, RedactingStore, redact_at
 from memory_ledger.times import canonical_time
 from memory_ledger.write_policy import parse_input
 from projections.cells import Cells
@@ -61,7 +61,7 @@ from projections.keyword_index import index_key_ident, indexed_namespaces_under
 
 if TYPE_CHECKING:
     from memory_ledger.api import MemoryService
-    from memory_ledger.ledger import LifecycleLedger
+    from memory_ledger.ledger import Basis, LifecycleLedger
 
 log = logging.getLogger("memory_ledger.forget")
 UNFINISHED = ("pending", "partial")
@@ -88,6 +88,8 @@ class RequestReport:
     residue_files: list[str] = field(default_factory=list)
     #: Targets whose erased value sits inside one of their own identifiers (clear).
     values_in_identifiers: int | None = None
+    #: Why: `user_request`, `retention_expiry` or `operator_request` (the ledger's Basis).
+    basis: str = "user_request"
 
     @property
     def all_targets(self) -> list[str]:
@@ -150,7 +152,11 @@ class ForgetRequests:
         *,
         dry_run: bool = False,
         requested_by: str = "api",
+        basis: Basis = "user_request",
     ) -> RequestReport:
+        """File and carry out one erasure. `basis` says why (a user's request, a retention
+        expiry, an operator): the ledger records it and the tombstones carry it; every
+        basis takes this same path, with the same fan-out, receipts and proof."""
         parsed = parse_scope(scope)
         if parsed.kind == "item":
             self._check_owned(namespace, parsed, requested_by)
@@ -175,6 +181,7 @@ class ForgetRequests:
                     "scope": params,
                     "dry_run": dry_run,
                     "requested_by": requested_by,
+                    "basis": basis,
                 },
             )
         ]
@@ -187,6 +194,7 @@ class ForgetRequests:
             resolution.cascaded,
             resolution.candidates,
             resolution.history,
+            basis=basis,
         )
         if resolution.status == "needs_clarification":
             candidates = [c.item_id for c in resolution.candidates]
@@ -305,6 +313,7 @@ class ForgetRequests:
             p = entry.payload
             if entry.entry_type == "request":
                 report.namespace, report.scope = p["namespace"], p["scope"]
+                report.basis = p.get("basis", "user_request")
             elif entry.entry_type == "resolved":
                 report.targets, report.cascaded = list(p["targets"]), list(p["cascaded"])
                 report.history = list(p.get("history") or [])
@@ -400,7 +409,7 @@ class ForgetRequests:
             s for s in report.failed_stores if s not in self.service.stores.names() and s != "files"
         ]
         for store in self.service.stores:
-            receipts.append(_erase_at(store, targets))
+            receipts.append(_erase_at(store, targets, report.basis))
             tombstones = getattr(store, "tombstones", {}).items()
             if tombstones:  # recorded at once: restore replays them from the ledger
                 self.ledger.append_many(
@@ -718,8 +727,10 @@ class ForgetRequests:
                 raise NotFound(f"no memory item {item_id}")
 
 
-def _erase_at(store: Any, targets: list[str]) -> Receipt:
+def _erase_at(store: Any, targets: list[str], basis: str = "user_request") -> Receipt:
     try:
+        if isinstance(store, EventLogStore):  # its tombstones say why the items went
+            return store.erase(targets, reason=basis)
         return store.erase(targets)  # type: ignore[no-any-return]
     except Exception as exc:  # a failed store leaves the request partial, never half-done
         log.warning("store %s failed during erasure: %s", store.name, type(exc).__name__)

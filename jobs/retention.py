@@ -1,0 +1,83 @@
+"""The retention sweep: items whose retention has run out are erased, like a user's forget.
+
+Expiry is a read-time predicate first: recall never returns an item past its
+`expires_at`, whether or not this job has run. This job then erases those items for
+good: for each namespace with due items it files one forget request for them (by item
+id) with basis `retention_expiry`, which takes the same path as any erasure (the log's
+tombstones, key destruction, every store's receipt, the key store's proof, the
+scheduled byte scan) and records the basis in the ledger and on each tombstone. A crash
+mid-sweep leaves a `pending` request that the next start finishes, and items not
+reached yet are simply still due at the next run, so the sweep is safe to repeat and to
+run from two schedulers at once (an item already erased is no longer due).
+
+Time is given (`now`), never read here: tests and drills decide what is due.
+This is the first part of the lifecycle jobs (issue 12): retention classes, protect
+lists and legal holds are not built yet, so every item's own `expires_at` decides.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from datetime import datetime
+
+from sqlalchemy import select
+
+from memory_ledger.api import MemoryService
+from memory_ledger.config import number_from_env
+from memory_ledger.forgetting.requests import RequestReport
+from memory_ledger.forgetting.scope import MAX_SCOPE_ITEMS
+from memory_ledger.times import canonical_time
+from projections.facts import LIVE_STATUSES, facts
+from projections.preferences import preferences
+from projections.transcripts import transcripts
+
+log = logging.getLogger("memory_ledger.jobs")
+
+EVERY_ENV = "MEMORY_LEDGER_RETENTION_MINUTES"
+DEFAULT_EVERY_MINUTES = 60.0
+REQUESTED_BY = "retention_job"
+
+
+def every_from_env() -> float:
+    """Minutes between sweeps, from the environment (1 to 1,440)."""
+    return number_from_env(
+        EVERY_ENV, DEFAULT_EVERY_MINUTES, lambda m: 1 <= m <= 1440, "a number of minutes, 1-1440"
+    )
+
+
+def due_items(service: MemoryService, now: datetime) -> dict[str, list[str]]:
+    """Namespace -> ids of its live items whose `expires_at` is at or before `now`."""
+    service.runner.catch_up()
+    at = canonical_time(now)
+    due: dict[str, set[str]] = defaultdict(set)
+    with service.engine.connect() as conn:
+        for table in (facts, preferences, transcripts):
+            query = select(table.c.namespace, table.c.item_id).where(
+                table.c.expires_at.is_not(None), table.c.expires_at <= at
+            )
+            if table is facts:  # an item's current (or conflicting) version decides
+                query = query.where(facts.c.status.in_(LIVE_STATUSES))
+            for namespace, item_id in conn.execute(query):
+                due[namespace].add(item_id)
+    return {ns: sorted(ids) for ns, ids in sorted(due.items())}
+
+
+def expire_due(service: MemoryService, now: datetime) -> list[RequestReport]:
+    """Erase every item due at `now`: one request per namespace (and per 10,000 items)."""
+    reports = []
+    for namespace, ids in due_items(service, now).items():
+        for start in range(0, len(ids), MAX_SCOPE_ITEMS):
+            scope = {"kind": "item", "item_ids": ids[start : start + MAX_SCOPE_ITEMS]}
+            reports.append(
+                service.requests.submit(
+                    namespace, scope, requested_by=REQUESTED_BY, basis="retention_expiry"
+                )
+            )
+    if reports:
+        erased = sum(len(r.all_targets) for r in reports)
+        done = sum(1 for r in reports if r.completed)
+        log.info(
+            "retention sweep: %d item(s) in %d request(s), %d completed", erased, len(reports), done
+        )
+    return reports
