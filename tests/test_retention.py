@@ -73,3 +73,20 @@ def test_namespaces_get_requests_of_their_own(
         ("acme/bob", (theirs,)),
     }
     assert all(r.completed for r in reports)
+
+
+def test_the_expire_command_sweeps_once_and_refuses_a_bad_time(
+    alice: MemoryLedger, where: list[str]
+) -> None:
+    import json
+
+    from factories import cli
+
+    soon = alice.remember(_expiring("ferry ticket 0713", hours=1)).item_id
+    code, output = cli("expire", *where, "--now", (T0 + timedelta(hours=2)).isoformat(), "--json")
+    assert code == 0, output
+    [row] = json.loads(output)["requests"]
+    assert (row["namespace"], row["erased"], row["status"]) == ("acme/alice", 1, "completed")
+    assert alice.get(soon).erased
+    code, output = cli("expire", *where, "--now", "2026-13-01", "--json")
+    assert code == 2 and "Traceback" not in output

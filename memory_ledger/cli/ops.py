@@ -35,6 +35,7 @@ from memory_ledger.cli.common import (
     open_service,
     out,
     replay_progress,
+    terminal_safe,
 )
 from memory_ledger.config import Settings
 from memory_ledger.crypto import load_master_key
@@ -189,6 +190,54 @@ def consolidate(data_dir: DataDir = None, url: Url = None, as_json: Json = False
             {"written": written, "refused": refused},
             lambda: out.print(f"consolidation wrote {written}, refused {refused} (stale)"),
         )
+
+
+@app.command()
+def expire(
+    data_dir: DataDir = None,
+    url: Url = None,
+    as_json: Json = False,
+    now: Annotated[
+        str | None,
+        typer.Option(help="Sweep as of this ISO time with zone (a drill); default: now."),
+    ] = None,
+) -> None:
+    """Erase every item whose retention has run out, once (the `run` schedule does it
+    hourly): one forget request per namespace, basis `retention_expiry`. Exit 7 if a
+    request is not `completed` (it is retried like any other)."""
+    from datetime import UTC, datetime
+
+    from jobs.retention import expire_due
+    from memory_ledger.times import to_utc
+
+    try:
+        at = to_utc(now) if now is not None else datetime.now(UTC)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--now") from None
+    with open_service(data_dir, url, as_json) as service:
+        reports = expire_due(service, at)
+        rows = [
+            {
+                "request_id": r.request_id,
+                "namespace": r.namespace,
+                "erased": len(r.all_targets),
+                "status": r.status,
+            }
+            for r in reports
+        ]
+
+        def human() -> None:
+            if not rows:
+                out.print("nothing is due")
+            for row in rows:
+                out.print(
+                    f"{row['request_id']}  {terminal_safe(row['namespace'])}  "
+                    f"{row['erased']} item(s)  {row['status']}"
+                )
+
+        emit(as_json, {"requests": rows}, human)
+        if any(r.status != "completed" for r in reports):
+            raise typer.Exit(7)
 
 
 @app.command()
