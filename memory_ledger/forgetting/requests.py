@@ -158,8 +158,9 @@ class ForgetRequests:
         expiry, an operator): the ledger records it and the tombstones carry it; every
         basis takes this same path, with the same fan-out, receipts and proof."""
         parsed = parse_scope(scope)
+        loaded: dict[str, MemoryItem] = {}  # each item read from the log once per request
         if parsed.kind == "item":
-            self._check_owned(namespace, parsed, requested_by)
+            self._check_owned(namespace, parsed, requested_by, loaded)
         try:
             self.service.runner.catch_up()
         except CorruptKeyEntry:
@@ -202,7 +203,6 @@ class ForgetRequests:
         if resolution.status != "resolved":
             self.ledger.append_many(request_id, [*entries, ("status", {"status": report.status})])
             return report
-        loaded: dict[str, MemoryItem] = {}  # each item read from the log once per request
         texts = forgotten_texts(self.service, report, loaded)  # decrypted once, for both steps
         report.mentions = self._mentions(report, texts)
         self._confirm_from_log(report, parsed, entries, loaded)
@@ -220,7 +220,7 @@ class ForgetRequests:
         self.ledger.append_many(
             request_id, [*entries, ("resolved", resolved), ("status", {"status": report.status})]
         )
-        return report if dry_run else self._execute(report, texts)
+        return report if dry_run else self._execute(report, texts, loaded)
 
     def submit_redaction(
         self,
@@ -388,7 +388,12 @@ class ForgetRequests:
 
     # -- the fan-out -------------------------------------------------------------------
 
-    def _execute(self, report: RequestReport, texts: list[str] | None = None) -> RequestReport:
+    def _execute(
+        self,
+        report: RequestReport,
+        texts: list[str] | None = None,
+        loaded: dict[str, MemoryItem] | None = None,
+    ) -> RequestReport:
         """`texts`: the targets' content if the caller has just read it; a resumed request
         reads whatever is still readable.
 
@@ -426,7 +431,9 @@ class ForgetRequests:
         # is checkpointed: cheap (the WAL since the last checkpoint), so done here.
         self.service.runner.compact()
         proof = self._key_proof(doomed)
-        items = [log_.get(UUID(t)) for t in targets] if texts else []
+        # Clear attributes only: the items as read before the erasure serve (`loaded`).
+        known = loaded or {}
+        items = [known.get(t) or log_.get(UUID(t)) for t in targets] if texts else []
         # Not a failure (identifiers stay in clear by design), but never silent. Counted at
         # submission, from the items read then; a resumed request counts again.
         if report.values_in_identifiers is None:
@@ -701,12 +708,21 @@ class ForgetRequests:
             "`memory-ledger doctor`, then `memory-ledger rebuild`, and file the request again."
         )
 
-    def _check_owned(self, namespace: str, scope: ForgetScope, requested_by: str) -> None:
+    def _check_owned(
+        self,
+        namespace: str,
+        scope: ForgetScope,
+        requested_by: str,
+        loaded: dict[str, MemoryItem] | None = None,
+    ) -> None:
+        """Every named item is the namespace's; `loaded` keeps what was read, by id."""
         for item_id in scope.item_ids:
             try:
                 item = self.service.log.get(item_id)
             except NotFound:
                 raise NotFound(f"no memory item {item_id}") from None
+            if loaded is not None:
+                loaded[str(item_id)] = item
             if item.namespace != namespace:
                 # Recorded (ids and a code only), then answered like a missing id.
                 request_id = f"req-{uuid.uuid4().hex[:16]}"
