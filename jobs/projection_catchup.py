@@ -81,40 +81,29 @@ def start_catchup_scheduler(
     sweep_every = retention_every()
     ratio = ratio_from_env()
     scheduler = BackgroundScheduler(timezone="UTC")
-    hourly = {
-        "verification-window": _guarded(
-            lambda: close_elapsed_windows(service, window), "verification window"
+    # Run at start, then every so many minutes: job id -> (what runs, minutes).
+    periodic: dict[str, tuple[Callable[[], None], float]] = {
+        "verification-window": (
+            _guarded(lambda: close_elapsed_windows(service, window), "verification window"),
+            60.0,
         ),
-        "file-vacuum": _guarded(lambda: vacuum_fragmented(service, ratio), "file vacuum"),
+        "file-vacuum": (_guarded(lambda: vacuum_fragmented(service, ratio), "file vacuum"), 60.0),
+        "verification-scan": (_guarded(lambda: scan_due(service), "verification scan"), scan_every),
+        "retention": (
+            _guarded(lambda: expire_due(service, datetime.now(UTC)), "retention sweep"),
+            sweep_every,
+        ),
     }
-    for job_id, job in hourly.items():
+    for job_id, (job, minutes) in periodic.items():
         scheduler.add_job(
             job,
             "interval",
-            hours=1,
+            minutes=minutes,
             next_run_time=datetime.now(UTC),
             id=job_id,
             max_instances=1,
             coalesce=True,
         )
-    scheduler.add_job(
-        _guarded(lambda: scan_due(service), "verification scan"),
-        "interval",
-        minutes=scan_every,
-        next_run_time=datetime.now(UTC),
-        id="verification-scan",
-        max_instances=1,
-        coalesce=True,
-    )
-    scheduler.add_job(
-        _guarded(lambda: expire_due(service, datetime.now(UTC)), "retention sweep"),
-        "interval",
-        minutes=sweep_every,
-        next_run_time=datetime.now(UTC),
-        id="retention",
-        max_instances=1,
-        coalesce=True,
-    )
     if consolidate_every is not None:
         from jobs.consolidation import Consolidator
 

@@ -206,13 +206,8 @@ class _LedgerFacts:
                 if '"store":"files"' not in entry.payload_json:  # canonical JSON: cheap test
                     continue
                 payload = entry.payload
-                evidence = payload.get("evidence")
-                if payload["action"] == "scan_scheduled":
-                    if isinstance(evidence, dict) and evidence.get("fingerprints_kept") is True:
-                        facts.kept_fingerprints.add(rid)
-                elif payload["action"] == "residue_scan":
-                    if isinstance(evidence, dict) and evidence.get("checked") is True:
-                        facts.kept_fingerprints.add(rid)
+                if _says_fingerprints_kept(payload):
+                    facts.kept_fingerprints.add(rid)
                 elif payload["action"] == "verification_closed":
                     facts.closed_windows.add(rid)
             elif kind is EntryType.TOMBSTONE:
@@ -503,14 +498,22 @@ def fingerprints_were_kept(ledger: LifecycleLedger, request_id: str) -> tuple[bo
         payload = entry.payload
         if payload["store"] != "files":
             continue
-        evidence = payload.get("evidence")
-        if payload["action"] == "scan_scheduled" and isinstance(evidence, dict):
-            kept = kept or evidence.get("fingerprints_kept") is True
-        elif payload["action"] == "residue_scan" and isinstance(evidence, dict):
-            kept = kept or evidence.get("checked") is True
+        if _says_fingerprints_kept(payload):
+            kept = True
         elif payload["action"] == "verification_closed":
             closed = True
     return kept, closed
+
+
+def _says_fingerprints_kept(payload: dict[str, Any]) -> bool:
+    """A `files` receipt saying the request kept fingerprints: its scheduling, or a scan
+    that ran (a scan runs only with fingerprints)."""
+    evidence = payload.get("evidence")
+    if not isinstance(evidence, dict):
+        return False
+    if payload["action"] == "scan_scheduled":
+        return evidence.get("fingerprints_kept") is True
+    return payload["action"] == "residue_scan" and evidence.get("checked") is True
 
 
 def request_receipt(report: ConsistencyReport, request_id: str, targets: list[str]) -> Receipt:

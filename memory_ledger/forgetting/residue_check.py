@@ -131,10 +131,6 @@ class ResidueCheck:
         how = f"keyed fingerprints over {len(paths)} files under {data_dir}{note}"
         return ScanOutcome(True, how, files, len(shared), len(paths), len(rebuilt))
 
-    def again(self, request_id: str) -> ScanOutcome:
-        """`verify`'s scan: the same as the scheduled one."""
-        return self.scan_files(request_id)
-
     def _prints(self, request_id: str) -> tuple[Fingerprints | None, str]:
         ident = _ident(request_id)
         keys = self.service.log.keys_for([ident])
