@@ -1,18 +1,20 @@
 """The retention sweep: items whose retention has run out are erased, like a user's forget.
 
-Expiry is a read-time predicate first: recall never returns an item past its
-`expires_at`, whether or not this job has run. This job then erases those items for
-good: for each namespace with due items it files one forget request for them (by item
-id) with basis `retention_expiry`, which takes the same path as any erasure (the log's
+Expiry is a read-time predicate first: recall, context, summaries and `show` never
+return an item the retention policy (memory_ledger/policy/retention.py) says has
+expired, whether or not this job has run. This job then erases those items for good:
+for each namespace with due items it files one forget request for them (by item id)
+with basis `retention_expiry`, which takes the same path as any erasure (the log's
 tombstones, key destruction, every store's receipt, the key store's proof, the
-scheduled byte scan) and records the basis in the ledger and on each tombstone. A crash
-mid-sweep leaves a `pending` request that the next start finishes, and items not
-reached yet are simply still due at the next run, so the sweep is safe to repeat and to
-run from two schedulers at once (an item already erased is no longer due).
+scheduled byte scan) and records the basis in the ledger and on each tombstone.
 
-Time is given (`now`), never read here: tests and drills decide what is due.
-This is the first part of the lifecycle jobs (issue 12): retention classes, protect
-lists and legal holds are not built yet, so every item's own `expires_at` decides.
+Due = expired under the policy in force now (its classes, the item's own expiry, the
+protect list), and not under a legal hold (a held item waits, still unreadable).
+
+A crash mid-sweep leaves a `pending` request that the next start finishes, and items
+not reached yet are simply still due at the next run, so the sweep is safe to repeat and
+to run from two schedulers at once (an item already erased is no longer due). Time is
+given (`now`), never read here: tests and drills decide what is due.
 """
 
 from __future__ import annotations
@@ -27,10 +29,7 @@ from memory_ledger.api import MemoryService
 from memory_ledger.config import number_from_env
 from memory_ledger.forgetting.requests import RequestReport
 from memory_ledger.forgetting.scope import MAX_SCOPE_ITEMS
-from memory_ledger.times import canonical_time
-from projections.facts import LIVE_STATUSES, facts
-from projections.preferences import preferences
-from projections.transcripts import transcripts
+from projections.catalog import catalog
 
 log = logging.getLogger("memory_ledger.jobs")
 
@@ -47,20 +46,18 @@ def every_from_env() -> float:
 
 
 def due_items(service: MemoryService, now: datetime) -> dict[str, list[str]]:
-    """Namespace -> ids of its live items whose `expires_at` is at or before `now`."""
+    """Namespace -> ids of its live items due at `now`: expired, not protected, not held."""
     service.runner.catch_up()
-    at = canonical_time(now)
-    due: dict[str, set[str]] = defaultdict(set)
+    query = (
+        select(catalog.c.namespace, catalog.c.item_id)
+        .where(service.retention.expired_clause(catalog.c), ~service.holds.clause(catalog.c))
+        .order_by(catalog.c.namespace, catalog.c.item_id)
+    )
+    due: dict[str, list[str]] = defaultdict(list)
     with service.engine.connect() as conn:
-        for table in (facts, preferences, transcripts):
-            query = select(table.c.namespace, table.c.item_id).where(
-                table.c.expires_at.is_not(None), table.c.expires_at <= at
-            )
-            if table is facts:  # an item's current (or conflicting) version decides
-                query = query.where(facts.c.status.in_(LIVE_STATUSES))
-            for namespace, item_id in conn.execute(query):
-                due[namespace].add(item_id)
-    return {ns: sorted(ids) for ns, ids in sorted(due.items())}
+        for namespace, item_id in conn.execute(query, service.retention.cutoffs(now)):
+            due[namespace].append(item_id)
+    return dict(due)
 
 
 def expire_due(service: MemoryService, now: datetime) -> list[RequestReport]:
@@ -81,3 +78,13 @@ def expire_due(service: MemoryService, now: datetime) -> list[RequestReport]:
             "retention sweep: %d item(s) in %d request(s), %d completed", erased, len(reports), done
         )
     return reports
+
+
+def sweep_counts(reports: list[RequestReport]) -> dict[str, int]:
+    """A sweep's outcome as counts (for job run records): never ids or content."""
+    return {
+        "requests": len(reports),
+        "items": sum(len(r.all_targets) for r in reports),
+        "completed": sum(1 for r in reports if r.completed),
+        "blocked": sum(1 for r in reports if r.status == "blocked"),
+    }

@@ -31,14 +31,17 @@ from memory_ledger.errors import (
     StaleDerivation,
 )
 from memory_ledger.event_log import ERASED, EventLog
+from memory_ledger.forgetting.holds import Hold, Holds
 from memory_ledger.forgetting.redaction import RedactionRequest, rewrite_items
 from memory_ledger.forgetting.requests import ForgetRequests, RequestReport
-from memory_ledger.forgetting.scope import ForgetScope
+from memory_ledger.forgetting.scope import MAX_SCOPE_ITEMS, ForgetScope
 from memory_ledger.keystore import NewKey
 from memory_ledger.ledger import LifecycleLedger
-from memory_ledger.policy import load_policy
+from memory_ledger.policy import POLICY_FILE, load_policy
 from memory_ledger.policy.cardinality import SetChange
 from memory_ledger.policy.cardinality import decide as decide_cardinality
+from memory_ledger.policy.explain import explain as explain_item
+from memory_ledger.policy.retention import RetentionPolicy, attributes_of
 from memory_ledger.principal import Principal
 from memory_ledger.retrieval.context import MAX_RECALL_LIMIT, Context, context_mac, served
 from memory_ledger.retrieval.context import build as build_context
@@ -56,6 +59,7 @@ from memory_ledger.write_policy import (
     parse_update,
     parse_write,
 )
+from projections.catalog import catalog
 from projections.cells import Cells
 from projections.events import Progress
 from projections.facts import facts
@@ -79,6 +83,7 @@ class MemoryService:
         settings.check_reachable()
         embedder = embedder or load_embedder()  # a bad setting fails before anything opens
         self.policy = load_policy(settings.data_dir)  # so does a bad policy.toml
+        self._policy_stamp = _stamp(settings.data_dir / POLICY_FILE)
         self.settings = settings
         self.dev_key_created = False
         if master is None:
@@ -111,9 +116,34 @@ class MemoryService:
         self.stores = default_registry(self)
         for factory in extra_store_factories():
             self.stores.register(factory(self))
+        self.holds = Holds(self.ledger)
         self.requests = ForgetRequests(self, self.ledger)
         # A request interrupted by a crash is finished before anything else happens.
         self.requests.resume_unfinished()
+
+    @property
+    def retention(self) -> RetentionPolicy:
+        """The retention policy in force. A version installed by another process
+        (`policy install`) takes effect at this process's next read: the file's stamp is
+        checked each time (one stat). A file that became invalid keeps the old policy in
+        force, with one error logged."""
+        path = self.settings.data_dir / POLICY_FILE
+        stamp = _stamp(path)
+        if stamp != self._policy_stamp:
+            self._policy_stamp = stamp
+            try:
+                self.policy = load_policy(self.settings.data_dir)
+            except ConfigurationError as exc:
+                log.error("the policy in force stays: %s", exc)
+        assert self.policy.retention is not None  # the packaged defaults always have one
+        return self.policy.retention
+
+    def explain(self, namespace: str, item_id: str | UUID, now: datetime) -> dict[str, Any]:
+        """Why an item is kept, archived, due to expire, held or protected (no content)."""
+        item = self.for_principal(Principal.from_namespace(namespace))._owned(item_id)
+        self.runner.catch_up()
+        with self.engine.connect() as conn:
+            return explain_item(item, conn, self.retention, self.holds, now)
 
     @classmethod
     def open(cls, data_dir: str | Path | None = None, url: str | None = None) -> MemoryService:
@@ -199,6 +229,33 @@ class MemoryService:
             return True
         return False
 
+    # -- legal holds (memory_ledger/forgetting/holds.py) ----------------------------------
+
+    def place_hold(
+        self,
+        name: str,
+        *,
+        namespace: str,
+        reason: str,
+        placed_by: str,
+        category: str | None = None,
+        predicate: str | None = None,
+    ) -> Hold:
+        """Block every deletion in a scope for a named reason, until lifted."""
+        return self.holds.place(
+            name,
+            namespace=namespace,
+            reason=reason,
+            placed_by=placed_by,
+            category=category,
+            predicate=predicate,
+        )
+
+    def lift_hold(self, name: str, *, lifted_by: str) -> list[RequestReport]:
+        """Lift a hold; the requests it blocked, and no other hold does, run now."""
+        self.holds.lift(name, lifted_by=lifted_by)
+        return self.requests.resume_blocked()
+
     def close(self) -> None:
         self.vectors.close()
         self.ledger.close()
@@ -271,7 +328,7 @@ class MemoryLedger:
         """A derived write must cite inputs exactly as they are now, and usable."""
         for ref in write.derived_from:
             item = self._owned(ref.item_id)
-            state = _unusable_state(item, ref.version)
+            state = _unusable_state(item, ref.version, self.service.retention)
             if state is not None:
                 raise StaleDerivation(
                     f"derived write refused: input {ref.item_id} (read at version {ref.version}) "
@@ -306,6 +363,7 @@ class MemoryLedger:
             flags=content_flags(write.text),
             cardinality=change.cardinality,
             replaces=list(change.replaces),
+            policy_version=self.service.retention.version,
         )
         return item, key
 
@@ -381,6 +439,29 @@ class MemoryLedger:
         ids = list(dict.fromkeys(str(i) for i in item_ids))
         return self.forget_scope({"kind": "item", "item_ids": ids})
 
+    def end_session(self, session_id: str) -> list[RequestReport]:
+        """Session-basis items end with their session: erase this namespace's items of
+        retention basis `session` written in it (basis `session_end`, the same path as
+        every erasure). Items of other bases from the session stay."""
+        _validate_identifier("session_id", session_id)
+        self.service.runner.catch_up()
+        query = select(catalog.c.item_id).where(
+            catalog.c.namespace == self.namespace,
+            catalog.c.session_id == session_id,
+            catalog.c.basis == "session",
+        )
+        with self.service.engine.connect() as conn:
+            ids = sorted(conn.execute(query).scalars())
+        return [
+            self.service.requests.submit(
+                self.namespace,
+                {"kind": "item", "item_ids": ids[start : start + MAX_SCOPE_ITEMS]},
+                requested_by="session_end",
+                basis="session_end",
+            )
+            for start in range(0, len(ids), MAX_SCOPE_ITEMS)
+        ]
+
     def forget_scope(
         self, scope: ForgetScope | dict[str, Any], *, dry_run: bool = False
     ) -> RequestReport:
@@ -401,9 +482,13 @@ class MemoryLedger:
         kind: str | None = None,
         category: str | None = None,
         limit: int = 100,
+        include_archived: bool = False,
     ) -> list[Memory]:
-        """Live memories of this namespace: not suppressed, not erased, not expired,
-        and for facts only the current version (conflicts are returned, marked)."""
+        """Live memories of this namespace: not suppressed, not erased, not expired under
+        the retention policy, not archived by decay (unless `include_archived`), and for
+        facts only the current version (conflicts are returned, marked)."""
+        if not isinstance(include_archived, bool):
+            raise InvalidWrite("include_archived must be true or false")
         for name, value in (("subject", subject), ("predicate", predicate), ("category", category)):
             if value is not None:
                 if not isinstance(value, str):
@@ -416,7 +501,10 @@ class MemoryLedger:
         if not 1 <= limit <= MAX_RECALL_LIMIT:
             raise InvalidWrite(f"limit must be from 1 to {MAX_RECALL_LIMIT}")
         self.service.runner.catch_up()
-        now = _iso(datetime.now(UTC))
+        at = datetime.now(UTC)
+        now = _iso(at)
+        times = self.service.retention.cutoffs(at)
+        lapsed = self.service.retention.expired_clause(catalog.c)
         out: list[Memory] = []
         with self.service.engine.connect() as conn:
             for table, table_kind in (
@@ -426,11 +514,17 @@ class MemoryLedger:
             ):
                 if kind not in (None, table_kind):
                     continue
-                query = select(table).where(
-                    table.c.namespace == self.namespace,
-                    table.c.suppressed.is_(False),
-                    (table.c.expires_at.is_(None)) | (table.c.expires_at > now),
+                query = (
+                    select(table)
+                    .join(catalog, catalog.c.item_id == table.c.item_id)
+                    .where(
+                        table.c.namespace == self.namespace,
+                        table.c.suppressed.is_(False),
+                        ~lapsed,
+                    )
                 )
+                if not include_archived:
+                    query = query.where(catalog.c.tier == "active")
                 subject_col = table.c.speaker if table_kind == "turn" else table.c.subject
                 if subject is not None:
                     query = query.where(subject_col == subject)
@@ -448,7 +542,7 @@ class MemoryLedger:
                         (table.c.valid_to.is_(None)) | (table.c.valid_to > now),
                     )
                 query = query.order_by(table.c.position.desc()).limit(limit)
-                rows = [dict(r) for r in conn.execute(query).mappings()]
+                rows = [dict(r) for r in conn.execute(query, times).mappings()]
                 text = "content" if table_kind == "turn" else "value"
                 Cells(self._log).fill(rows, text, text)
                 out.extend(_memory(table_kind, r) for r in rows)
@@ -488,7 +582,7 @@ class MemoryLedger:
         if not found:
             raise ConfigurationError("the summaries projection is not registered")
         with self.service.engine.connect() as conn:
-            return found[0].read(conn, self.namespace, _iso(datetime.now(UTC)))
+            return found[0].read(conn, self.namespace, datetime.now(UTC), self.service.retention)
 
     def context(self, query: str, *, for_turn: str | UUID | None = None, **options: Any) -> Context:
         """Recall for one turn: filter, rank (vector + keyword + recency), fit the token
@@ -516,7 +610,14 @@ class MemoryLedger:
         item = self._owned(item_id)
         fields = self._log.read(item)
         text = None if fields is ERASED else next(iter(fields.values()), None)  # type: ignore[union-attr]
+        expired = not item.erased and self.service.retention.decide(attributes_of(item)).expired(
+            datetime.now(UTC)
+        )
+        if expired:
+            text = None
         return ItemState(
+            expired=expired,
+            archived=item.archived,
             item_id=str(item.id),
             version=item.version,
             kind=item.kind,
@@ -542,14 +643,21 @@ class MemoryLedger:
         return item
 
 
-def _unusable_state(item: MemoryItem, read_version: int) -> str | None:
+def _stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        found = path.stat()
+    except OSError:
+        return None
+    return (found.st_mtime_ns, found.st_size)
+
+
+def _unusable_state(item: MemoryItem, read_version: int, retention: RetentionPolicy) -> str | None:
     """Why an input can no longer feed a derivation, or None if it still can."""
     if item.erased:
         return "erased"
     if item.suppressed:
         return "suppressed"
-    expires = item.retention.get("expires_at")
-    if expires is not None and expires <= canonical_time(datetime.now(UTC)):
+    if retention.decide(attributes_of(item)).expired(datetime.now(UTC)):
         return "expired"
     if item.version != read_version:
         return f"at version {item.version}"

@@ -44,6 +44,7 @@ class MemoryItem(Aggregate):
         flags: list[str] | None = None,
         cardinality: str | None = None,
         replaces: list[str] | None = None,
+        policy_version: int | None = None,
     ) -> None:
         self.namespace = namespace
         self.kind = kind
@@ -70,7 +71,11 @@ class MemoryItem(Aggregate):
         #: (None) in events written before cardinality existed: they behave as `one`.
         self.cardinality = cardinality
         self.replaces = list(replaces or [])
+        #: The retention policy version in force when it was written (audit only: the
+        #: version in force when it is read decides its life). None before policies.
+        self.policy_version = policy_version
         self.suppressed = False
+        self.archived = False
         self.erased = False
 
     def require_live(self, operation: str) -> None:
@@ -149,6 +154,31 @@ class MemoryItem(Aggregate):
     def _unsuppressed(self) -> None:
         self.suppressed = False
 
+    def archive(self, *, period: int, strength: float, rule: str) -> bool:
+        """Move to the archived tier (recall skips it unless asked): decay's verb, kept
+        apart from update, stop-using and forget. Idempotent: False if already there."""
+        self.require_live("archived")
+        if self.archived:
+            return False
+        self._archived(period=period, strength=round(strength, 6), rule=rule)
+        return True
+
+    @event("Archived")
+    def _archived(self, *, period: int, strength: float, rule: str) -> None:
+        self.archived = True
+
+    def unarchive(self, *, period: int, strength: float, rule: str) -> bool:
+        """Back to the active tier, once reinforcement lifted its strength again."""
+        self.require_live("unarchived")
+        if not self.archived:
+            return False
+        self._unarchived(period=period, strength=round(strength, 6), rule=rule)
+        return True
+
+    @event("Unarchived")
+    def _unarchived(self, *, period: int, strength: float, rule: str) -> None:
+        self.archived = False
+
     def redact(self, *, fields: list[str], key_generation: int, sealed: str) -> list[int]:
         """Rewrite content under a fresh key generation; returns the generations to destroy."""
         self.require_live("redacted")
@@ -181,4 +211,13 @@ class MemoryItem(Aggregate):
         return self.id
 
 
-EVENT_NAMES = ("Recorded", "Superseded", "Suppressed", "Unsuppressed", "Redacted", "Erased")
+EVENT_NAMES = (
+    "Recorded",
+    "Superseded",
+    "Suppressed",
+    "Unsuppressed",
+    "Archived",
+    "Unarchived",
+    "Redacted",
+    "Erased",
+)

@@ -60,6 +60,10 @@ class ItemState:
     suppressed: bool
     redaction: dict[str, Any]
     provenance: dict[str, Any]
+    #: Past its retention (memory_ledger/policy/retention.py): its text is withheld, as
+    #: recall withholds it, until the retention sweep erases it.
+    expired: bool = False
+    archived: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

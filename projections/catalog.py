@@ -9,11 +9,12 @@ predicate describe a person, and an erased item's row is purged like any other.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from sqlalchemy import Boolean, Column, Index, Integer, Table, Text
+from sqlalchemy import Boolean, Column, Connection, Float, Index, Integer, Table, Text
 
-from projections.base import Batch, Projection, iso, metadata
+from projections.base import Batch, Projection, Row, iso, metadata
 from projections.events import ProjectedEvent
 
 catalog = Table(
@@ -38,6 +39,15 @@ catalog = Table(
     Column("suppressed", Boolean, nullable=False),
     # Codes decided at write time from the content, comma-separated (`instruction_like`).
     Column("flags", Text, nullable=False),
+    # Retention and decay (memory_ledger/policy/retention.py): what the policy decides on.
+    Column("basis", Text, nullable=False),
+    Column("expires_at", Text),  # the item's own expiry, if it set one
+    Column("recorded_at", Text, nullable=False),  # when the store recorded it: TTLs count from here
+    Column("policy_version", Integer),  # the retention policy it was written under
+    Column("strength", Float, nullable=False),  # as written
+    Column("reinforced_at", Text),  # last served in a context
+    Column("reinforcements", Integer, nullable=False),
+    Column("tier", Text, nullable=False),  # active | archived
     Column("version", Integer, nullable=False),
     Column("position", Integer, nullable=False),
     Index("ix_catalog_scope", "namespace", "subject", "predicate"),
@@ -54,6 +64,14 @@ class CatalogProjection(Projection):
 
     def wants(self, event: ProjectedEvent) -> bool:
         return True
+
+    def load(self, conn: Connection, events: Sequence[ProjectedEvent]) -> list[Row]:
+        """The events' items, and the items a served context reinforces."""
+        ids = {e.item_id for e in events if e.name != "Recorded"}
+        for event in events:
+            if event.name == "ContextServed":
+                ids.update(s["item_id"] for s in event.attrs.get("items") or [])
+        return self.rows_of_items(conn, ids)
 
     def handle(self, event: ProjectedEvent, batch: Batch) -> None:
         a = event.attrs
@@ -80,12 +98,27 @@ class CatalogProjection(Projection):
                     "versions": json.dumps([_source_of(prov)]),
                     "suppressed": False,
                     "flags": ",".join(a.get("flags") or []),
+                    "basis": a["retention"].get("basis") or "indefinite",
+                    "expires_at": iso(a["retention"].get("expires_at")),
+                    "recorded_at": event.timestamp,
+                    "policy_version": a.get("policy_version"),
+                    "strength": float(a.get("strength", 1.0)),
+                    "reinforced_at": None,
+                    "reinforcements": 0,
+                    "tier": "active",
                     "version": event.version,
                     "position": event.position,
                 }
             )
             return
+        if event.name == "ContextServed":  # reinforces what it served, not the turn
+            for served in a.get("items") or []:
+                for row in batch.of_item(served["item_id"]):
+                    row["reinforced_at"] = event.timestamp
+                    row["reinforcements"] += 1
         row = self.item_row(event, batch)  # keeps version and suppression current
+        if row is not None and event.name in ("Archived", "Unarchived"):
+            row["tier"] = "archived" if event.name == "Archived" else "active"
         if row is not None and event.name == "Superseded":
             row["versions"] = json.dumps(
                 [*json.loads(row["versions"]), _source_of(a["provenance"])]

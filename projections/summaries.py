@@ -21,12 +21,26 @@ so a rebuild composes each summary once rather than once per batch.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from datetime import datetime
 from typing import Any, ClassVar
 
-from sqlalchemy import Column, Connection, Index, Integer, Table, Text, delete, func, or_, select
+from sqlalchemy import (
+    Column,
+    Connection,
+    Index,
+    Integer,
+    Table,
+    Text,
+    bindparam,
+    delete,
+    func,
+    or_,
+    select,
+)
 
 from memory_ledger.crypto import seal, unseal
 from memory_ledger.event_log import EventLog
+from memory_ledger.policy.retention import RetentionPolicy
 from memory_ledger.views import Summary
 from projections.base import Batch, Projection, Row, metadata
 from projections.catalog import catalog
@@ -207,12 +221,15 @@ class SummariesProjection(Projection):
         namespaces: Sequence[str],
         *,
         exclude: frozenset[str] = frozenset(),
-        now: str | None = None,
+        now: datetime | None = None,
+        retention: RetentionPolicy | None = None,
     ) -> dict[str, list[SummaryInput]]:
         """Live facts (current or conflict) and preferences, not suppressed and readable,
-        by namespace, the newest MAX_INPUTS of each, in summarizer order. `now` also
-        applies the read-time predicates (expiry, end of validity); the projection
-        itself never does, so that a rebuild does not depend on when it runs."""
+        by namespace, the newest MAX_INPUTS of each, in summarizer order. `now` (with the
+        retention policy) also applies the read-time predicates (expiry, the archived
+        tier, end of validity); the projection itself never does, so that a rebuild does
+        not depend on when it runs."""
+        params = {} if now is None or retention is None else retention.cutoffs(now)
         newest: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {}
         for table, kind in ((facts, "fact"), (preferences, "preference")):
             query = (
@@ -226,11 +243,12 @@ class SummariesProjection(Projection):
             )
             if table is facts:
                 query = query.where(facts.c.status.in_(LIVE_STATUSES))
-            if now is not None:
-                query = query.where(or_(table.c.expires_at.is_(None), table.c.expires_at > now))
+            if params and retention is not None:
+                query = query.where(~_lapsed(retention))
                 if table is facts:
-                    query = query.where(or_(facts.c.valid_to.is_(None), facts.c.valid_to > now))
-            for r in conn.execute(query).mappings():
+                    at = bindparam("now")
+                    query = query.where(or_(facts.c.valid_to.is_(None), facts.c.valid_to > at))
+            for r in conn.execute(query, params).mappings():
                 if r["item_id"] in exclude:
                     continue
                 held = newest.setdefault(r["namespace"], {})
@@ -296,7 +314,9 @@ class SummariesProjection(Projection):
 
     # -- reading ---------------------------------------------------------------------
 
-    def read(self, conn: Connection, namespace: str, now: str) -> Summary | None:
+    def read(
+        self, conn: Connection, namespace: str, now: datetime, retention: RetentionPolicy
+    ) -> Summary | None:
         """The stored summary, exactly as the projection holds it; but if one of its
         inputs has expired or left its validity since it was built (read-time predicates,
         never baked into the projection), the summary composed now from what is still
@@ -312,9 +332,11 @@ class SummariesProjection(Projection):
         )
         inputs = tuple(sorted((r[0], int(r[1])) for r in conn.execute(query)))
         text = self._open(namespace, stored)
-        if text is not None and not _any_lapsed(conn, [item_id for item_id, _ in inputs], now):
+        ids = [item_id for item_id, _ in inputs]
+        if text is not None and not _any_lapsed(conn, ids, now, retention):
             return Summary(namespace, text, inputs, stored["summarizer"])
-        valid = self.live_inputs(conn, [namespace], now=now).get(namespace, [])
+        valid = self.live_inputs(conn, [namespace], now=now, retention=retention)
+        valid = valid.get(namespace, [])
         if not valid:
             return None
         pairs = tuple(sorted((i.item_id, i.version) for i in valid))
@@ -341,17 +363,36 @@ def summary_key_ident(namespace: str, summary_id: str) -> str:
     return f"summary:{namespace}:{summary_id}"
 
 
-def _any_lapsed(conn: Connection, item_ids: Sequence[str], now: str) -> bool:
-    """Whether any of these live items has expired, or (a fact) reached its valid_to."""
+def _lapsed(retention: RetentionPolicy) -> Any:
+    """Expired under the retention policy, or archived by decay (catalog columns)."""
+    return or_(retention.expired_clause(catalog.c), catalog.c.tier != "active")
+
+
+def _any_lapsed(
+    conn: Connection, item_ids: Sequence[str], now: datetime, retention: RetentionPolicy
+) -> bool:
+    """Whether any of these live items has expired or been archived, or (a fact) reached
+    its valid_to."""
+    params = retention.cutoffs(now)
     for chunk in _chunks(sorted(item_ids)):
-        for table in (facts, preferences):
-            lapsed = table.c.expires_at <= now
-            query = select(func.count()).select_from(table).where(table.c.item_id.in_(chunk))
-            if table is facts:
-                lapsed = or_(lapsed, facts.c.valid_to <= now)
-                query = query.where(facts.c.status.in_(LIVE_STATUSES))
-            if conn.execute(query.where(lapsed)).scalar_one():
-                return True
+        found = (
+            select(func.count())
+            .select_from(catalog)
+            .where(catalog.c.item_id.in_(chunk), _lapsed(retention))
+        )
+        if conn.execute(found, params).scalar_one():
+            return True
+        ended = (
+            select(func.count())
+            .select_from(facts)
+            .where(
+                facts.c.item_id.in_(chunk),
+                facts.c.status.in_(LIVE_STATUSES),
+                facts.c.valid_to <= params["now"],
+            )
+        )
+        if conn.execute(ended).scalar_one():
+            return True
     return False
 
 

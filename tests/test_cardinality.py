@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import unicodedata
+from pathlib import Path
 
 import pytest
 from factories import cli, fact, later, preference, sqlite_files
@@ -273,7 +274,7 @@ def test_packaged_defaults() -> None:
     for predicate in ("allergy", "visited", "child", "language", "dietary_restriction"):
         assert policy.cardinality(predicate) == "many"
     assert policy.cardinality("never_heard_of") == "one"
-    assert len(policy.sources) == 1 and policy.sources[0].endswith("cardinality.toml")
+    assert [Path(s).name for s in policy.sources] == ["cardinality.toml", "retention.toml"]
 
 
 @pytest.mark.parametrize(

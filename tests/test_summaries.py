@@ -179,7 +179,7 @@ def test_an_erasure_reaches_summaries_in_its_own_batch_and_additions_at_the_end(
 
     def watched(conn: Connection, events: Sequence[ProjectedEvent]) -> None:
         apply(conn, events)
-        stored = projection.read(conn, "acme/alice", datetime.now(UTC).isoformat())
+        stored = projection.read(conn, "acme/alice", datetime.now(UTC), service.retention)
         seen.append((events[-1].name, stored.text if stored else None))
 
     projection.apply = watched  # type: ignore[method-assign]
@@ -219,7 +219,7 @@ def test_purge_recomposes_without_the_items_even_while_their_rows_remain(
         projection.purge(conn, ids)
         assert projection.count_rows(conn, ids) == 0
     with service.engine.connect() as conn:
-        stored = projection.read(conn, "acme/alice", datetime.now(UTC).isoformat())
+        stored = projection.read(conn, "acme/alice", datetime.now(UTC), service.retention)
     assert stored is not None and "Haisong" not in stored.text and EMPLOYER in stored.text
 
 

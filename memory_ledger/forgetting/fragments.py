@@ -101,6 +101,8 @@ EVENT_WORDS = (
     "Superseded",
     "Suppressed",
     "Unsuppressed",
+    "Archived",
+    "Unarchived",
     "Redacted",
     "Erased",
     "ContextServed",
@@ -112,6 +114,7 @@ EVENT_WORDS = (
     "user_request",
     "retention_expiry",
     "operator_request",
+    "session_end",
 )
 
 

@@ -53,6 +53,7 @@ from memory_ledger.forgetting.scope import (
     resolve,
 )
 from memory_ledger.forgetting.target_check import confirm_targets, identifiers_repeating
+from memory_ledger.policy.retention import attributes_of
 from memory_ledger.stores import EventLogStore, Receipt, RedactingStore, redact_at
 from memory_ledger.times import canonical_time
 from memory_ledger.write_policy import parse_input
@@ -88,8 +89,10 @@ class RequestReport:
     residue_files: list[str] = field(default_factory=list)
     #: Targets whose erased value sits inside one of their own identifiers (clear).
     values_in_identifiers: int | None = None
-    #: Why: `user_request`, `retention_expiry` or `operator_request` (the ledger's Basis).
+    #: Why: `user_request`, `retention_expiry`, `session_end` or `operator_request`.
     basis: str = "user_request"
+    #: A `blocked` request: the legal holds that stopped it (by name).
+    held_by: list[str] = field(default_factory=list)
 
     @property
     def all_targets(self) -> list[str]:
@@ -127,6 +130,8 @@ class RequestReport:
             "nothing_matched": "Nothing stored matches that request; nothing was erased.",
             "dry_run": f"{count} item(s) would be erased{redacted}; nothing was changed.",
             "refused": "Refused; nothing was changed (see the ledger for why).",
+            "blocked": f"Blocked by legal hold(s) {', '.join(self.held_by)}: nothing was "
+            "erased; the request resumes when the hold is lifted.",
             "verification_failed": "A check found the erased data again in "
             f"{len(self.failed_stores)} place(s); the request must be run again.",
             "projection_behind": f"Not verified yet: {len(self.failed_stores)} store(s) have "
@@ -216,11 +221,46 @@ class ForgetRequests:
             "mentions": report.mentions or None,
         }
         report.status = "dry_run" if dry_run else "pending"
+        blocked = self._held(report)
+        if blocked is not None and not dry_run:
+            report.status = "blocked"
+            entries += [("resolved", resolved), ("blocked", blocked)]
+            self.ledger.append_many(request_id, [*entries, ("status", {"status": "blocked"})])
+            return report
         # One transaction: a crash leaves either no trace or a pending request to resume.
         self.ledger.append_many(
             request_id, [*entries, ("resolved", resolved), ("status", {"status": report.status})]
         )
         return report if dry_run else self._execute(report, texts, loaded)
+
+    def _held(self, report: RequestReport) -> dict[str, Any] | None:
+        """The `blocked` entry if legal holds cover anything this request would erase or
+        rewrite (targets, cascades, shredded history, redacted mentions); else None."""
+        touched = [*report.all_targets, *report.history, *report.mentions]
+        with self.service.engine.connect() as conn:
+            covering = self.service.holds.covering(conn, touched)
+        if not covering:
+            report.held_by = []
+            return None
+        report.held_by = sorted(covering)
+        items = sorted({i for ids in covering.values() for i in ids})
+        return {"holds": report.held_by, "items": items}
+
+    def resume_blocked(self) -> list[RequestReport]:
+        """Carry out the blocked requests no hold covers any more (after a lift)."""
+        out = []
+        for request_id, status in self.ledger.latest_statuses().items():
+            if status != "blocked":
+                continue
+            report = self.report(request_id)
+            blocked = self._held(report)
+            if blocked is None:
+                self.ledger.append(request_id, "status", {"status": "pending"})
+                report.status = "pending"
+                out.append(self._execute(report))
+            else:
+                out.append(report)
+        return out
 
     def submit_redaction(
         self,
@@ -318,6 +358,8 @@ class ForgetRequests:
                 report.targets, report.cascaded = list(p["targets"]), list(p["cascaded"])
                 report.history = list(p.get("history") or [])
                 report.mentions = list(p.get("mentions") or [])
+            elif entry.entry_type == "blocked":
+                report.held_by = list(p["holds"])
             elif entry.entry_type == "needs_clarification":
                 report.candidates = [Candidate(i, "", None) for i in p["candidates"]]
             elif entry.entry_type == "receipt":
@@ -440,6 +482,9 @@ class ForgetRequests:
             report.values_in_identifiers = identifiers_repeating(items, texts)
         proof.evidence["target_values_in_identifiers"] = report.values_in_identifiers
         receipts.append(proof)
+        overruled = self._protect_overruled(report, known)
+        if overruled is not None:
+            receipts.append(overruled)
         needles = _fingerprinted(texts, items, doomed.destroyed(log_))
         scan_failed_before = "files" in report.failed_stores
         receipts.append(self._schedule_scan(report, needles))
@@ -450,6 +495,26 @@ class ForgetRequests:
             if outcome.checked:
                 receipts.append(_scan_receipt(report, outcome))
         return self._finish(report, receipts)
+
+    def _protect_overruled(
+        self, report: RequestReport, known: dict[str, MemoryItem]
+    ) -> Receipt | None:
+        """A person's erasure request wins over the protect list (which only stops
+        automatic forgetting); only a legal hold could have stopped it, and none did.
+        Recorded, so the receipt says which rule decided."""
+        if report.basis not in ("user_request", "operator_request"):
+            return None
+        protect = self.service.retention.table.protect
+        rules = []
+        for target in report.all_targets:
+            item = known.get(target) or self.service.log.get(UUID(target))
+            rule = protect.rule_for(attributes_of(item))
+            if rule:
+                rules.append(rule)
+        if not rules:
+            return None
+        evidence = {"rule": sorted(rules)[0], "protected_items": len(rules), "legal_hold": False}
+        return Receipt("retention_policy", "erasure_over_protect", len(rules), "ok", evidence)
 
     def _index_keys(self, report: RequestReport) -> list[str]:
         """A whole-user forget also destroys the keyword index keys of the user's

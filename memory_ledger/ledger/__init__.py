@@ -93,10 +93,17 @@ class EntryType(StrEnum):
     #: An operator's acknowledgement that the ledger lost entries (`memory-ledger doctor
     #: --acknowledge-ledger-loss`): it starts an id of its own, never a request's.
     RECOVERY = "recovery"
+    #: A request that hit a legal hold: nothing was erased (status `blocked`).
+    BLOCKED = "blocked"
+    #: A legal hold placed (starts an id of its own, `hold-...`) and later lifted.
+    HOLD = "hold"
+    HOLD_LIFTED = "hold_lifted"
+    #: A retention policy version installed (`policy-v<version>`).
+    POLICY = "policy"
 
 
 #: Entry types that start an id of their own; every other type follows one of these.
-_FIRST_TYPES = (EntryType.REQUEST, EntryType.RECOVERY)
+_FIRST_TYPES = (EntryType.REQUEST, EntryType.RECOVERY, EntryType.HOLD, EntryType.POLICY)
 
 
 # -- what a payload may hold ---------------------------------------------------------------
@@ -148,8 +155,9 @@ RequestStatus = Literal[
     "refused",
     "dry_run",
     "nothing_matched",
+    "blocked",
 ]
-Basis = Literal["user_request", "retention_expiry", "operator_request"]
+Basis = Literal["user_request", "retention_expiry", "session_end", "operator_request"]
 RefusalReason = Literal[
     "namespace_mismatch",
     "not_found",
@@ -293,6 +301,43 @@ class RecoveryPayload(_Payload):
     acknowledged_by: Actor
 
 
+class BlockedPayload(_Payload):
+    """A request stopped by legal holds before anything was erased: which holds, and
+    which of its items they cover. Lifting the holds resumes it."""
+
+    holds: Annotated[tuple[LedgerId, ...], Field(min_length=1)]
+    items: tuple[UUID, ...]
+
+
+class HoldPayload(_Payload):
+    """A legal hold: nothing in its scope is erased (not by a user's request, not by
+    retention) until it is lifted. The reason is a code (a case number), never prose."""
+
+    name: LedgerId
+    reason: Code
+    namespace: LedgerId  # a namespace, or a tenant (every namespace under it)
+    category: LedgerId | None = None
+    predicate: LedgerId | None = None
+    placed_by: Actor
+
+
+class HoldLiftedPayload(_Payload):
+    name: LedgerId
+    lifted_by: Actor
+
+
+class PolicyPayload(_Payload):
+    """A retention policy version installed: its number, size and a short fingerprint
+    of its text (the policy is configuration, not personal data), and what it changed
+    at installation."""
+
+    version: Position
+    fingerprint: Annotated[str, Field(pattern=r"^[0-9a-f]{32}$")]
+    classes: Count
+    installed_by: Actor
+    counts: dict[Code, Count] | None = None
+
+
 PAYLOAD_MODELS: dict[EntryType, type[_Payload]] = {
     EntryType.REQUEST: RequestPayload,
     EntryType.RESOLVED: ResolvedPayload,
@@ -302,6 +347,10 @@ PAYLOAD_MODELS: dict[EntryType, type[_Payload]] = {
     EntryType.STATUS: StatusPayload,
     EntryType.REFUSAL: RefusalPayload,
     EntryType.RECOVERY: RecoveryPayload,
+    EntryType.BLOCKED: BlockedPayload,
+    EntryType.HOLD: HoldPayload,
+    EntryType.HOLD_LIFTED: HoldLiftedPayload,
+    EntryType.POLICY: PolicyPayload,
 }
 _REQUEST_ID: TypeAdapter[str] = TypeAdapter(LedgerId)
 
@@ -481,6 +530,15 @@ class LifecycleLedger:
         sql = f"SELECT request_id FROM {t} WHERE entry_type = {p} ORDER BY seq"
         with self._lock, self._guard("read"):
             return [str(row[0]) for row in self._db.read(sql, (EntryType.REQUEST.value,))]
+
+    def entries_of_type(self, *types: EntryType) -> list[LedgerEntry]:
+        """Every entry of these types, in chain order (holds, policy installations)."""
+        t, p = self._db.table, self._db.param
+        marks = ", ".join([p] * len(types))
+        sql = f"SELECT {COLUMNS} FROM {t} WHERE entry_type IN ({marks}) ORDER BY seq"
+        with self._lock, self._guard("read"):
+            rows = self._db.read(sql, tuple(kind.value for kind in types))
+        return [_entry(row) for row in rows]
 
     def is_empty(self) -> bool:
         """No entry at all: a new ledger, or one that was deleted and created again."""

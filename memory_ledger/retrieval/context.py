@@ -27,16 +27,16 @@ from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import Field, Strict, StringConstraints, model_validator
+from pydantic import Field, Strict, StrictBool, StringConstraints, model_validator
 from sqlalchemy import Connection, Float, Text, bindparam, literal, select, tuple_, union_all
 
 from memory_ledger.errors import InvalidWrite
+from memory_ledger.policy.retention import RetentionPolicy
 from memory_ledger.retrieval.instruction_like import FLAG
 from memory_ledger.write_policy import (
     Identifier,
     Kind,
     StrictModel,
-    canonical_time,
     parse_input,
 )
 from projections.catalog import catalog
@@ -84,6 +84,8 @@ class ContextRequest(StrictModel):
     session: Name | None = None
     limit: Annotated[Count, Field(ge=1, le=MAX_CONTEXT_LIMIT)] = 20
     rank: Literal["hybrid", "vector", "keyword"] = "hybrid"
+    #: Decay's archived tier is skipped unless asked for (docs/operations.md, decay).
+    include_archived: StrictBool = False
 
     @model_validator(mode="after")
     def _query_size(self) -> ContextRequest:
@@ -187,7 +189,7 @@ def _build(ledger: MemoryLedger, request: ContextRequest) -> Context:
     now = datetime.now(UTC)
     namespace = ledger.namespace
     with service.engine.connect() as conn:
-        usable = _Usable(conn, namespace, request, canonical_time(now))
+        usable = _Usable(conn, namespace, request, service.retention, now)
         limit = max(request.limit * 4, 50)
         searches: dict[str, Callable[[int], list[tuple[str, float]]]] = {}
         if request.rank in ("hybrid", "vector"):
@@ -359,8 +361,16 @@ class _Usable:
     the hits' positions among usable items, exactly as if the index had searched only
     those."""
 
-    def __init__(self, conn: Connection, namespace: str, request: ContextRequest, now: str):
-        self._conn, self._namespace, self._request, self._now = conn, namespace, request, now
+    def __init__(
+        self,
+        conn: Connection,
+        namespace: str,
+        request: ContextRequest,
+        policy: RetentionPolicy,
+        now: datetime,
+    ):
+        self._conn, self._namespace, self._request = conn, namespace, request
+        self._policy, self._params = policy, policy.cutoffs(now)
         self._checked: set[str] = set()
         self.candidates: dict[str, _Candidate] = {}
 
@@ -387,20 +397,31 @@ class _Usable:
         for start in range(0, len(new), 500):
             self.candidates.update(
                 _candidates(
-                    self._conn, self._namespace, self._request, self._now, new[start : start + 500]
+                    self._conn,
+                    self._namespace,
+                    self._request,
+                    self._policy,
+                    self._params,
+                    new[start : start + 500],
                 )
             )
 
 
 def _candidates(
-    conn: Connection, namespace: str, request: ContextRequest, now: str, item_ids: list[str]
+    conn: Connection,
+    namespace: str,
+    request: ContextRequest,
+    policy: RetentionPolicy,
+    times: dict[str, str],
+    item_ids: list[str],
 ) -> dict[str, _Candidate]:
     """Those of the items that are usable memories of the namespace: clear columns only,
     one statement for every kind (and one more for preferences' scope rivals)."""
     kinds = tuple(k for k in _TABLES if k in (set(request.kinds) or set(_TABLES)))
     with_category = request.category is not None
-    params = {"ids": item_ids, "now": now, "category": request.category}
-    found = _usable_statement(kinds, with_category)
+    params = {"ids": item_ids, "category": request.category, **times}
+    shape = (with_category, policy, request.include_archived)
+    found = _usable_statement(kinds, *shape)
     rows = [dict(r) for r in conn.execute(found, params).mappings()]
     rows = [r for r in rows if r.pop("namespace") == namespace]  # see `_usable_query`
     preferred = [r for r in rows if r["kind"] == "preference"]
@@ -409,8 +430,8 @@ def _candidates(
         # compete too, hit or not.
         keys = sorted({(r["subject"], r["predicate"]) for r in preferred})
         rivals = conn.execute(
-            _rivals_statement(with_category),
-            {"keys": keys, "namespace": namespace, "now": now, "category": request.category},
+            _rivals_statement(*shape),
+            {"keys": keys, "namespace": namespace, "category": request.category, **times},
         )
         best = {r["item_id"] for r in _most_specific([dict(r) for r in rivals.mappings()], request)}
         rows = [r for r in rows if r["kind"] != "preference" or r["item_id"] in best]
@@ -421,29 +442,36 @@ def _candidates(
 
 
 @functools.cache
-def _usable_statement(kinds: tuple[str, ...], with_category: bool) -> Any:
+def _usable_statement(
+    kinds: tuple[str, ...], with_category: bool, policy: RetentionPolicy, archived: bool
+) -> Any:
     """The usable rows among `ids` of every kind asked for, in one statement: built once
-    per process and shape, run with `ids`, `now` and `category` as parameters."""
+    per process and shape, run with `ids`, `category` and the policy's times
+    (`RetentionPolicy.cutoffs`) as parameters."""
     ids = bindparam("ids", expanding=True)
     queries = [
-        _usable_query(kind, with_category, _TABLES[kind][0].c.item_id.in_(ids)) for kind in kinds
+        _usable_query(kind, with_category, _TABLES[kind][0].c.item_id.in_(ids), policy, archived)
+        for kind in kinds
     ]
     return queries[0] if len(queries) == 1 else union_all(*queries)
 
 
 @functools.cache
-def _rivals_statement(with_category: bool) -> Any:
+def _rivals_statement(with_category: bool, policy: RetentionPolicy, archived: bool) -> Any:
     """Usable preferences of the given (subject, predicate) keys in one namespace."""
     where = tuple_(preferences.c.subject, preferences.c.predicate).in_(
         bindparam("keys", expanding=True)
     )
     where &= preferences.c.namespace == bindparam("namespace")  # few rows per key
-    return _usable_query("preference", with_category, where)
+    return _usable_query("preference", with_category, where, policy, archived)
 
 
-def _usable_query(kind: str, with_category: bool, narrow: Any) -> Any:
-    """Rows of one kind that pass the read-time filter (namespace, suppression, expiry,
-    category, and for facts the current version inside its validity), within `narrow`.
+def _usable_query(
+    kind: str, with_category: bool, narrow: Any, policy: RetentionPolicy, archived: bool
+) -> Any:
+    """Rows of one kind that pass the read-time filter (namespace, suppression, expiry
+    under the retention policy, the archived tier unless asked for, category, and for
+    facts the current version inside its validity), within `narrow`.
     Every kind gives the same columns, so the kinds can be read in one statement.
 
     The namespace is selected, not filtered on, and the caller keeps only rows of its own:
@@ -472,9 +500,11 @@ def _usable_query(kind: str, with_category: bool, narrow: Any) -> Any:
             narrow,
             table.c.suppressed.is_(False),
             table.c.sealed.is_not(None),
-            table.c.expires_at.is_(None) | (table.c.expires_at > now),
+            ~policy.expired_clause(catalog.c),
         )
     )
+    if not archived:
+        query = query.where(catalog.c.tier == "active")
     if with_category:
         query = query.where(table.c.category == bindparam("category"))
     if kind == "fact":
