@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
-from datetime import UTC, datetime
+from collections.abc import Callable, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 from uuid import UUID, uuid4
@@ -19,7 +19,7 @@ from uuid import UUID, uuid4
 from pydantic import TypeAdapter, ValidationError
 from sqlalchemy import func, select
 
-from memory_ledger import consistency
+from memory_ledger import consistency, times
 from memory_ledger.config import Settings
 from memory_ledger.crypto import DEV_KEY_FILE, MasterKey, load_master_key
 from memory_ledger.domain import MemoryItem
@@ -83,6 +83,9 @@ class MemoryService:
         settings.check_reachable()
         embedder = embedder or load_embedder()  # a bad setting fails before anything opens
         self.policy = load_policy(settings.data_dir)  # so does a bad policy.toml
+        #: The time reads decide expiry, validity and decay by. Injected by tests and
+        #: drills (never a sleep); a store's recording time is the log's own.
+        self.clock: Callable[[], datetime] = times.now
         self._policy_stamp = _stamp(settings.data_dir / POLICY_FILE)
         self.settings = settings
         self.dev_key_created = False
@@ -328,7 +331,7 @@ class MemoryLedger:
         """A derived write must cite inputs exactly as they are now, and usable."""
         for ref in write.derived_from:
             item = self._owned(ref.item_id)
-            state = _unusable_state(item, ref.version, self.service.retention)
+            state = _unusable_state(item, ref.version, self.service.retention, self.service.clock())
             if state is not None:
                 raise StaleDerivation(
                     f"derived write refused: input {ref.item_id} (read at version {ref.version}) "
@@ -501,7 +504,7 @@ class MemoryLedger:
         if not 1 <= limit <= MAX_RECALL_LIMIT:
             raise InvalidWrite(f"limit must be from 1 to {MAX_RECALL_LIMIT}")
         self.service.runner.catch_up()
-        at = datetime.now(UTC)
+        at = self.service.clock()
         now = _iso(at)
         times = self.service.retention.cutoffs(at)
         lapsed = self.service.retention.expired_clause(catalog.c)
@@ -582,7 +585,7 @@ class MemoryLedger:
         if not found:
             raise ConfigurationError("the summaries projection is not registered")
         with self.service.engine.connect() as conn:
-            return found[0].read(conn, self.namespace, datetime.now(UTC), self.service.retention)
+            return found[0].read(conn, self.namespace, self.service.clock(), self.service.retention)
 
     def context(self, query: str, *, for_turn: str | UUID | None = None, **options: Any) -> Context:
         """Recall for one turn: filter, rank (vector + keyword + recency), fit the token
@@ -611,7 +614,7 @@ class MemoryLedger:
         fields = self._log.read(item)
         text = None if fields is ERASED else next(iter(fields.values()), None)  # type: ignore[union-attr]
         expired = not item.erased and self.service.retention.decide(attributes_of(item)).expired(
-            datetime.now(UTC)
+            self.service.clock()
         )
         if expired:
             text = None
@@ -651,13 +654,15 @@ def _stamp(path: Path) -> tuple[int, int] | None:
     return (found.st_mtime_ns, found.st_size)
 
 
-def _unusable_state(item: MemoryItem, read_version: int, retention: RetentionPolicy) -> str | None:
+def _unusable_state(
+    item: MemoryItem, read_version: int, retention: RetentionPolicy, now: datetime
+) -> str | None:
     """Why an input can no longer feed a derivation, or None if it still can."""
     if item.erased:
         return "erased"
     if item.suppressed:
         return "suppressed"
-    if retention.decide(attributes_of(item)).expired(datetime.now(UTC)):
+    if retention.decide(attributes_of(item)).expired(now):
         return "expired"
     if item.version != read_version:
         return f"at version {item.version}"

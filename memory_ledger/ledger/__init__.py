@@ -315,7 +315,7 @@ class HoldPayload(_Payload):
 
     name: LedgerId
     reason: Code
-    namespace: LedgerId  # a namespace, or a tenant (every namespace under it)
+    namespace: LedgerNamespace | LedgerId  # a namespace, or a tenant (all of its namespaces)
     category: LedgerId | None = None
     predicate: LedgerId | None = None
     placed_by: Actor

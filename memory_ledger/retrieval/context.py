@@ -24,7 +24,7 @@ import math
 import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, Strict, StrictBool, StringConstraints, model_validator
@@ -186,7 +186,7 @@ def build(ledger: MemoryLedger, request: ContextRequest, for_turn: str | None = 
 
 def _build(ledger: MemoryLedger, request: ContextRequest) -> Context:
     service = ledger.service
-    now = datetime.now(UTC)
+    now = service.clock()
     namespace = ledger.namespace
     with service.engine.connect() as conn:
         usable = _Usable(conn, namespace, request, service.retention, now)

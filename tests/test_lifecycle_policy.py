@@ -1,0 +1,471 @@
+"""The retention policy, legal holds, decay and `explain`: issue 12's lifecycle rules.
+
+Time is injected everywhere: reads take `service.clock`, the jobs take `now`. Nothing
+sleeps. Items' lives count from the store's own recording time (real now), so the tests
+move the clock forward from it.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import subprocess
+import sys
+import textwrap
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from factories import fact, file_bytes_contain, preference, provenance, sqlite_files, turn
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
+from sqlalchemy import Column, MetaData, Table, Text, create_engine, insert, select
+
+from jobs.decay import decay_pass
+from jobs.retention import due_items, expire_due
+from memory_ledger.api import MemoryLedger, MemoryService
+from memory_ledger.config import Settings
+from memory_ledger.errors import ConfigurationError, InvalidWrite
+from memory_ledger.policy import POLICY_FILE, policy_from_text
+from memory_ledger.policy.review import diff, install, read_candidate
+from memory_ledger.principal import Principal
+from memory_ledger.times import canonical_time
+
+ALICE = Principal("acme", "alice")
+DAY = timedelta(days=1)
+
+
+def _later(service: MemoryService, delta: timedelta) -> datetime:
+    """Move the service's read clock `delta` past real now; returns that time."""
+    at = datetime.now(UTC) + delta
+    service.clock = lambda: at
+    return at
+
+
+def _policy(version: int, body: str = "") -> str:
+    return f"[retention]\nversion = {version}\n{textwrap.dedent(body)}"
+
+
+def _install(service: MemoryService, text: str, tmp_path: Path) -> None:
+    path = tmp_path / f"candidate-{secrets.token_hex(3)}.toml"
+    path.write_text(text)
+    _, candidate = read_candidate(path)
+    assert candidate.retention is not None
+    current = service.retention
+    service.runner.catch_up()
+    changes = diff(service.engine, current, candidate.retention, datetime.now(UTC))
+    install(
+        service.settings.data_dir,
+        text,
+        candidate.retention,
+        current,
+        service.ledger,
+        "operator",
+        changes.counts(),
+    )
+
+
+def _ids(ledger: MemoryLedger, **options: Any) -> set[str]:
+    return {m.item_id for m in ledger.recall(**options)}
+
+
+# -- expiry: read-time predicate, then the sweep ----------------------------------------
+
+
+def test_an_inferred_fact_expires_by_class_before_and_after_the_sweep(
+    alice: MemoryLedger, service: MemoryService, settings: Settings
+) -> None:
+    token = f"zq{secrets.token_hex(6)}"
+    inferred = alice.remember(fact("employer", f"Works at {token}", origin="inferred")).item_id
+    explicit = alice.remember(fact("city", "Hangzhou")).item_id
+    for _ in range(3):  # reads never extend an item's life
+        assert inferred in _ids(alice)
+        assert alice.get(inferred).text is not None
+    _later(service, 91 * DAY)
+    assert _ids(alice) == {explicit}  # expired: never recalled, before any sweep
+    shown = alice.get(inferred)
+    assert shown.expired and shown.text is None and not shown.erased
+    assert alice.context(token, rank="keyword").items == []
+    [report] = expire_due(service, datetime.now(UTC) + 91 * DAY)
+    assert report.completed and report.targets == [inferred]
+    assert report.basis == "retention_expiry"
+    assert alice.get(inferred).erased
+    if settings.postgres is None:
+        _, scan = service.requests.scan_files(report.request_id)
+        assert scan is not None and scan.status == "ok"
+        assert file_bytes_contain(sqlite_files(settings), token) == []
+
+
+def test_a_context_that_serves_an_item_does_not_extend_its_life(
+    alice: MemoryLedger, service: MemoryService
+) -> None:
+    inferred = alice.remember(fact("employer", "Acme Robotics", origin="inferred")).item_id
+    turn_id = alice.remember(turn("where do I work?", turn_id="t9")).item_id
+    served = alice.context("Acme Robotics", for_turn=turn_id, rank="keyword")
+    assert inferred in {i.item_id for i in served.items}
+    assert due_items(service, datetime.now(UTC) + 91 * DAY) == {"acme/alice": [inferred]}
+
+
+def test_session_basis_items_end_with_their_session(alice: MemoryLedger) -> None:
+    session = {"basis": "session"}
+    scratch = alice.remember(fact("draft", "pick up dry cleaning", retention=session)).item_id
+    other = alice.remember(
+        {**fact("draft", "other session"), "provenance": provenance(session="s2")}
+        | {"retention": session}
+    ).item_id
+    kept = alice.remember(fact("city", "Hangzhou")).item_id
+    [report] = alice.end_session("s1")
+    assert report.completed and report.targets == [scratch]
+    assert report.basis == "session_end"
+    assert _ids(alice) == {other, kept}
+    assert alice.end_session("s1") == []
+
+
+# -- protect list and legal holds ----------------------------------------------------------
+
+
+def test_the_protect_list_is_never_auto_forgotten_but_a_user_request_wins(
+    alice: MemoryLedger, service: MemoryService
+) -> None:
+    allergy = alice.remember(fact("allergy", "peanuts", origin="inferred")).item_id
+    _later(service, 400 * DAY)
+    assert allergy in _ids(alice)  # the inferred class would have expired it
+    assert due_items(service, datetime.now(UTC) + 400 * DAY) == {}
+    explained = service.explain("acme/alice", allergy, datetime.now(UTC) + 400 * DAY)
+    assert explained["state"] == "protected"
+    assert explained["retention"]["protected_by"] == "protect:predicate:allergy"
+    report = alice.forget(allergy)
+    assert report.completed
+    [decided] = [r for r in report.receipts if r.store == "retention_policy"]
+    assert decided.action == "erasure_over_protect"
+    assert decided.evidence["rule"] == "protect:predicate:allergy"
+    assert decided.evidence["legal_hold"] is False
+
+
+def test_a_legal_hold_blocks_a_request_until_it_is_lifted(
+    alice: MemoryLedger, service: MemoryService
+) -> None:
+    record = alice.remember(fact("diagnosis", "asthma", category="health")).item_id
+    other = alice.remember(fact("city", "Hangzhou")).item_id
+    service.place_hold(
+        "case-44", namespace="acme", reason="case-2026-044", placed_by="legal", category="health"
+    )
+    blocked = alice.forget(record, other)
+    assert blocked.status == "blocked" and blocked.held_by == ["case-44"]
+    assert "case-44" in blocked.message and "nothing was erased" in blocked.message
+    assert alice.get(record).text == "asthma" and alice.get(other).text == "Hangzhou"
+    entries = service.ledger.entries(blocked.request_id)
+    [entry] = [e for e in entries if e.entry_type == "blocked"]
+    assert entry.payload == {"holds": ["case-44"], "items": [record]}
+    assert service.requests.report(blocked.request_id).status == "blocked"
+    with pytest.raises(InvalidWrite, match="already in force"):
+        service.place_hold("case-44", namespace="acme", reason="x", placed_by="legal")
+    [resumed] = service.lift_hold("case-44", lifted_by="legal")
+    assert resumed.request_id == blocked.request_id and resumed.completed
+    assert alice.get(record).erased and alice.get(other).erased
+    assert service.holds.active() == []
+
+
+def test_a_held_item_is_unreadable_once_expired_but_the_sweep_keeps_it(
+    alice: MemoryLedger, service: MemoryService
+) -> None:
+    inferred = alice.remember(fact("employer", "Acme", origin="inferred")).item_id
+    service.place_hold("audit-1", namespace="acme/alice", reason="audit", placed_by="legal")
+    later = _later(service, 91 * DAY)
+    assert _ids(alice) == set()
+    assert expire_due(service, later) == []
+    assert service.explain("acme/alice", inferred, later)["state"] == "held"
+    service.lift_hold("audit-1", lifted_by="legal")
+    [report] = expire_due(service, later)
+    assert report.completed and report.targets == [inferred]
+
+
+def test_a_hold_on_another_tenant_or_category_does_not_block(
+    alice: MemoryLedger, service: MemoryService
+) -> None:
+    item = alice.remember(fact("city", "Hangzhou")).item_id
+    service.place_hold("h1", namespace="other", reason="x", placed_by="legal")
+    service.place_hold("h2", namespace="acme", reason="x", placed_by="legal", category="health")
+    service.place_hold("h3", namespace="acme/alicia", reason="x", placed_by="legal")
+    assert alice.forget(item).completed
+
+
+# -- policy versions -------------------------------------------------------------------
+
+
+def test_a_new_policy_version_applies_to_existing_items_after_a_diff(
+    alice: MemoryLedger, service: MemoryService, tmp_path: Path
+) -> None:
+    kept = alice.remember(fact("city", "Hangzhou")).item_id
+    note = alice.remember(fact("note", "buy milk", category="errands")).item_id
+    assert alice.get(note).text == "buy milk"
+    text = _policy(
+        2,
+        """
+        [[retention.class]]
+        name = "errands"
+        category = "errands"
+        ttl = "1d"
+        """,
+    )
+    candidate = policy_from_text(text).retention
+    assert candidate is not None
+    service.runner.catch_up()  # a diff reads the catalog as the caller brought it
+    preview = diff(service.engine, service.retention, candidate, datetime.now(UTC) + 2 * DAY)
+    assert preview.newly_due == 1 and preview.newly_due_ids == [note]
+    assert preview.rule_changes == {"default -> class:errands": 1}
+    assert _ids(alice) == {kept, note}  # a diff changes nothing
+    _install(service, text, tmp_path)
+    assert service.retention.version == 2
+    [entry] = [e for e in service.ledger.entries("policy-v2")]
+    assert entry.payload["version"] == 2 and entry.payload["counts"]["items"] == 2
+    later = _later(service, 2 * DAY)
+    assert _ids(alice) == {kept}
+    assert service.explain("acme/alice", note, later)["retention"]["rule"] == "class:errands"
+    written = service.log.get(__import__("uuid").UUID(note)).policy_version
+    assert written == 1  # the version it was written under stays on the item
+    [report] = expire_due(service, later)
+    assert report.targets == [note] and report.completed
+
+
+def test_an_invalid_policy_is_rejected_whole_and_the_old_one_stays(
+    service: MemoryService, tmp_path: Path
+) -> None:
+    _install(service, _policy(3), tmp_path)
+    bad = tmp_path / "bad.toml"
+    bad.write_text(_policy(4, '\n[[retention.class]]\nname = "x"\nkind = "fact"\nttl = "0d"\n'))
+    with pytest.raises(ConfigurationError, match=r"retention.class.0.ttl: .* \(line 7\)"):
+        read_candidate(bad)
+    for ttl in ("-3d", "0h", "1.5d", "30", "forever", "36601d"):
+        with pytest.raises(ConfigurationError, match="ttl"):
+            policy_from_text(_policy(4, f'[[retention.class]]\nname="x"\nkind="fact"\nttl="{ttl}"'))
+    lower = _policy(2)
+    _, candidate = read_candidate(_write(tmp_path / "lower.toml", lower))
+    assert candidate.retention is not None
+    with pytest.raises(ConfigurationError, match="must be higher"):
+        install(
+            service.settings.data_dir,
+            lower,
+            candidate.retention,
+            service.retention,
+            service.ledger,
+            "op",
+            {},
+        )
+    assert service.retention.version == 3
+    # A hand-edited file that became invalid: the running service keeps the policy in force.
+    (service.settings.data_dir / POLICY_FILE).write_text("[retention]\nversion = 'x'\n")
+    assert service.retention.version == 3
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def test_policy_commands_diff_and_install_from_the_cli(
+    alice: MemoryLedger, where: list[str], tmp_path: Path
+) -> None:
+    alice.remember(fact("note", "buy milk", category="errands"))
+    good = _write(
+        tmp_path / "p.toml",
+        _policy(2, '[[retention.class]]\nname="e"\ncategory="errands"\nttl="1d"\n'),
+    )
+    bad = _write(tmp_path / "bad.toml", _policy(3, "default_ttl = '-1d'\n"))
+    cli = [sys.executable, "-m", "memory_ledger.cli"]
+    shown = subprocess.run([*cli, "policy", "diff", str(good), "--json", *where], capture_output=True)
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["rule_changes"] == {"default -> class:e": 1}
+    refused = subprocess.run([*cli, "policy", "install", str(bad), *where], capture_output=True, text=True)
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr
+    assert "default_ttl" in refused.stderr and "line 3" in refused.stderr
+    done = subprocess.run([*cli, "policy", "install", str(good), "--json", *where], capture_output=True)
+    assert done.returncode == 0, done.stderr
+    version = subprocess.run([*cli, "policy", "show", "--json", *where], capture_output=True)
+    assert json.loads(version.stdout)["version"] == 2
+
+
+# -- the SQL clause and the Python decision agree --------------------------------------
+
+_POLICY = policy_from_text(
+    _policy(
+        5,
+        """
+        default_ttl = "400d"
+        [[retention.class]]
+        name = "inferred"
+        origin = "inferred"
+        ttl = "30d"
+        [[retention.class]]
+        name = "health"
+        category = ["health", "medical"]
+        kind = "fact"
+        ttl = "2w"
+        [[retention.class]]
+        name = "keep_contracts"
+        basis = "contract"
+        ttl = "never"
+        [retention.protect]
+        predicates = ["allergy"]
+        categories = ["legal"]
+        """,
+    )
+).retention
+_T = datetime(2026, 1, 1, tzinfo=UTC)
+_rows = st.fixed_dictionaries(
+    {
+        "kind": st.sampled_from(["fact", "preference", "turn"]),
+        "category": st.sampled_from(["health", "medical", "legal", "general"]),
+        "predicate": st.sampled_from(["allergy", "city", "turn"]),
+        "sensitivity": st.sampled_from(["public", "personal"]),
+        "basis": st.sampled_from(["session", "contract", "indefinite"]),
+        "origin": st.sampled_from(["explicit", "inferred", "observed"]),
+        "recorded_at": st.integers(0, 900).map(lambda d: canonical_time(_T + timedelta(days=d))),
+        "expires_at": st.none()
+        | st.integers(0, 900).map(lambda d: canonical_time(_T + timedelta(days=d, hours=3))),
+    }
+)
+
+
+@hsettings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rows=st.lists(_rows, min_size=1, max_size=30), day=st.integers(0, 1400))
+def test_the_sql_clause_decides_as_the_python_rule_does(rows: list[dict], day: int) -> None:
+    assert _POLICY is not None
+    engine = create_engine("sqlite://")
+    meta = MetaData()
+    names = ["item_id", *rows[0].keys()]
+    table = Table("c", meta, *(Column(n, Text) for n in names))
+    meta.create_all(engine)
+    now = _T + timedelta(days=day)
+    with engine.begin() as conn:
+        conn.execute(insert(table), [{"item_id": str(i), **r} for i, r in enumerate(rows)])
+        found = set(
+            conn.execute(
+                select(table.c.item_id).where(_POLICY.expired_clause(table.c)),
+                _POLICY.cutoffs(now),
+            ).scalars()
+        )
+    expected = {str(i) for i, r in enumerate(rows) if _POLICY.decide(r).expired(now)}
+    assert found == expected
+
+
+# -- decay and the archived tier -------------------------------------------------------
+
+DECAY = """
+[decay]
+period = "1d"
+archive_below = 0.2
+reinforce_step = 0.1
+[[decay.class]]
+name = "seats"
+kind = "preference"
+half_life = "10d"
+"""
+
+
+def test_decay_archives_once_per_period_and_reinforcement_brings_it_back(
+    settings: Settings,
+) -> None:
+    (settings.data_dir).mkdir(parents=True, exist_ok=True)
+    (settings.data_dir / POLICY_FILE).write_text(_policy(2) + DECAY)
+    with MemoryService(settings) as service:
+        alice = service.for_principal(ALICE)
+        seat = alice.remember(preference("seat", "aisle", origin="observed")).item_id
+        city = alice.remember(fact("city", "Hangzhou")).item_id
+        _, start = service.retention.period_start(datetime.now(UTC) + 7 * DAY)
+        first = decay_pass(service, start + timedelta(hours=1))
+        assert first["archived"] == 1 and first["unarchived"] == 0
+        again = decay_pass(service, start + timedelta(hours=20))  # the same period
+        assert again["archived"] == again["unarchived"] == 0
+        archived = [e for e in service.log.events_of(__import__("uuid").UUID(seat))]
+        assert [type(e).__name__ for e in archived].count("Archived") == 1
+        assert _ids(alice) == {city}
+        assert _ids(alice, include_archived=True) == {seat, city}
+        assert alice.get(seat).archived and alice.get(seat).text == "aisle"
+        explained = service.explain("acme/alice", seat, start)
+        assert explained["state"] == "archived" and explained["decay"]["rule"] == "decay:seats"
+        assert alice.context("aisle seat", rank="keyword").items == []
+        for n in range(3):  # served three times (asked for the archived tier explicitly)
+            t = alice.remember(turn("which seat?", turn_id=f"r{n}")).item_id
+            ctx = alice.context("aisle", for_turn=t, rank="keyword", include_archived=True)
+            assert seat in {i.item_id for i in ctx.items}
+        back = decay_pass(service, datetime.now(UTC) + 8 * DAY)
+        assert back["unarchived"] == 1
+        assert seat in _ids(alice)
+
+
+# -- kill -9 in the middle of a sweep --------------------------------------------------
+
+SLOW_STORE = """
+import time
+from memory_ledger.stores import Evidence, Receipt
+
+class SlowStore:
+    name = "slow_subscriber"
+    holds = "copies kept by an external subscriber"
+
+    def __init__(self, service):
+        self.marker = service.settings.data_dir.parent / "slow-store-entered"
+
+    def erase(self, item_ids):
+        if not self.marker.exists():
+            self.marker.write_text("x")
+            time.sleep(600)
+        return Receipt(self.name, "acknowledged", len(item_ids), "ok", {})
+
+    def verify_absent(self, item_ids):
+        return Evidence(self.name, True, {})
+
+    def rebuild(self):
+        return 0
+
+    def at_rest(self):
+        return iter(())
+
+def slow(service):
+    return SlowStore(service)
+"""
+
+
+@pytest.mark.slow
+def test_a_sweep_killed_mid_fan_out_resumes_to_completion(
+    settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "ml_slow_store.py").write_text(SLOW_STORE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("MEMORY_LEDGER_EXTRA_STORES", "ml_slow_store:slow")
+    with MemoryService(settings) as service:
+        ledger = service.for_principal(ALICE)
+        ids = {
+            ledger.remember(fact(f"guess_{n}", f"value {n}", origin="inferred")).item_id
+            for n in range(5)
+        }
+    pg = settings.postgres
+    url = f"postgresql://{pg.user}@{pg.host}:{pg.port}/{pg.dbname}" if pg else ""
+    script = textwrap.dedent(f"""
+        import sys
+        from datetime import UTC, datetime, timedelta
+        sys.path.insert(0, {str(tmp_path)!r})
+        from jobs.retention import expire_due
+        from memory_ledger.api import MemoryService
+        with MemoryService.open({str(settings.data_dir)!r}, {url!r} or None) as service:
+            expire_due(service, datetime.now(UTC) + timedelta(days=91))
+    """)
+    worker = subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.PIPE)
+    entered = settings.data_dir.parent / "slow-store-entered"
+    for _ in range(600):
+        if entered.exists() or worker.poll() is not None:
+            break
+        time.sleep(0.05)
+    assert entered.exists(), worker.communicate()[1].decode()
+    worker.kill()  # SIGKILL mid fan-out
+    worker.wait()
+    with MemoryService(settings) as service:  # the next start finishes the request
+        [request_id] = service.ledger.request_ids()
+        assert service.ledger.latest_status(request_id) == "completed"
+        assert set(service.requests.report(request_id).targets) == ids
+        assert expire_due(service, datetime.now(UTC) + 91 * DAY) == []
+        assert all(service.for_principal(ALICE).get(i).erased for i in ids)
