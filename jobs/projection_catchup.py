@@ -49,6 +49,11 @@ def check_schedule(
         )
 
 
+def check_duration(duration: object) -> None:
+    """Refuse a `jobs run --duration` outside (0, MAX_DURATION], as `check_schedule` does."""
+    _seconds("duration", duration, 0.0, MAX_DURATION, above_low=True)
+
+
 def _seconds(name: str, value: object, low: float, high: float, above_low: bool = False) -> None:
     bound = f"more than {low:.10g}" if above_low else f"at least {low:.10g}"
     wanted = f"{name} must be a number of seconds, {bound} and at most {high:.10g}"
