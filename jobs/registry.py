@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from jobs import retention, verification_scan
-from jobs.consolidation import Consolidator
 from jobs.file_vacuum import ratio_from_env, vacuum_fragmented
 from jobs.projection_catchup import catch_up_all, catchup_seconds_from_env
 from jobs.verification_window import close_elapsed_windows, window_from_env
@@ -94,6 +93,11 @@ def _file_vacuum(
 def _consolidation(
     service: MemoryService, now: datetime, progress: Progress | None
 ) -> dict[str, int]:
+    # Imported here, not at the top: importing it adds `consolidated_turns` to the
+    # projections' tables, which every process would then create when it opens a store
+    # (and two opening at once would race to). Consolidator creates it when it runs.
+    from jobs.consolidation import Consolidator
+
     return consolidation_counts(Consolidator(service).run_all())
 
 

@@ -225,19 +225,22 @@ class RunStore:
         run_id = f"run-{uuid.uuid4().hex[:16]}"
         lease = {"holder": self.holder, "run_id": run_id, "expires_at": expires}
         with self.engine.begin() as conn:
+            # RETURNING, not rowcount: psycopg reports no rowcount for ON CONFLICT.
             taken = conn.execute(
                 update(job_leases)
                 .where(job_leases.c.name == name, job_leases.c.expires_at <= started)
                 .values(**lease)
-            ).rowcount
-            if not taken:
+                .returning(job_leases.c.name)
+            ).first()
+            if taken is None:
                 dialect = postgresql if self.settings.postgres is not None else sqlite
                 taken = conn.execute(
                     dialect.insert(job_leases)
                     .values(name=name, **lease)
                     .on_conflict_do_nothing(index_elements=["name"])
-                ).rowcount
-            if not taken:
+                    .returning(job_leases.c.name)
+                ).first()
+            if taken is None:
                 row = conn.execute(select(job_leases).where(job_leases.c.name == name)).one()
                 return Lease(row.name, row.holder, row.run_id, row.expires_at)
             # Holding the lease, every other unfinished run of this job is dead: its
@@ -268,13 +271,13 @@ class RunStore:
         another run took it)."""
         expires = self._expiry(at or datetime.now(UTC))
         with self.engine.begin() as conn:
-            return bool(
-                conn.execute(
-                    update(job_leases)
-                    .where(job_leases.c.name == name, job_leases.c.run_id == run_id)
-                    .values(expires_at=expires)
-                ).rowcount
-            )
+            kept = conn.execute(
+                update(job_leases)
+                .where(job_leases.c.name == name, job_leases.c.run_id == run_id)
+                .values(expires_at=expires)
+                .returning(job_leases.c.name)
+            ).first()
+        return kept is not None
 
     def finish(
         self,
