@@ -9,7 +9,6 @@ without importing APScheduler.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 from typing import TYPE_CHECKING
@@ -78,10 +77,12 @@ def catchup_seconds_from_env() -> float:
 
 def catch_up_all(service: MemoryService, progress: Progress | None = None) -> dict[str, int]:
     """The `projection-catchup` job: the tables, then the vector index (embedding is
-    the slow part, and it must not delay them). Each failure is its own log line and
-    does not keep the other from running; the first is raised once both were tried."""
+    the slow part, and it must not delay them). A failure of one does not keep the
+    other from running: the first is raised once both were tried (the run's one log
+    line says it), a second gets a line of its own. E.g. a corrupted key entry blocks
+    catch-up until an operator forgets or restores that item."""
     counts = {"events": 0, "vector_events": 0}
-    failed: list[MemoryLedgerError] = []
+    failed: list[tuple[str, MemoryLedgerError]] = []
     for code, label, step in (
         ("events", "projection catch-up", lambda: service.runner.catch_up(progress)),
         ("vector_events", "vector index catch-up", service.vectors.catch_up),
@@ -89,19 +90,20 @@ def catch_up_all(service: MemoryService, progress: Progress | None = None) -> di
         try:
             counts[code] = step()
         except MemoryLedgerError as exc:
-            # e.g. a corrupted key entry blocks catch-up until an operator forgets or
-            # restores that item: one clear line per run, not a traceback.
-            log.error("%s failed: %s", label, exc)
-            failed.append(exc)
+            failed.append((label, exc))
+    for label, exc in failed[1:]:
+        log.error("%s failed: %s", label, exc)
     if failed:
-        raise failed[0]
+        raise failed[0][1]
     return counts
 
 
 def _catch_up(service: MemoryService) -> None:
-    """One catch-up outside the scheduler; failures are logged, not raised."""
-    with contextlib.suppress(MemoryLedgerError):
+    """One catch-up outside the scheduler; a failure is logged, not raised."""
+    try:
         catch_up_all(service)
+    except MemoryLedgerError as exc:
+        log.error("catch-up failed: %s", exc)
 
 
 def catchup_jobs(

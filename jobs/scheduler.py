@@ -176,7 +176,10 @@ def run_named(name: str) -> None:
     if current is None:
         log.error("%s: no scheduler runs in this process; nothing was run", name)
         return
-    execute(current.service, name, datetime.now(UTC), runs=current.runs)
+    try:
+        execute(current.service, name, datetime.now(UTC), runs=current.runs)
+    except MemoryLedgerError as exc:  # not the job's: e.g. a name no longer registered
+        log.error("%s was not run: %s", name, exc)
 
 
 def selected_jobs(names: Iterable[str] | None = None) -> list[str]:
@@ -303,7 +306,7 @@ def run_foreground(
 ) -> None:
     """Run the scheduler until `duration` seconds have passed or SIGTERM or SIGINT
     arrives. Graceful: running jobs finish and release their leases before this
-    returns. A second signal acts as it normally would (stops at once)."""
+    returns. A second signal acts as it normally would (SIGTERM kills at once)."""
     stop = threading.Event()
     scheduler = start_scheduler(service, names, every)
     try:
