@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -38,6 +38,9 @@ from memory_ledger.cli.common import (
 from memory_ledger.config import Settings
 from memory_ledger.errors import InvalidWrite, MemoryLedgerError
 from memory_ledger.times import canonical_time, to_utc
+
+if TYPE_CHECKING:  # the scheduler imports APScheduler: only the commands that need it do
+    from jobs.scheduler import Scheduled
 
 jobs_app = typer.Typer(
     help="The scheduled lifecycle jobs: list them and their runs, run the scheduler, "
@@ -104,7 +107,9 @@ def list_jobs(
     emit(as_json, data, human)
 
 
-def _job_row(name: str, store: RunStore, scheduled: Any, limit: int, now: datetime) -> dict:
+def _job_row(
+    name: str, store: RunStore, scheduled: Scheduled | None, limit: int, now: datetime
+) -> dict[str, Any]:
     spec = JOBS[name]
     recent = store.recent(name, limit, now)
     lease = store.lease(name, now)
