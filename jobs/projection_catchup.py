@@ -1,20 +1,22 @@
-"""Keeps projections current from a long-running process, on a real scheduler.
+"""Keeps projections current from a long-running process: `memory-ledger run`.
 
 Reads call `catch_up()` themselves, so this job is about freshness for other readers
-(and for the subscriptions that come later), not about correctness.
+(and for the subscriptions that come later), not about correctness. `run` is the
+scheduler of jobs/scheduler.py with the catch-up's interval (and consolidation's) given
+on its command line; the bounds of that schedule live here, where the CLI reads them
+without importing APScheduler.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-import threading
-from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from memory_ledger.api import MemoryService
+from memory_ledger.config import number_from_env
 from memory_ledger.errors import InvalidWrite, MemoryLedgerError
+from projections.events import Progress
 
 if TYPE_CHECKING:  # imported when a scheduler starts: the CLI reads the bounds below
     from apscheduler.schedulers.background import BackgroundScheduler
@@ -28,6 +30,8 @@ MAX_INTERVAL = 3600.0
 MAX_DURATION = 30 * 24 * 3600.0  # without a duration, run until stopped
 MIN_CONSOLIDATE_EVERY = 1.0
 MAX_CONSOLIDATE_EVERY = 24 * 3600.0
+CATCHUP_ENV = "MEMORY_LEDGER_CATCHUP_SECONDS"
+DEFAULT_CATCHUP_SECONDS = 1.0
 
 
 def check_schedule(
@@ -44,6 +48,11 @@ def check_schedule(
         )
 
 
+def check_duration(duration: object) -> None:
+    """Refuse a `jobs run --duration` outside (0, MAX_DURATION], as `check_schedule` does."""
+    _seconds("duration", duration, 0.0, MAX_DURATION, above_low=True)
+
+
 def _seconds(name: str, value: object, low: float, high: float, above_low: bool = False) -> None:
     bound = f"more than {low:.10g}" if above_low else f"at least {low:.10g}"
     wanted = f"{name} must be a number of seconds, {bound} and at most {high:.10g}"
@@ -55,95 +64,80 @@ def _seconds(name: str, value: object, low: float, high: float, above_low: bool 
         raise InvalidWrite(f"{wanted}; nothing was started")
 
 
-def start_catchup_scheduler(
-    service: MemoryService, interval: float, consolidate_every: float | None = None
-) -> BackgroundScheduler:
-    """Start a scheduler that runs projection catch-up every `interval` seconds,
-    consolidation every `consolidate_every` seconds if given, the verification scan of
-    finished forget requests every few minutes, the retention sweep of expired items
-    (hourly by default), and, hourly from the start, the closing
-    of elapsed verification windows and the VACUUM of SQLite files whose free pages
-    have piled up.
-
-    One instance at a time and coalescing: a slow run is never run twice at once.
-    """
-    check_schedule(interval, None, consolidate_every)
-    from apscheduler.schedulers.background import BackgroundScheduler
-
-    from jobs.file_vacuum import ratio_from_env, vacuum_fragmented
-    from jobs.retention import every_from_env as retention_every
-    from jobs.retention import expire_due
-    from jobs.verification_scan import every_from_env, scan_due
-    from jobs.verification_window import close_elapsed_windows, window_from_env
-
-    window = window_from_env()  # a bad setting stops the start, not a later tick
-    scan_every = every_from_env()
-    sweep_every = retention_every()
-    ratio = ratio_from_env()
-    scheduler = BackgroundScheduler(timezone="UTC")
-    # Run at start, then every so many minutes: job id -> (what runs, minutes).
-    periodic: dict[str, tuple[Callable[[], None], float]] = {
-        "verification-window": (
-            _guarded(lambda: close_elapsed_windows(service, window), "verification window"),
-            60.0,
-        ),
-        "file-vacuum": (_guarded(lambda: vacuum_fragmented(service, ratio), "file vacuum"), 60.0),
-        "verification-scan": (_guarded(lambda: scan_due(service), "verification scan"), scan_every),
-        "retention": (
-            _guarded(lambda: expire_due(service, datetime.now(UTC)), "retention sweep"),
-            sweep_every,
-        ),
-    }
-    for job_id, (job, minutes) in periodic.items():
-        scheduler.add_job(
-            job,
-            "interval",
-            minutes=minutes,
-            next_run_time=datetime.now(UTC),
-            id=job_id,
-            max_instances=1,
-            coalesce=True,
-        )
-    if consolidate_every is not None:
-        from jobs.consolidation import Consolidator
-
-        scheduler.add_job(
-            _guarded(Consolidator(service).run_all, "consolidation"),
-            "interval",
-            seconds=consolidate_every,
-            id="consolidation",
-            max_instances=1,
-            coalesce=True,
-        )
-    scheduler.add_job(
-        _catch_up,
-        "interval",
-        args=(service,),
-        seconds=interval,
-        id="projection-catchup",
-        max_instances=1,
-        coalesce=True,
+def catchup_seconds_from_env() -> float:
+    """Seconds between catch-ups under `jobs run` (`run` takes `--interval`), within
+    the schedule's bounds."""
+    return number_from_env(
+        CATCHUP_ENV,
+        DEFAULT_CATCHUP_SECONDS,
+        lambda s: MIN_INTERVAL <= s <= MAX_INTERVAL,
+        f"a number of seconds, {MIN_INTERVAL:.10g}-{MAX_INTERVAL:.10g}",
     )
-    scheduler.start()
-    return scheduler
+
+
+def catch_up_all(service: MemoryService, progress: Progress | None = None) -> dict[str, int]:
+    """The `projection-catchup` job: the tables, then the vector index (embedding is
+    the slow part, and it must not delay them). A failure of one does not keep the
+    other from running: the first is raised once both were tried (the run's one log
+    line says it), a second gets a line of its own. E.g. a corrupted key entry blocks
+    catch-up until an operator forgets or restores that item."""
+    counts = {"events": 0, "vector_events": 0}
+    failed: list[tuple[str, MemoryLedgerError]] = []
+    for code, label, step in (
+        ("events", "projection catch-up", lambda: service.runner.catch_up(progress)),
+        ("vector_events", "vector index catch-up", service.vectors.catch_up),
+    ):
+        try:
+            counts[code] = step()
+        except MemoryLedgerError as exc:
+            failed.append((label, exc))
+    for label, exc in failed[1:]:
+        log.error("%s failed: %s", label, exc)
+    if failed:
+        raise failed[0][1]
+    return counts
 
 
 def _catch_up(service: MemoryService) -> None:
-    _guarded(service.runner.catch_up, "projection catch-up")()
-    # After the tables: embedding is the slow part, and it must not delay them.
-    _guarded(service.vectors.catch_up, "vector index catch-up")()
+    """One catch-up outside the scheduler; a failure is logged, not raised."""
+    try:
+        catch_up_all(service)
+    except MemoryLedgerError as exc:
+        log.error("catch-up failed: %s", exc)
 
 
-def _guarded(job: Callable[[], object], name: str) -> Callable[[], None]:
-    def run() -> None:
-        try:
-            job()
-        except MemoryLedgerError as exc:
-            # One clear line per tick, not a traceback: e.g. a corrupted key entry blocks
-            # catch-up until an operator forgets or restores that item.
-            log.error("%s failed: %s", name, exc)
+def catchup_jobs(
+    interval: float, consolidate_every: float | None
+) -> tuple[list[str], dict[str, float]]:
+    """What `run` schedules: every job on by default with projection catch-up every
+    `interval` seconds, and consolidation every `consolidate_every` seconds if given."""
+    from jobs.scheduler import selected_jobs
 
-    return run
+    names = selected_jobs()
+    every = {"projection-catchup": interval / 60}
+    if consolidate_every is not None:
+        names.append("consolidation")
+        every["consolidation"] = consolidate_every / 60
+    return names, every
+
+
+def start_catchup_scheduler(
+    service: MemoryService, interval: float, consolidate_every: float | None = None
+) -> BackgroundScheduler:
+    """Start the scheduler of `run` (jobs/scheduler.py) in the background: projection
+    catch-up every `interval` seconds, consolidation every `consolidate_every` seconds
+    if given, and the other jobs on by default (the verification scan, the retention
+    sweep, the closing of elapsed verification windows, the VACUUM of fragmented SQLite
+    files) on their settings' schedules.
+
+    One instance of a job at a time, missed runs coalesced, and each run under the
+    job's lease, so another scheduler on the same store does not run it at once.
+    """
+    check_schedule(interval, None, consolidate_every)
+    from jobs.scheduler import start_scheduler
+
+    names, every = catchup_jobs(interval, consolidate_every)
+    return start_scheduler(service, names, every)
 
 
 def run_catchup_job(
@@ -152,15 +146,13 @@ def run_catchup_job(
     duration: float | None,
     consolidate_every: float | None = None,
 ) -> None:
+    """`run`: the scheduler in the foreground until `duration` or SIGINT/SIGTERM, then
+    one last catch-up, so what was written before the stop is projected."""
     check_schedule(interval, duration, consolidate_every)
-    stop = threading.Event()
-    scheduler = start_catchup_scheduler(service, interval, consolidate_every)
+    from jobs.scheduler import run_foreground
+
+    names, every = catchup_jobs(interval, consolidate_every)
     log.info("projection catch-up every %ss", interval)
-    try:
-        stop.wait(duration)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        scheduler.shutdown(wait=True)
-        service.runner.catch_up()
-        service.vectors.catch_up()
+    run_foreground(service, names, every, duration)
+    service.runner.catch_up()
+    service.vectors.catch_up()

@@ -17,6 +17,7 @@ import logging
 
 from memory_ledger.api import MemoryService
 from memory_ledger.config import number_from_env
+from projections.events import Progress
 
 log = logging.getLogger("memory_ledger.jobs")
 
@@ -50,12 +51,17 @@ def due_requests(service: MemoryService) -> list[str]:
     return [request_id for request_id, completed in due.items() if completed]
 
 
-def scan_due(service: MemoryService) -> dict[str, str]:
-    """Scan for every due request; returns request id -> receipt status (ids only)."""
+def scan_due(service: MemoryService, progress: Progress | None = None) -> dict[str, str]:
+    """Scan for every due request; returns request id -> receipt status (ids only).
+    `progress` is told ("verification_scan", requests scanned, requests due): each scan
+    reads every file, so a backlog of them is a long run."""
     done: dict[str, str] = {}
-    for request_id in due_requests(service):
+    due = due_requests(service)
+    for request_id in due:
         _, receipt = service.requests.scan_files(request_id)
         done[request_id] = receipt.status if receipt is not None else "not run"
+        if progress is not None:
+            progress("verification_scan", len(done), len(due))
     if done:
         found = sum(1 for s in done.values() if s == "failed")
         log.info("verification scan of %d request(s): %d with residue", len(done), found)

@@ -2,8 +2,8 @@
 whose memory a command touches (the Python API and HTTP service take it from the
 principal instead). Human tables by default, `--json` for machines.
 
-The commands are grouped by concern in `memories`, `forget` and `ops` (what they share
-is in `common`); importing them registers them on the one `app`."""
+The commands are grouped by concern in `memories`, `forget`, `ops` and `jobs` (what
+they share is in `common`); importing them registers them on the one `app`."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import importlib
 from memory_ledger.cli.common import app
 
 # This order is the order of `--help`.
-for _module in ("memories", "forget", "lifecycle", "ops"):
+for _module in ("memories", "forget", "lifecycle", "ops", "jobs"):
     importlib.import_module(f"memory_ledger.cli.{_module}")
 
 __all__ = ["app"]

@@ -296,13 +296,18 @@ def memories_table(memories: list[Memory], title: str) -> Table:
     return table
 
 
-REPLAY_STAGES = {"projections": "replaying the log", "vector_index": "vector index"}
+REPLAY_STAGES = {
+    "projections": "replaying the log",
+    "vector_index": "vector index",
+    "verification_scan": "verification scan",
+}
 
 
 @contextmanager
 def replay_progress(as_json: bool) -> Iterator[Progress | None]:
-    """A progress bar on stderr while a replay runs (rebuild): only in a terminal, and
-    never with --json, so scripts and logs see only the result."""
+    """A progress bar on stderr while a replay (rebuild) or a long job run (`jobs
+    run-once`) goes: only in a terminal, and never with --json, so scripts and logs see
+    only the result."""
     if as_json or not err.is_terminal:
         yield None
         return

@@ -165,7 +165,9 @@ def run(
     data_dir: DataDir = None,
     url: Url = None,
 ) -> None:
-    """Keep projections caught up (and consolidate new turns) on a schedule (APScheduler)."""
+    """Keep projections caught up (and consolidate new turns) on a schedule (APScheduler),
+    with the other lifecycle jobs on theirs (`jobs list`). SIGINT or SIGTERM: the running
+    jobs finish, one last catch-up runs, exit 0."""
     try:  # typer checks the ranges; this also refuses NaN and a zero duration
         check_schedule(interval, duration, consolidate_every)
     except InvalidWrite as exc:

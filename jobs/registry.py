@@ -1,0 +1,191 @@
+"""The named lifecycle jobs: one registry that the scheduler, `run`, `jobs list` and
+`jobs run-once` all read, so a job is added in one place (one entry in `JOBS`).
+
+Each job is given the service, the time it runs as of (`now`, injected: a job never
+reads the clock, so tests and drills decide what is due) and a progress callback (or
+None), and returns counts: short codes mapped to whole numbers, never content, which
+are what its run record keeps (jobs/runs.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+from jobs import retention, verification_scan
+from jobs.file_vacuum import ratio_from_env, vacuum_fragmented
+from jobs.projection_catchup import catch_up_all, catchup_seconds_from_env
+from jobs.verification_window import close_elapsed_windows, window_from_env
+from memory_ledger.api import MemoryService
+from memory_ledger.config import number_from_env
+from memory_ledger.errors import InvalidWrite
+from projections.events import Progress
+
+#: What a job runs: (service, now, progress) -> counts.
+JobRun = Callable[[MemoryService, datetime, Progress | None], dict[str, int]]
+
+CONSOLIDATION_ENV = "MEMORY_LEDGER_CONSOLIDATION_MINUTES"
+DEFAULT_CONSOLIDATION_MINUTES = 10.0
+
+
+def _no_settings() -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """One named job.
+
+    `every_minutes` and `check` read the job's settings from the environment; the
+    scheduler calls both before it starts, so a bad setting stops the start rather
+    than a later tick. `default_on` is whether `jobs run` schedules it without being
+    asked (consolidation writes inferred memories: an operator opts in)."""
+
+    name: str
+    describe: str
+    every_minutes: Callable[[], float]
+    run: JobRun
+    check: Callable[[], object] = _no_settings
+    default_on: bool = True
+
+
+# -- what each job runs ---------------------------------------------------------------
+
+
+def _retention(service: MemoryService, now: datetime, progress: Progress | None) -> dict[str, int]:
+    # The sweep reads the projections: catching them up here is the long part on a
+    # store that is behind, and the only part that can report its progress.
+    service.runner.catch_up(progress)
+    reports = retention.expire_due(service, now)
+    return {
+        "requests": len(reports),
+        "items": sum(len(r.all_targets) for r in reports),
+        "completed": sum(1 for r in reports if r.completed),
+    }
+
+
+def _verification_scan(
+    service: MemoryService, now: datetime, progress: Progress | None
+) -> dict[str, int]:
+    done = verification_scan.scan_due(service, progress)
+    statuses = list(done.values())
+    return {
+        "requests": len(done),
+        "ok": statuses.count("ok"),
+        "residue": statuses.count("failed"),
+    }
+
+
+def _verification_window(
+    service: MemoryService, now: datetime, progress: Progress | None
+) -> dict[str, int]:
+    return {"closed": len(close_elapsed_windows(service, window_from_env(), now))}
+
+
+def _file_vacuum(
+    service: MemoryService, now: datetime, progress: Progress | None
+) -> dict[str, int]:
+    rebuilt = vacuum_fragmented(service, ratio_from_env())
+    return {"files_rebuilt": len(rebuilt), "free_pages": sum(f.free_pages for f in rebuilt)}
+
+
+def _consolidation(
+    service: MemoryService, now: datetime, progress: Progress | None
+) -> dict[str, int]:
+    # Imported here, not at the top: importing it adds `consolidated_turns` to the
+    # projections' tables, which every process would then create when it opens a store
+    # (and two opening at once would race to). Consolidator creates it when it runs.
+    from jobs.consolidation import Consolidator
+
+    return consolidation_counts(Consolidator(service).run_all())
+
+
+def consolidation_counts(result: object) -> dict[str, int]:
+    """Counts from whatever `Consolidator.run_all` returns: its (written, refused)
+    tuple, or a mapping (its whole-number entries; anything else in it is dropped, as
+    it could be content)."""
+    if isinstance(result, tuple) and len(result) >= 2:
+        return {"written": int(result[0]), "refused": int(result[1])}
+    if isinstance(result, Mapping):
+        return {
+            str(k): v for k, v in result.items() if isinstance(v, int) and not isinstance(v, bool)
+        }
+    return {}
+
+
+def _projection_catchup(
+    service: MemoryService, now: datetime, progress: Progress | None
+) -> dict[str, int]:
+    return catch_up_all(service, progress)
+
+
+def _consolidation_every() -> float:
+    return number_from_env(
+        CONSOLIDATION_ENV,
+        DEFAULT_CONSOLIDATION_MINUTES,
+        lambda m: 1 <= m <= 1440,
+        "a number of minutes, 1-1440",
+    )
+
+
+def _hourly() -> float:
+    return 60.0
+
+
+def _catchup_every() -> float:
+    return catchup_seconds_from_env() / 60
+
+
+JOBS: dict[str, JobSpec] = {
+    spec.name: spec
+    for spec in (
+        JobSpec(
+            "retention",
+            "erase items whose retention has run out (one forget request per namespace)",
+            retention.every_from_env,
+            _retention,
+        ),
+        JobSpec(
+            "verification-scan",
+            "scan every file for what each completed forget request erased",
+            verification_scan.every_from_env,
+            _verification_scan,
+        ),
+        JobSpec(
+            "verification-window",
+            "close verification windows that have elapsed (destroy their fingerprints)",
+            _hourly,
+            _verification_window,
+            check=window_from_env,
+        ),
+        JobSpec(
+            "file-vacuum",
+            "VACUUM SQLite files whose free pages have piled up",
+            _hourly,
+            _file_vacuum,
+            check=ratio_from_env,
+        ),
+        JobSpec(
+            "consolidation",
+            "extract inferred facts and preferences from turns not read yet",
+            _consolidation_every,
+            _consolidation,
+            default_on=False,
+        ),
+        JobSpec(
+            "projection-catchup",
+            "apply new events to the projections, then to the vector index",
+            _catchup_every,
+            _projection_catchup,
+        ),
+    )
+}
+
+
+def spec_named(name: str) -> JobSpec:
+    """The job called `name`, or an InvalidWrite that lists the names there are."""
+    spec = JOBS.get(name)
+    if spec is None:
+        raise InvalidWrite(f"unknown job {name!r}; the jobs are: {', '.join(JOBS)}")
+    return spec
