@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from jobs import retention, verification_scan
+from jobs import decay, retention, verification_scan
 from jobs.file_vacuum import ratio_from_env, vacuum_fragmented
 from jobs.projection_catchup import catch_up_all, catchup_seconds_from_env
 from jobs.verification_window import close_elapsed_windows, window_from_env
@@ -57,12 +57,12 @@ def _retention(service: MemoryService, now: datetime, progress: Progress | None)
     # The sweep reads the projections: catching them up here is the long part on a
     # store that is behind, and the only part that can report its progress.
     service.runner.catch_up(progress)
-    reports = retention.expire_due(service, now)
-    return {
-        "requests": len(reports),
-        "items": sum(len(r.all_targets) for r in reports),
-        "completed": sum(1 for r in reports if r.completed),
-    }
+    return retention.sweep_counts(retention.expire_due(service, now))
+
+
+def _decay(service: MemoryService, now: datetime, progress: Progress | None) -> dict[str, int]:
+    service.runner.catch_up(progress)
+    return decay.decay_pass(service, now)
 
 
 def _verification_scan(
@@ -145,6 +145,12 @@ JOBS: dict[str, JobSpec] = {
             "erase items whose retention has run out (one forget request per namespace)",
             retention.every_from_env,
             _retention,
+        ),
+        JobSpec(
+            "decay",
+            "archive items whose strength decayed; bring back reinforced ones (once a period)",
+            _hourly,
+            _decay,
         ),
         JobSpec(
             "verification-scan",

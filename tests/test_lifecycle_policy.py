@@ -276,13 +276,19 @@ def test_policy_commands_diff_and_install_from_the_cli(
     )
     bad = _write(tmp_path / "bad.toml", _policy(3, "default_ttl = '-1d'\n"))
     cli = [sys.executable, "-m", "memory_ledger.cli"]
-    shown = subprocess.run([*cli, "policy", "diff", str(good), "--json", *where], capture_output=True)
+    shown = subprocess.run(
+        [*cli, "policy", "diff", str(good), "--json", *where], capture_output=True
+    )
     assert shown.returncode == 0, shown.stderr
     assert json.loads(shown.stdout)["rule_changes"] == {"default -> class:e": 1}
-    refused = subprocess.run([*cli, "policy", "install", str(bad), *where], capture_output=True, text=True)
+    refused = subprocess.run(
+        [*cli, "policy", "install", str(bad), *where], capture_output=True, text=True
+    )
     assert refused.returncode != 0 and "Traceback" not in refused.stderr
     assert "default_ttl" in refused.stderr and "line 3" in refused.stderr
-    done = subprocess.run([*cli, "policy", "install", str(good), "--json", *where], capture_output=True)
+    done = subprocess.run(
+        [*cli, "policy", "install", str(good), "--json", *where], capture_output=True
+    )
     assert done.returncode == 0, done.stderr
     version = subprocess.run([*cli, "policy", "show", "--json", *where], capture_output=True)
     assert json.loads(version.stdout)["version"] == 2
@@ -469,3 +475,17 @@ def test_a_sweep_killed_mid_fan_out_resumes_to_completion(
         assert set(service.requests.report(request_id).targets) == ids
         assert expire_due(service, datetime.now(UTC) + 91 * DAY) == []
         assert all(service.for_principal(ALICE).get(i).erased for i in ids)
+
+
+def test_the_decay_job_runs_once_through_the_scheduler_path(
+    alice: MemoryLedger, where: list[str]
+) -> None:
+    alice.remember(preference("seat", "aisle", origin="observed"))
+    now = (datetime.now(UTC) + 400 * DAY).isoformat()
+    cli = [sys.executable, "-m", "memory_ledger.cli", "jobs", "run-once", "decay", "--now", now]
+    first = subprocess.run([*cli, *where, "--json"], capture_output=True)
+    assert first.returncode == 0, first.stderr
+    assert json.loads(first.stdout)["counts"]["archived"] == 1
+    again = subprocess.run([*cli, *where, "--json"], capture_output=True)
+    assert json.loads(again.stdout)["counts"]["archived"] == 0
+    assert _ids(alice) == set() and len(_ids(alice, include_archived=True)) == 1

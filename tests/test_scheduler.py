@@ -121,7 +121,7 @@ def test_run_once_records_a_run_that_jobs_list_shows(
     assert code == 0, output
     result = json.loads(output)
     assert result["outcome"] == "ok" and result["held_by"] is None
-    assert result["counts"] == {"requests": 1, "items": 1, "completed": 1}
+    assert result["counts"] == {"requests": 1, "items": 1, "completed": 1, "blocked": 0}
     assert alice.get(due).erased and not alice.get(kept).erased
 
     code, output = cli("jobs", "list", *where, "--json")
