@@ -109,6 +109,17 @@ def test_a_context_that_serves_an_item_does_not_extend_its_life(
     assert due_items(service, datetime.now(UTC) + 91 * DAY) == {"acme/alice": [inferred]}
 
 
+def test_a_cached_context_is_not_served_past_an_items_expiry(
+    alice: MemoryLedger, service: MemoryService
+) -> None:
+    inferred = alice.remember(fact("employer", "Acme Robotics", origin="inferred")).item_id
+    first = alice.context("Acme Robotics", rank="keyword")
+    assert [i.item_id for i in first.items] == [inferred] and first.valid_until is not None
+    assert alice.context("Acme Robotics", rank="keyword") is first  # cached
+    _later(service, 91 * DAY)  # the log has not moved; the clock has
+    assert alice.context("Acme Robotics", rank="keyword").items == []
+
+
 def test_session_basis_items_end_with_their_session(alice: MemoryLedger) -> None:
     session = {"basis": "session"}
     scratch = alice.remember(fact("draft", "pick up dry cleaning", retention=session)).item_id

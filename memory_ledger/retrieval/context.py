@@ -33,6 +33,7 @@ from sqlalchemy import Connection, Float, Text, bindparam, literal, select, tupl
 from memory_ledger.errors import InvalidWrite
 from memory_ledger.policy.retention import RetentionPolicy
 from memory_ledger.retrieval.instruction_like import FLAG
+from memory_ledger.times import canonical_time
 from memory_ledger.write_policy import (
     Identifier,
     Kind,
@@ -140,6 +141,9 @@ class Context:
     embedder: str
     context_mac: str | None = None
     recorded_on: str | None = None
+    #: The earliest time one of its items expires under the retention policy: a cached
+    #: copy is never served past it (memory_ledger/retrieval/context_cache.py).
+    valid_until: str | None = None
 
     def render(self) -> str:
         return "\n".join(item.render() for item in self.items)
@@ -173,8 +177,8 @@ def build(ledger: MemoryLedger, request: ContextRequest, for_turn: str | None = 
     service = ledger.service
     service.runner.catch_up()
     position = service.log.max_position()
-    key = (ledger.namespace, request.model_dump_json())
-    context = service.context_cache.get(position, key)
+    key = (ledger.namespace, request.model_dump_json(), service.retention)
+    context = service.context_cache.get(position, key, canonical_time(service.clock()))
     if context is None:
         context = _build(ledger, request)
         service.context_cache.put(position, key, context)
@@ -237,8 +241,20 @@ def _build(ledger: MemoryLedger, request: ContextRequest) -> Context:
                 f"token_budget {request.token_budget} is smaller than any matching memory "
                 f"(the smallest needs {smallest} tokens)"
             )
+        valid_until = _first_expiry(conn, service.retention, [i.item_id for i in items])
     embedder = service.vectors.embedder.name if request.rank != "keyword" else "none"
-    return Context(items, request.token_budget, used, omitted, request.rank, embedder)
+    return Context(
+        items, request.token_budget, used, omitted, request.rank, embedder, None, None, valid_until
+    )
+
+
+def _first_expiry(conn: Connection, policy: RetentionPolicy, item_ids: list[str]) -> str | None:
+    """When the first of these items expires under the policy (None: none ever does)."""
+    if not item_ids:
+        return None
+    rows = conn.execute(select(catalog).where(catalog.c.item_id.in_(item_ids))).mappings()
+    times = [t for t in (policy.decide(r).expires_at for r in rows) if t is not None]
+    return min(times, default=None)
 
 
 def _matched(c: _Candidate) -> bool:

@@ -7,6 +7,8 @@ request evicts every entry that served a target, and `verify_absent` proves none
 left. Entries live only as long as the log does not move: the first lookup at a newer
 log position drops every older entry, so a write or an erasure by another process
 clears this process's cache at its next recall, and a forget run here evicts at once.
+An entry also ends when the first of its items expires under the retention policy, and
+the policy in force is part of its key.
 """
 
 from __future__ import annotations
@@ -37,10 +39,15 @@ class ContextCache:
             self._entries.clear()
             self._position = position
 
-    def get(self, position: int, key: Hashable) -> Context | None:
+    def get(self, position: int, key: Hashable, now: str) -> Context | None:
+        """The context cached for `key` at this log position, unless one of its items
+        has expired since (`now`: canonical time): expiry moves without the log."""
         with self._lock:
             self._at(position)
             found = self._entries.get(key)
+            if found is not None and found.valid_until is not None and now >= found.valid_until:
+                del self._entries[key]
+                return None
             if found is not None:
                 self._entries.move_to_end(key)
             return found
