@@ -559,9 +559,16 @@ class MemoryLedger:
         subject: str | None = None,
         predicate: str | None = None,
     ) -> list[Memory]:
-        """Every version of a fact (by id), or of every fact about subject+predicate."""
+        """Every version of a fact (by id), or of every fact about subject+predicate;
+        none of an item expired under the retention policy (its text is withheld as
+        everywhere else, until the sweep erases it)."""
         self.service.runner.catch_up()
-        query = select(facts).where(facts.c.namespace == self.namespace)
+        retention = self.service.retention
+        query = (
+            select(facts)
+            .join(catalog, catalog.c.item_id == facts.c.item_id)
+            .where(facts.c.namespace == self.namespace, ~retention.expired_clause(catalog.c))
+        )
         if item_id is not None:
             item = self._owned(item_id)
             query = query.where(facts.c.item_id == str(item.id))
@@ -572,8 +579,9 @@ class MemoryLedger:
         else:
             raise InvalidWrite("history needs an item id, or a subject and a predicate")
         query = query.order_by(facts.c.valid_from, facts.c.position)
+        times = retention.cutoffs(self.service.clock())
         with self.service.engine.connect() as conn:
-            rows = [dict(r) for r in conn.execute(query).mappings()]
+            rows = [dict(r) for r in conn.execute(query, times).mappings()]
         Cells(self._log).fill(rows, "value", "value")
         return [_memory("fact", r) for r in rows]
 

@@ -89,6 +89,7 @@ def test_an_inferred_fact_expires_by_class_before_and_after_the_sweep(
     shown = alice.get(inferred)
     assert shown.expired and shown.text is None and not shown.erased
     assert alice.context(token, rank="keyword").items == []
+    assert alice.history(inferred) == []
     [report] = expire_due(service, datetime.now(UTC) + 91 * DAY)
     assert report.completed and report.targets == [inferred]
     assert report.basis == "retention_expiry"
