@@ -181,6 +181,18 @@ def test_a_legal_hold_blocks_a_request_until_it_is_lifted(
     assert service.holds.active() == []
 
 
+def test_a_redaction_of_a_held_item_is_refused_and_changes_nothing(
+    alice: MemoryLedger, service: MemoryService
+) -> None:
+    item = alice.remember(fact("note", "call Dr. Wang at 555-0199", category="health")).item_id
+    service.place_hold("case-9", namespace="acme/alice", reason="case-9", placed_by="legal")
+    report = alice.redact(item, spans=["555-0199"])
+    assert report.status == "refused"
+    [refusal] = [e for e in service.ledger.entries(report.request_id) if e.entry_type == "refusal"]
+    assert refusal.payload["reason"] == "legal_hold"
+    assert alice.get(item).text == "call Dr. Wang at 555-0199"
+
+
 def test_a_held_item_is_unreadable_once_expired_but_the_sweep_keeps_it(
     alice: MemoryLedger, service: MemoryService
 ) -> None:

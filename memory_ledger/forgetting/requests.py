@@ -319,6 +319,15 @@ class ForgetRequests:
         )
         self._confirm_from_log(report, as_scope, entries)
         report.status = "dry_run" if dry_run else "pending"
+        if self._held(report) is not None and not dry_run:
+            # Refused, not blocked: a redaction's spans are never recorded, so it cannot
+            # be resumed when the hold is lifted; it is filed again then.
+            report.status = "refused"
+            refusal = {"reason": "legal_hold", "items": report.all_targets}
+            self.ledger.append_many(
+                request_id, [*entries, ("refusal", refusal), ("status", {"status": "refused"})]
+            )
+            return report
         self.ledger.append_many(
             request_id,
             [

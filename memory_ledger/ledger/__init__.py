@@ -168,6 +168,7 @@ RefusalReason = Literal[
     "unauthorized",
     "projection_mismatch",
     "interrupted",
+    "legal_hold",
 ]
 
 _SCOPE_PARAMETERS: dict[str, tuple[str, ...]] = {
