@@ -32,7 +32,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-USERS = 20
+USERS = int(__import__("os").environ.get("BENCH_USERS", "20"))
 T0 = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "retention.json"
 

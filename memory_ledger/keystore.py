@@ -138,10 +138,13 @@ class KeyRing:
         self._master = master
         self._wrapped: dict[tuple[str, int], bytes | None] = {}
         self._open: dict[tuple[str, int], bytes] = {}
+        #: item id -> its generations, so per-item questions do not scan every row
+        #: (a ring for a 10,000-item request is asked 10,000 of them).
+        self._by_item: dict[str, list[int]] = {}
         for item_id, generation, wrapped in rows:
-            self._wrapped[(str(item_id), int(generation))] = (
-                bytes(wrapped) if wrapped is not None else None
-            )
+            ident = (str(item_id), int(generation))
+            self._wrapped[ident] = bytes(wrapped) if wrapped is not None else None
+            self._by_item.setdefault(ident[0], []).append(ident[1])
 
     def data_key(self, item_id: str, generation: int) -> bytes | None:
         ident = (item_id, generation)
@@ -160,7 +163,7 @@ class KeyRing:
 
     def rows_of(self, item_id: str) -> int:
         """How many key rows (live or destroyed) the item has."""
-        return sum(1 for (i, _) in self._wrapped if i == item_id)
+        return len(self._by_item.get(item_id, ()))
 
     def live_rows(self) -> list[tuple[str, int, bytes]]:
         """(item id, generation, wrapped bytes as stored) of every live key of the ring:
@@ -173,11 +176,11 @@ class KeyRing:
 
     def generations(self, item_id: str) -> list[int]:
         """Every generation (live or destroyed) the item has a row for, ascending."""
-        return sorted(g for (i, g) in self._wrapped if i == item_id)
+        return sorted(self._by_item.get(item_id, ()))
 
     def latest(self, item_id: str) -> tuple[int, bytes] | None:
         """The newest live generation of an item's key, and the key."""
-        live = [g for (i, g), w in self._wrapped.items() if i == item_id and w is not None]
+        live = [g for g in self._by_item.get(item_id, ()) if self.is_live(item_id, g)]
         if not live:
             return None
         key = self.data_key(item_id, max(live))
@@ -186,4 +189,4 @@ class KeyRing:
     def is_destroyed(self, item_id: str) -> bool:
         """Whether the item has no live key: every row destroyed, or (an integrity
         problem the consistency check reports, but a key nonetheless gone) no row."""
-        return all(w is None for (i, _), w in self._wrapped.items() if i == item_id)
+        return not any(self.is_live(item_id, g) for g in self._by_item.get(item_id, ()))

@@ -193,8 +193,12 @@ class MentionPattern:
         # rule is checked on the spans of the text searched, which needs no lookaround
         # (a class of every word character takes milliseconds to compile, per value).
         literals = [re.escape(v) for v in sorted(set(searched), key=lambda v: (-len(v), v))]
-        self._each = [re.compile(lit, re.IGNORECASE) for lit in literals]
+        self._literals = literals
+        self._each: list[re.Pattern[str]] | None = None  # compiled when first needed
         self._any = re.compile("(?=" + "|".join(literals) + ")", re.IGNORECASE)
+        # The alternation tries the literals in order, so its match at a position is
+        # the longest literal there: the one the loop below would try first.
+        self._first = re.compile("|".join(literals), re.IGNORECASE)
 
     def spans(self, text: str) -> list[tuple[int, int]]:
         """Where the text mentions a value, left to right and never overlapping."""
@@ -206,12 +210,23 @@ class MentionPattern:
             start = candidate.start()
             if found and start < found[-1][1]:
                 continue
-            for single in self._each:
+            if _inside(atoms, start):
+                continue
+            longest = self._first.match(text, start)
+            if longest and not _inside(atoms, longest.end()):
+                found.append(longest.span())
+                continue
+            for single in self._compiled():  # a shorter literal may end on a boundary
                 match = single.match(text, start)
-                if match and not _inside(atoms, start) and not _inside(atoms, match.end()):
+                if match and not _inside(atoms, match.end()):
                     found.append(match.span())
                     break
         return found
+
+    def _compiled(self) -> list[re.Pattern[str]]:
+        if self._each is None:
+            self._each = [re.compile(lit, re.IGNORECASE) for lit in self._literals]
+        return self._each
 
     def search(self, text: str) -> bool:
         return bool(self.spans(text))

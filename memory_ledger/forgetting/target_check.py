@@ -174,12 +174,15 @@ def identifiers_repeating(items: Iterable[MemoryItem], texts: Iterable[str]) -> 
         for name in map(_folded, _identifiers(item)):
             for word in set(name.split("_")):
                 by_word.setdefault(word, set()).add((item_id, name))
-    hits = {
-        item_id
-        for value in values
-        for item_id, name in by_word.get(value.split("_", 1)[0], ())
-        if f"_{value}_" in f"_{name}_"
-    }
+    hits = set()
+    for value in values:
+        # Only names holding the value's rarest word can hold the value: a common first
+        # word (`note` of `note_12`) would compare it with nearly every name.
+        words = value.split("_")
+        rarest = min(words, key=lambda w: len(by_word.get(w, ())))
+        hits.update(
+            item_id for item_id, name in by_word.get(rarest, ()) if f"_{value}_" in f"_{name}_"
+        )
     return len(hits)
 
 
