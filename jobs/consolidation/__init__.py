@@ -50,7 +50,7 @@ from pydantic import ValidationError
 from sqlalchemy import Column, Index, Table, Text, delete, select
 
 from jobs.consolidation.canonical import CanonicalKey
-from jobs.consolidation.extractors import Extractor, Turn, load_extractor
+from jobs.consolidation.extractors import EXTRACTOR_ENV, Extractor, Turn, load_extractor
 from memory_ledger.api import MemoryLedger, MemoryService
 from memory_ledger.errors import (
     ConfigurationError,
@@ -76,6 +76,9 @@ from projections.preferences import preferences
 from projections.transcripts import transcripts
 
 __all__ = [
+    "EXTRACTOR_ENV",
+    "PROMOTION_ENV",
+    "THIRD_PARTY_ENV",
     "Consolidator",
     "Proposal",
     "Reading",
