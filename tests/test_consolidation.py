@@ -519,3 +519,25 @@ def test_the_default_extractor_reads_attached_candidates_and_patterns() -> None:
     attached = TurnCandidate(kind="fact", predicate="city", value="Oslo")
     found = extractor.extract(Turn("i", 1, "user", "I live in Bergen.", (attached,)))
     assert [(c.predicate, c.value) for c in found] == [("city", "Oslo"), ("home_address", "Bergen")]
+
+
+def test_no_merge_into_a_conclusion_whose_turn_was_suppressed(
+    alice: MemoryLedger, service: MemoryService
+) -> None:
+    t1 = alice.remember(said(f"My address is {ADDRESS}.", "t1"))
+    Consolidator(service).consolidate(alice)
+    alice.suppress(t1.item_id)  # stop using the turn; its conclusion stays
+    alice.remember(said(f"My address is {ADDRESS}.", "t2"))
+    counts = Consolidator(service).consolidate(alice)
+    assert (counts["written"], counts["refused"], counts["known"]) == (0, 0, 1)
+    assert len(derived(alice)) == 1
+
+
+def test_committing_picked_proposals_marks_their_turns_read(
+    alice: MemoryLedger, service: MemoryService
+) -> None:
+    alice.remember(said("I work at Globex Corporation", "t1"))
+    job = Consolidator(service)
+    picked = [p for p in job.read(alice) if p.write]
+    assert job.commit(alice, picked) == (1, 0)
+    assert Consolidator(service).consolidate(alice)["turns_read"] == 0

@@ -529,7 +529,7 @@ class Consolidator:
                     continue
                 proposal = self._reinforce(found, own[-1], new_turns)
                 if proposal is None:
-                    counts["duplicates"] += 1
+                    counts["known"] += 1  # held, and not the job's to extend
                 else:
                     counts["reinforced"] += 1
                     proposals.append(proposal)
@@ -550,11 +550,16 @@ class Consolidator:
     ) -> Proposal | None:
         """A new item citing the existing item's turns and the new ones, which replaces
         it: the evidence grows, and forgetting any of the turns still cascades."""
-        item = self.service.log.get(UUID(existing.item_id))
+        log_ = self.service.log
+        item = log_.get(UUID(existing.item_id))
         old = [(str(r["item_id"]), int(r["version"])) for r in item.derived_from]
+        for item_id, version in old:
+            source = log_.get(UUID(item_id))
+            if source.erased or source.suppressed or source.version != version:
+                return None  # an old input is no longer usable: leave the item as it is
         refs = old + [(t.item_id, t.version) for t in new_turns]
         if len(refs) > MAX_DERIVED_FROM:
-            return None  # evidence enough: the item stays as it is
+            return None  # evidence enough: the item stays as it is (`known`)
         write = self._write(found.candidate, new_turns, refs, value=existing.value)
         # What the old item was bound by binds the new one too.
         write["sensitivity"] = max(
@@ -620,7 +625,11 @@ class Consolidator:
     ) -> tuple[int, int]:
         """Write what is still valid; returns (written, refused). The turns read are
         recorded as read, and the pending evidence as it now stands."""
-        reading = proposals if isinstance(proposals, Reading) else Reading(proposals)
+        if isinstance(proposals, Reading):
+            reading = proposals
+        else:  # proposals picked from a reading: their turns count as read
+            turns = list(dict.fromkeys(t for p in proposals for t in p.turn_ids))
+            reading = Reading(proposals, turns_read=turns)
         counts = reading.counts
         refused_turns: set[str] = set()
         written: list[Proposal] = []
