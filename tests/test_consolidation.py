@@ -541,3 +541,15 @@ def test_committing_picked_proposals_marks_their_turns_read(
     picked = [p for p in job.read(alice) if p.write]
     assert job.commit(alice, picked) == (1, 0)
     assert Consolidator(service).consolidate(alice)["turns_read"] == 0
+
+
+def test_a_redaction_reaches_the_candidates_sealed_with_a_turn(
+    alice: MemoryLedger, service: MemoryService
+) -> None:
+    t = alice.remember(said("Noted.", "t1", candidate("home_address", ADDRESS)))
+    report = alice.redact(t.item_id, spans=["18 Haisong Road"])
+    assert report.completed, report.to_dict()
+    fields = service.log.read(service.log.get(UUID(t.item_id)))
+    assert "Haisong" not in json.dumps(fields, ensure_ascii=False)
+    counts = Consolidator(service).consolidate(alice)
+    assert (counts["written"], counts["skipped_redacted"]) == (0, 1)
