@@ -340,8 +340,7 @@ class MemoryLedger:
 
     def _new_item(self, write: MemoryWrite, change: SetChange) -> tuple[MemoryItem, NewKey]:
         item_id = uuid4()
-        field_name = "content" if write.kind == "turn" else "value"
-        sealed, key = self._log.seal_new(item_id, 1, {field_name: write.text})
+        sealed, key = self._log.seal_new(item_id, 1, write.sealed_fields)
         item = MemoryItem._create(
             MemoryItem.Recorded,
             id=item_id,
@@ -620,7 +619,9 @@ class MemoryLedger:
         """Read one item straight from the log: content, or None with erased=True."""
         item = self._owned(item_id)
         fields = self._log.read(item)
-        text = None if fields is ERASED else next(iter(fields.values()), None)  # type: ignore[union-attr]
+        # A turn may seal its candidates beside its content: name the field.
+        field_name = "content" if item.kind == "turn" else "value"
+        text = None if fields is ERASED else fields.get(field_name)  # type: ignore[union-attr]
         expired = not item.erased and self.service.retention.decide(attributes_of(item)).expired(
             self.service.clock()
         )

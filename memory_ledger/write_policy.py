@@ -9,6 +9,8 @@ erasure requests enumerate without decrypting, so free text must not hide in the
 from __future__ import annotations
 
 import re
+import unicodedata
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
@@ -35,6 +37,8 @@ MAX_VALUE_BYTES = 16 * 1024
 MAX_TURN_BYTES = 64 * 1024
 #: Inputs a derived write may cite: enough for any consolidation, small enough to check.
 MAX_DERIVED_FROM = 256
+#: Structured candidates one turn may carry (see `TurnCandidate`).
+MAX_CANDIDATES = 16
 
 Kind = Literal["fact", "preference", "turn"]
 Origin = Literal["explicit", "observed", "inferred"]
@@ -117,6 +121,79 @@ class DerivedRef(StrictModel):
         return {"item_id": str(self.item_id), "version": self.version}
 
 
+#: The subject of what a user says about themselves.
+USER_SUBJECT = "user"
+
+
+class TurnCandidate(StrictModel):
+    """A fact or preference the writing agent read in a turn, attached to the turn for
+    the consolidation job (jobs/consolidation). It is personal content: sealed with the
+    turn's text under the turn's key (`encode_candidates`), never in a clear column.
+
+    `about` says whose it is: `user` (subject `user`) or `third_party` (any other
+    subject: "my sister lives in Oslo" is about the sister, not the user). The two are
+    checked against each other, so a third party's fact cannot pass as the user's."""
+
+    kind: Literal["fact", "preference"]
+    subject: Identifier = "user"
+    predicate: Identifier
+    value: StrictStr
+    category: Identifier = "general"
+    about: Literal["user", "third_party"] = "user"
+
+    @model_validator(mode="after")
+    def _checked(self) -> TurnCandidate:
+        _check_size("value", self.value, MAX_VALUE_BYTES)
+        if any(unicodedata.category(c) == "Cc" for c in self.value):
+            # One line of text: the sealed encoding keeps values raw, one per line.
+            raise ValueError("value must not contain control characters (tab, newline, ...)")
+        if (self.about == "user") != (self.subject == USER_SUBJECT):
+            raise ValueError(
+                f"about 'user' goes with subject '{USER_SUBJECT}', and about 'third_party' "
+                "with any other subject"
+            )
+        return self
+
+
+_CANDIDATES_FORMAT = "candidates/1"
+_CANDIDATE_FIELDS = ("kind", "subject", "predicate", "category", "about")
+
+
+def encode_candidates(candidates: Sequence[TurnCandidate]) -> str:
+    """The text sealed beside a turn's content: a format line, then one line per
+    candidate, its identifiers tab-separated and its value last and raw. Raw, so that a
+    redaction or a forget's mention removal, which rewrites every sealed field of the
+    turn by matching spans, finds a value exactly as it finds it in the content (JSON
+    would escape quotes and backslashes, and a span with one would be missed)."""
+    lines = [_CANDIDATES_FORMAT]
+    for c in candidates:
+        lines.append("\t".join([*(getattr(c, name) for name in _CANDIDATE_FIELDS), c.value]))
+    return "\n".join(lines)
+
+
+def decode_candidates(text: str | None) -> tuple[list[TurnCandidate], int]:
+    """The candidates sealed with a turn, and how many lines no longer parse (a
+    redaction may have rewritten them): those are dropped, never guessed at."""
+    if not text:
+        return [], 0
+    first, _, rest = text.partition("\n")
+    if first != _CANDIDATES_FORMAT:
+        return [], 1
+    out: list[TurnCandidate] = []
+    bad = 0
+    for line in rest.split("\n") if rest else ():
+        parts = line.split("\t", len(_CANDIDATE_FIELDS))
+        try:
+            out.append(
+                TurnCandidate.model_validate(
+                    dict(zip((*_CANDIDATE_FIELDS, "value"), parts, strict=True))
+                )
+            )
+        except (ValueError, ValidationError):
+            bad += 1
+    return out, bad
+
+
 class MemoryWrite(StrictModel):
     """One memory as an agent or service proposes it."""
 
@@ -142,6 +219,9 @@ class MemoryWrite(StrictModel):
     mode: Literal["add", "replace"] | None = None
     #: Facts only: the members of a many-valued predicate this value replaces.
     replaces: tuple[ItemId, ...] = ()
+    #: Turns only: facts and preferences the writing agent read in the turn, for the
+    #: consolidation job; sealed with the content (see `TurnCandidate`).
+    candidates: Annotated[tuple[TurnCandidate, ...], Field(max_length=MAX_CANDIDATES)] = ()
 
     @model_validator(mode="after")
     def _kind_rules(self) -> MemoryWrite:
@@ -172,12 +252,24 @@ class MemoryWrite(StrictModel):
             raise ValueError("mode and replaces apply to facts only")
         if self.mode == "add" and self.replaces:
             raise ValueError("mode 'add' replaces nothing: drop replaces, or use mode 'replace'")
+        if self.candidates and self.kind != "turn":
+            raise ValueError("candidates apply to turns only")
         return self
 
     @property
     def text(self) -> str:
         """The personal content, whichever field carries it for this kind."""
         return self.content if self.kind == "turn" else self.value  # type: ignore[return-value]
+
+    @property
+    def sealed_fields(self) -> dict[str, str]:
+        """Every personal field of the write, as sealed under the item's key."""
+        if self.kind != "turn":
+            return {"value": self.value}  # type: ignore[dict-item]
+        fields = {"content": self.content}
+        if self.candidates:
+            fields["candidates"] = encode_candidates(self.candidates)
+        return fields  # type: ignore[return-value]
 
     @property
     def effective_predicate(self) -> str:

@@ -492,6 +492,10 @@ def _build_by_turn(service: MemoryService) -> Ids:
             "trip": _fact(
                 "upcoming_trip", "Kyoto, 12-16 December", "travel", "s-0903", "t-0903-3", 80.02
             ),
+            # An observed preference needs a second turn of evidence to be inferred.
+            "seat_again": _turn(
+                "And book me a window seat back, too.", "s-0903", "t-0903-4", 80.03
+            ),
         },
     )
     # Part of the history: the job already inferred an employer and a seat from the turns.
