@@ -96,9 +96,15 @@ def _consolidation(
     # Imported here, not at the top: importing it adds `consolidated_turns` to the
     # projections' tables, which every process would then create when it opens a store
     # (and two opening at once would race to). Consolidator creates it when it runs.
-    from jobs.consolidation import Consolidator
+    from jobs.consolidation import consolidate_all
 
-    return consolidation_counts(Consolidator(service).run_all())
+    return consolidation_counts(consolidate_all(service, now))
+
+
+def _dedupe(service: MemoryService, now: datetime, progress: Progress | None) -> dict[str, int]:
+    from jobs.dedupe import merge_duplicates  # lazily, for the reason above
+
+    return consolidation_counts(merge_duplicates(service, now))
 
 
 def consolidation_counts(result: object) -> dict[str, int]:
@@ -177,6 +183,13 @@ JOBS: dict[str, JobSpec] = {
             "extract inferred facts and preferences from turns not read yet",
             _consolidation_every,
             _consolidation,
+            default_on=False,
+        ),
+        JobSpec(
+            "dedupe",
+            "merge near-duplicate facts and preferences into one derived item",
+            _consolidation_every,
+            _dedupe,
             default_on=False,
         ),
         JobSpec(

@@ -25,12 +25,23 @@ _IDENTIFIER = re.compile(IDENTIFIER_PATTERN)
 _NAMESPACE_PART = re.compile(NAMESPACE_PART_PATTERN)
 _NAMESPACE = re.compile(NAMESPACE_PATTERN)
 
-IDENTIFIER_RULE = "letters, digits and _.:- (starting with a letter or digit), at most 128"
+IDENTIFIER_RULE = (
+    "letters, digits and _.:- (starting with a letter or digit), at most 128, without a "
+    "run of 40 or more hex digits (the ledger refuses what looks like a hash)"
+)
+#: A SHA-1/SHA-2 hex digest fits identifier syntax, and the lifecycle ledger refuses one
+#: (a hash of content is confirmable by guessing): refused here too, so that every
+#: identifier a write accepts can be named in a forget request the ledger records.
+_DIGEST = re.compile(r"[0-9A-Fa-f]{40,}")
 NAMESPACE_PART_RULE = "letters, digits and _.- (starting with a letter or digit), at most 64"
 
 
 def is_identifier(value: object) -> bool:
-    return isinstance(value, str) and _IDENTIFIER.fullmatch(value) is not None
+    return (
+        isinstance(value, str)
+        and _IDENTIFIER.fullmatch(value) is not None
+        and _DIGEST.search(value) is None
+    )
 
 
 def is_namespace_part(value: object) -> bool:

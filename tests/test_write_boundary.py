@@ -219,3 +219,18 @@ def test_rejected_identifiers_are_not_echoed(alice: MemoryLedger) -> None:
     with pytest.raises(InvalidWrite) as refused:
         alice.recall(subject="my address is 18 Haisong Road")
     assert "Haisong" not in str(refused.value)
+
+
+def test_an_identifier_that_looks_like_a_hash_is_refused_as_the_ledger_would(
+    alice: MemoryLedger,
+) -> None:
+    """Found by the erasability property: a turn id of 128 `a`s was written, and then
+    a forget by that source could not be recorded. One rule now refuses it at the door."""
+    digest = "a" * 40
+    with pytest.raises(InvalidWrite, match=r"turn_id: .*hex digits"):
+        alice.remember({**fact("city", "Hangzhou"), "provenance": provenance(turn=digest)})
+    with pytest.raises(InvalidWrite, match="predicate"):
+        alice.remember(fact(f"note_{'0' * 64}", "x"))
+    assert alice.recall() == []
+    alice.remember({**fact("city", "Hangzhou"), "provenance": provenance(turn="a" * 39)})
+    assert alice.forget_scope({"kind": "source", "turn_id": "a" * 39}).completed

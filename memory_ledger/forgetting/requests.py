@@ -464,14 +464,23 @@ class ForgetRequests:
         missing = [
             s for s in report.failed_stores if s not in self.service.stores.names() and s != "files"
         ]
-        for store in self.service.stores:
-            receipts.append(_erase_at(store, targets, report.basis))
-            tombstones = getattr(store, "tombstones", {}).items()
-            if tombstones:  # recorded at once: restore replays them from the ledger
-                self.ledger.append_many(
-                    report.request_id,
-                    [("tombstone", {"item_id": i, "position": p}) for i, p in tombstones],
-                )
+        while True:
+            fanned = [
+                self._erase_everywhere(report, store, targets) for store in self.service.stores
+            ]
+            # A derived write that committed after the cascade was resolved, and before
+            # the tombstones, passed its pinned-version check and is not in the cascade.
+            # Once the tombstones are in, no derivation of a target can commit any more:
+            # resolve again, and erase what appeared (with everything, idempotently).
+            late = self._late_derivations(report)
+            if not late:
+                break
+            doomed = KeyBytes(doomed.keys + KeyBytes.capture(log_, late).keys)
+            texts = texts + plaintext_copies(self.service, [log_.get(UUID(i)) for i in late])
+            report.cascaded = [*report.cascaded, *late]
+            targets = report.all_targets
+            self.ledger.append(report.request_id, "resolved", _resolved_payload(report))
+        receipts.extend(fanned)
         if report.history:
             receipts.append(self._shred_history(report.history))
         if index_keys:
@@ -504,6 +513,24 @@ class ForgetRequests:
             if outcome.checked:
                 receipts.append(_scan_receipt(report, outcome))
         return self._finish(report, receipts)
+
+    def _erase_everywhere(self, report: RequestReport, store: Any, targets: list[str]) -> Receipt:
+        receipt = _erase_at(store, targets, report.basis)
+        tombstones = getattr(store, "tombstones", {}).items()
+        if tombstones:  # recorded at once: restore replays them from the ledger
+            self.ledger.append_many(
+                report.request_id,
+                [("tombstone", {"item_id": i, "position": p}) for i, p in tombstones],
+            )
+        return receipt
+
+    def _late_derivations(self, report: RequestReport) -> list[str]:
+        """Live items derived from the request's targets that its cascade lacks."""
+        self.service.runner.catch_up()
+        known = set(report.all_targets)
+        with self.service.engine.connect() as conn:
+            found = derived_from(conn, report.namespace, report.all_targets)
+        return [i for i in found if i not in known]
 
     def _protect_overruled(
         self, report: RequestReport, known: dict[str, MemoryItem]
@@ -857,6 +884,16 @@ def _holds(fields: dict[str, str] | object, pattern: MentionPattern | None) -> b
     if pattern is None or not isinstance(fields, dict):
         return False
     return any(pattern.search(text) for text in fields.values())
+
+
+def _resolved_payload(report: RequestReport) -> dict[str, Any]:
+    """A request's `resolved` entry; a later one (a cascade extended) supersedes it."""
+    return {
+        "targets": report.targets,
+        "cascaded": report.cascaded,
+        "history": report.history or None,
+        "mentions": report.mentions or None,
+    }
 
 
 def _receipt_payload(receipt: Receipt) -> dict[str, Any]:
