@@ -31,7 +31,7 @@ from memory_ledger.errors import (
     StaleDerivation,
 )
 from memory_ledger.event_log import ERASED, EventLog
-from memory_ledger.forgetting.holds import Hold, Holds
+from memory_ledger.forgetting.holds import Holds
 from memory_ledger.forgetting.redaction import RedactionRequest, rewrite_items
 from memory_ledger.forgetting.requests import ForgetRequests, RequestReport
 from memory_ledger.forgetting.scope import MAX_SCOPE_ITEMS, ForgetScope
@@ -232,27 +232,7 @@ class MemoryService:
             return True
         return False
 
-    # -- legal holds (memory_ledger/forgetting/holds.py) ----------------------------------
-
-    def place_hold(
-        self,
-        name: str,
-        *,
-        namespace: str,
-        reason: str,
-        placed_by: str,
-        category: str | None = None,
-        predicate: str | None = None,
-    ) -> Hold:
-        """Block every deletion in a scope for a named reason, until lifted."""
-        return self.holds.place(
-            name,
-            namespace=namespace,
-            reason=reason,
-            placed_by=placed_by,
-            category=category,
-            predicate=predicate,
-        )
+    # -- legal holds (memory_ledger/forgetting/holds.py; placed with `holds.place`) -------
 
     def lift_hold(self, name: str, *, lifted_by: str) -> list[RequestReport]:
         """Lift a hold; the requests it blocked, and no other hold does, run now."""

@@ -8,6 +8,7 @@ unreachable PostgreSQL fails the run: a silently skipped backend would hide regr
 from __future__ import annotations
 
 import os
+import textwrap
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -101,3 +102,57 @@ def alice(service: MemoryService) -> MemoryLedger:
 @pytest.fixture
 def bob(service: MemoryService) -> MemoryLedger:
     return service.for_principal(BOB)
+
+
+# Extra stores (MEMORY_LEDGER_EXTRA_STORES) for tests: a subscriber that fails its first
+# acknowledgement (`ml_test_plugins:factory`) and one that never returns (`:slow`), to
+# kill a process in the middle of a fan-out.
+FLAKY_STORE = '''
+from memory_ledger.stores import Evidence, Receipt
+
+class FlakyStore:
+    """A subscriber that keeps copies and fails its first acknowledgement."""
+    name = "flaky_subscriber"
+    holds = "copies kept by an external subscriber"
+
+    def __init__(self, service):
+        self.marker = service.settings.data_dir.parent / "flaky-failed-once"
+
+    def erase(self, item_ids):
+        if not self.marker.exists():
+            self.marker.write_text("x")
+            raise ConnectionError("subscriber unreachable")
+        return Receipt(self.name, "acknowledged", len(item_ids), "ok", {"acked": len(item_ids)})
+
+    def verify_absent(self, item_ids):
+        return Evidence(self.name, self.marker.exists(), {})
+
+    def rebuild(self):
+        return 0
+
+    def at_rest(self):
+        return iter(())  # its copies are elsewhere: what it shows, it holds sealed
+
+def factory(service):
+    return FlakyStore(service)
+
+SLOW_GATE = None
+
+class SlowStore(FlakyStore):
+    name = "slow_subscriber"
+
+    def erase(self, item_ids):
+        (self.marker.parent / "slow-store-entered").write_text("x")
+        import time
+        time.sleep(600)
+
+def slow(service):
+    return SlowStore(service)
+'''
+
+
+@pytest.fixture
+def plugin_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    (tmp_path / "ml_test_plugins.py").write_text(textwrap.dedent(FLAKY_STORE))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return tmp_path

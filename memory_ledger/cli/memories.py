@@ -253,7 +253,8 @@ def _fields_table(fields: dict[str, Any]) -> Table:
     table = Table("field", "value", show_header=False)
     for name, value in fields.items():
         if value is None and name == "text":
-            cell = shown("ERASED", style="dim")
+            withheld = "EXPIRED (withheld until the retention sweep erases it)"
+            cell = shown(withheld if fields.get("expired") else "ERASED", style="dim")
         elif isinstance(value, dict | list):
             cell = shown(dump_json(value))
         else:

@@ -14,6 +14,8 @@ import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from memory_ledger.domain import EVENT_NAMES
+
 if TYPE_CHECKING:
     from memory_ledger.domain import MemoryItem
 
@@ -97,14 +99,7 @@ def clear_strings(items: Iterable[MemoryItem]) -> list[str]:
 #: What the event store's rows say in clear about every event: its envelope and topics.
 EVENT_WORDS = (
     "memory_ledger.domain:MemoryItem",
-    "Recorded",
-    "Superseded",
-    "Suppressed",
-    "Unsuppressed",
-    "Archived",
-    "Unarchived",
-    "Redacted",
-    "Erased",
+    *EVENT_NAMES,
     "ContextServed",
     "originator_topic",
     "timestamp",

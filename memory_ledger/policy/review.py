@@ -17,7 +17,7 @@ import hashlib
 import os
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ from sqlalchemy import Engine, select
 
 from memory_ledger.errors import ConfigurationError
 from memory_ledger.ledger import EntryType, LifecycleLedger
-from memory_ledger.policy import POLICY_FILE, Policy, policy_from_text
+from memory_ledger.policy import POLICY_FILE, policy_from_text
 from memory_ledger.policy.retention import RetentionPolicy
 from projections.catalog import catalog
 
@@ -62,14 +62,15 @@ class PolicyDiff:
         }
 
 
-def read_candidate(path: Path) -> tuple[str, Policy]:
-    """A proposed policy file, validated whole (ConfigurationError with line and reason)."""
+def read_candidate(path: Path) -> tuple[str, RetentionPolicy]:
+    """A proposed policy file's text and its retention policy, validated whole
+    (ConfigurationError with the line and the reason)."""
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigurationError(f"cannot read the policy file {path}: {exc}") from None
-    policy = policy_from_text(text, str(path))
-    assert policy.retention is not None
+    policy = policy_from_text(text, str(path)).retention
+    assert policy is not None  # the packaged defaults always have one
     return text, policy
 
 
@@ -106,20 +107,22 @@ def diff(
 
 
 def install(
+    engine: Engine,
+    ledger: LifecycleLedger,
     data_dir: Path,
+    current: RetentionPolicy,
     text: str,
     new: RetentionPolicy,
-    current: RetentionPolicy,
-    ledger: LifecycleLedger,
     installed_by: str,
-    counts: dict[str, int],
-) -> Path:
-    """Replace the policy file atomically and record the installation in the ledger."""
+) -> PolicyDiff:
+    """Replace the policy file atomically and record the installation in the ledger,
+    with what it changed at that moment (the catalog as the caller brought it)."""
     if new.version <= current.version:
         raise ConfigurationError(
             f"the new policy's retention.version ({new.version}) must be higher than the "
             f"one in force ({current.version}); nothing was installed"
         )
+    changes = diff(engine, current, new, datetime.now(UTC))
     target = Path(data_dir) / POLICY_FILE
     temporary = target.with_name(f".{POLICY_FILE}.installing")
     with open(temporary, "w", encoding="utf-8") as handle:
@@ -131,12 +134,12 @@ def install(
         "fingerprint": hashlib.sha256(text.encode("utf-8")).hexdigest()[:32],
         "classes": len(new.table.classes),
         "installed_by": installed_by,
-        "counts": counts,
+        "counts": changes.counts(),
     }
     # The ledger first: an installation it does not record never takes effect.
     ledger.append(f"policy-v{new.version}", EntryType.POLICY, payload)
     os.replace(temporary, target)
-    return target
+    return changes
 
 
 _DECIDED_ON = (
