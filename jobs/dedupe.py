@@ -46,8 +46,10 @@ from memory_ledger.api import MemoryLedger, MemoryService
 from memory_ledger.domain import MemoryItem
 from memory_ledger.errors import InvalidTransition, InvalidWrite, StaleDerivation
 from memory_ledger.event_log import ERASED
+from memory_ledger.policy.retention import attributes_of, inherited_retention
 from memory_ledger.principal import Principal
 from memory_ledger.write_policy import MAX_DERIVED_FROM, canonical_time
+from projections.catalog import catalog, unexpired
 from projections.facts import LIVE_STATUSES, facts
 from projections.preferences import preferences
 
@@ -60,7 +62,6 @@ COMMIT_BATCH = 50
 COUNTS = ("groups", "merged", "inputs", "refused", "invalid", "kept_changed")
 _ORIGIN = ("inferred", "observed", "explicit")  # weakest first
 _SENSITIVITY = ("public", "internal", "personal", "restricted")
-_BASIS = ("session", "consent", "contract", "indefinite")  # narrowest first
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,9 @@ class Deduper:
         now = canonical_time(self._now())
         namespace = ledger.namespace
         f, p = facts.c, preferences.c
+        # Decay's archived tier is left as it is: a merge would lift it back.
+        archived = select(catalog.c.item_id).where(catalog.c.tier != "active")
+        times = self.service.retention.cutoffs(self._now())
         fact_query = select(
             f.item_id, f.version, f.position, f.subject, f.predicate, f.valid_to,
             f.key_generation, f.sealed,
@@ -111,7 +115,8 @@ class Deduper:
             f.namespace == namespace,
             f.status.in_(LIVE_STATUSES),
             f.suppressed.is_(False),
-            f.expires_at.is_(None) | (f.expires_at > now),
+            unexpired(self.service.retention, f.item_id),
+            f.item_id.not_in(archived),
             f.valid_to.is_(None) | (f.valid_to > now),
             f.sealed.is_not(None),
         )  # fmt: skip
@@ -121,16 +126,17 @@ class Deduper:
         ).where(
             p.namespace == namespace,
             p.suppressed.is_(False),
-            p.expires_at.is_(None) | (p.expires_at > now),
+            unexpired(self.service.retention, p.item_id),
+            p.item_id.not_in(archived),
             p.sealed.is_not(None),
         )  # fmt: skip
         # Clear attributes first: only rows that share them are decrypted.
         by_clear: dict[tuple[str, ...], dict[str, Any]] = {}
         with self.service.engine.connect() as conn:
-            for row in conn.execute(fact_query):
+            for row in conn.execute(fact_query, times):
                 clear = ("fact", row.subject, row.predicate, row.valid_to or "")
                 _newest(by_clear.setdefault(clear, {}), row)
-            for row in conn.execute(pref_query):
+            for row in conn.execute(pref_query, times):
                 clear = ("preference", row.subject, row.predicate, row.scope)
                 _newest(by_clear.setdefault(clear, {}), row)
         shared = {k: rows for k, rows in by_clear.items() if len(rows) > 1}
@@ -225,7 +231,9 @@ class Deduper:
                 "written_at": canonical_time(self._now()),
                 **{k: v for k, v in source.items() if v is not None},
             },
-            "retention": _retention(items),
+            "retention": inherited_retention(
+                self.service.retention, [attributes_of(i) for i in items]
+            ),
             "derived_from": [{"item_id": m.item_id, "version": m.version} for m in group.members],
             "valid_from": newest_item.valid_from,
         }
@@ -268,13 +276,3 @@ def _newest(rows: dict[str, Any], row: Any) -> None:
     held = rows.get(row.item_id)
     if held is None or row.version > held.version:
         rows[row.item_id] = row
-
-
-def _retention(items: list[MemoryItem]) -> dict[str, Any]:
-    """The earliest expiry among the members, with its basis; with none, the narrowest
-    basis: a merge never keeps anything longer than its members would have been."""
-    expiring = [i.retention for i in items if i.retention.get("expires_at")]
-    if expiring:
-        first = min(expiring, key=lambda r: r["expires_at"])
-        return {"basis": first["basis"], "expires_at": first["expires_at"]}
-    return {"basis": min((i.retention.get("basis", "indefinite") for i in items), key=_BASIS.index)}

@@ -12,8 +12,9 @@ import json
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from sqlalchemy import Boolean, Column, Connection, Float, Index, Integer, Table, Text
+from sqlalchemy import Boolean, Column, Connection, Float, Index, Integer, Table, Text, select
 
+from memory_ledger.policy.retention import RetentionPolicy
 from projections.base import Batch, Projection, Row, iso, metadata
 from projections.events import ProjectedEvent
 
@@ -133,3 +134,10 @@ def _source_of(provenance: dict[str, Any]) -> list[str | None]:
         provenance.get("tool_call_id"),
         iso(provenance["written_at"]),
     ]
+
+
+def unexpired(policy: RetentionPolicy, item_id: Any) -> Any:
+    """A condition: `item_id` names no item expired under the retention policy (the
+    statement is run with `policy.cutoffs(now)`). For readers of other tables that must
+    apply the one definition of expiry without joining the catalog themselves."""
+    return item_id.not_in(select(catalog.c.item_id).where(policy.expired_clause(catalog.c)))

@@ -9,6 +9,7 @@ from factories import fact, later, preference
 
 from jobs.dedupe import Deduper, merge_duplicates
 from memory_ledger.api import MemoryLedger, MemoryService
+from memory_ledger.policy.retention import attributes_of, inherited_retention
 
 
 def allergy(value: str, turn: str, **extra: object) -> dict:
@@ -47,7 +48,11 @@ def test_duplicates_merge_into_one_derived_item(
         (c.item_id, 1),
     ]  # the evidence count: 3
     assert (merged.origin, merged.confidence, merged.sensitivity) == ("explicit", 1.0, "restricted")
-    assert merged.retention["basis"] == "consent" and merged.retention["expires_at"]
+    # It ends no later than its first member would, protect list aside: here the
+    # inferred member's class (90 days), before the third's own expiry (ten years).
+    members = [attributes_of(service.log.get(UUID(i.item_id))) for i in (a, b, c)]
+    assert merged.retention == inherited_retention(service.retention, members)
+    assert merged.retention["expires_at"] < later(3650).isoformat()
     assert merged.provenance["writer"] == "dedupe" and merged.provenance["turn_id"] == "t3"
     for item_id in (a.item_id, b.item_id, c.item_id):
         state = alice.get(item_id)

@@ -507,3 +507,21 @@ def test_the_decay_job_runs_once_through_the_scheduler_path(
     again = subprocess.run([*cli, *where, "--json"], capture_output=True)
     assert json.loads(again.stdout)["counts"]["archived"] == 0
     assert _ids(alice) == set() and len(_ids(alice, include_archived=True)) == 1
+
+
+def test_a_merge_never_gives_its_inputs_a_new_life(
+    alice: MemoryLedger, service: MemoryService
+) -> None:
+    from jobs.dedupe import merge_duplicates
+
+    first = alice.remember(fact("employer", "Acme Robotics", origin="inferred")).item_id
+    alice.remember(fact("employer", "acme robotics.", origin="inferred", turn="t2"))
+    now = datetime.now(UTC)
+    due = service.explain("acme/alice", first, now)["retention"]["expires_at"]
+    assert merge_duplicates(service, now + 91 * DAY)["merged"] == 0  # expired: not merged
+    assert merge_duplicates(service, now)["merged"] == 1
+    [merged] = alice.recall()
+    assert merged.item_id != first and merged.expires_at == due
+    # The merged item and its (suppressed, still held) members end together.
+    [due_ids] = due_items(service, now + 91 * DAY).values()
+    assert merged.item_id in due_ids and first in due_ids and len(due_ids) == 3

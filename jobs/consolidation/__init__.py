@@ -61,6 +61,7 @@ from memory_ledger.errors import (
 from memory_ledger.event_log import ERASED
 from memory_ledger.forgetting.mentions import REPLACEMENT as FORGOTTEN
 from memory_ledger.forgetting.redaction import REDACTED
+from memory_ledger.policy.retention import inherited_retention
 from memory_ledger.principal import Principal
 from memory_ledger.write_policy import (
     MAX_DERIVED_FROM,
@@ -70,7 +71,7 @@ from memory_ledger.write_policy import (
     decode_candidates,
 )
 from projections.base import metadata
-from projections.catalog import catalog
+from projections.catalog import catalog, unexpired
 from projections.facts import LIVE_STATUSES, facts
 from projections.preferences import preferences
 from projections.transcripts import transcripts
@@ -324,7 +325,7 @@ class Consolidator:
             t.namespace == namespace,
             t.suppressed.is_(False),
             t.sealed.is_not(None),
-            t.expires_at.is_(None) | (t.expires_at > now),
+            unexpired(self.service.retention, t.item_id),
         )
         if new:
             query = (
@@ -344,7 +345,11 @@ class Consolidator:
                 .order_by(t.position.desc())
                 .limit(PENDING_WINDOW)
             )
-        return list(conn.execute(query).all())
+        return list(conn.execute(query, self._times()).all())
+
+    def _times(self) -> dict[str, str]:
+        """The retention policy's parameters at the job's `now` (see `unexpired`)."""
+        return self.service.retention.cutoffs(self.now or datetime.now(UTC))
 
     def _open(self, rows: list[Any], counts: Counter[str]) -> list[_Row | None]:
         """Decrypt the turns' content and candidates (one key-store query for all), in
@@ -443,7 +448,7 @@ class Consolidator:
                     f.namespace == namespace,
                     f.predicate.in_(predicates),
                     f.status.in_(LIVE_STATUSES),
-                    f.expires_at.is_(None) | (f.expires_at > now),
+                    unexpired(self.service.retention, f.item_id),
                 ),
             ),
             (
@@ -460,7 +465,7 @@ class Consolidator:
                 ).where(
                     p.namespace == namespace,
                     p.predicate.in_(predicates),
-                    p.expires_at.is_(None) | (p.expires_at > now),
+                    unexpired(self.service.retention, p.item_id),
                 ),
             ),
         ]
@@ -469,7 +474,7 @@ class Consolidator:
             for kind, query in queries:
                 rows.extend(
                     (kind, r)
-                    for r in conn.execute(query).all()
+                    for r in conn.execute(query, self._times()).all()
                     if (kind, r.subject, r.predicate) in wanted
                 )
             ids = [r.item_id for _, r in rows]
@@ -609,14 +614,16 @@ class Consolidator:
         return write
 
     def _retention(self, turns: list[_Row]) -> dict[str, Any] | None:
-        """A conclusion never outlives the turns it came from: the earliest expiry among
-        them, with its basis (read from the log, for the few turns that expire)."""
-        expiring = [t for t in turns if t.expires_at is not None]
-        if not expiring:
+        """A conclusion never outlives the turns it came from (`inherited_retention`,
+        from their catalog rows: the policy in force decides their expiry). None when
+        no turn expires and all are of basis `indefinite`: the write's default."""
+        ids = [t.item_id for t in turns]
+        with self.service.engine.connect() as conn:
+            rows = conn.execute(select(catalog).where(catalog.c.item_id.in_(ids))).mappings()
+            found = inherited_retention(self.service.retention, [dict(r) for r in rows])
+        if found is None or found == {"basis": "indefinite"}:
             return None
-        first = min(expiring, key=lambda t: t.expires_at or "")
-        item = self.service.log.get(UUID(first.item_id))
-        return {"basis": item.retention.get("basis", "session"), "expires_at": first.expires_at}
+        return found
 
     # -- committing --------------------------------------------------------------------
 

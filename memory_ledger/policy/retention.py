@@ -210,9 +210,10 @@ class RetentionPolicy:
     def version(self) -> int:
         return self.table.version
 
-    def decide(self, attrs: Mapping[str, Any]) -> RetentionDecision:
-        """One item's decision from its clear attributes (a catalog row's columns)."""
-        protected = self.table.protect.rule_for(attrs)
+    def decide(self, attrs: Mapping[str, Any], *, protect: bool = True) -> RetentionDecision:
+        """One item's decision from its clear attributes (a catalog row's columns).
+        `protect=False`: what the classes and its own expiry say, protect list aside."""
+        protected = self.table.protect.rule_for(attrs) if protect else None
         if protected:
             return RetentionDecision(protected, None, None, protected)
         rule, ttl = "default", self.table.default_ttl
@@ -291,6 +292,30 @@ class RetentionPolicy:
         epoch = datetime(2000, 1, 1, tzinfo=now.tzinfo)
         number = math.floor((to_utc(now) - to_utc(epoch)) / length)
         return number, to_utc(epoch) + number * length
+
+
+_BASIS_ORDER = ("session", "consent", "contract", "indefinite")  # narrowest first
+
+
+def inherited_retention(
+    policy: RetentionPolicy, inputs: list[Mapping[str, Any]]
+) -> dict[str, Any] | None:
+    """The retention of an item derived from `inputs` (their attributes: catalog rows or
+    `attributes_of`): it never outlives them. The earliest expiry among them under the
+    policy in force (an input's own `expires_at`, or its class's TTL counted from when
+    it was recorded), with that input's basis; if none expires, the narrowest basis;
+    None for no inputs. A merge or a conclusion must not give its inputs a new life."""
+    if not inputs:
+        return None
+    # Protection aside: it is the inputs' shelter, decided when each is read; the
+    # derived item is sheltered by it in turn if it matches the protect list itself.
+    dated = [(policy.decide(i, protect=False).expires_at, i) for i in inputs]
+    expiring = [(at, i) for at, i in dated if at is not None]
+    if expiring:
+        at, first = min(expiring, key=lambda pair: pair[0])
+        return {"basis": first.get("basis") or "indefinite", "expires_at": at}
+    bases = [i.get("basis") or "indefinite" for i in inputs]
+    return {"basis": min(bases, key=_BASIS_ORDER.index)}
 
 
 def attributes_of(item: Any) -> dict[str, Any]:
