@@ -5,6 +5,7 @@ Run from the repository root:
     python -m benchmarks.bench_retention              # 100,000 items, 10% due, SQLite
     python -m benchmarks.bench_retention --quick      # 5,000 items, a smoke run
     python -m benchmarks.bench_retention --items 20000 --due 0.25
+    python -m benchmarks.bench_retention --users 1    # one heavy user: requests of 10,000
 
 The store holds 20 users' facts (one namespace each), a `--due` share of them with an
 `expires_at` before the sweep's `now`, the rest far later or never. The projections and
@@ -32,17 +33,17 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-USERS = int(__import__("os").environ.get("BENCH_USERS", "20"))
+USERS = 20
 T0 = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "retention.json"
 
 
-def _writes(n: int, due: float, seed: int) -> list[list[dict[str, Any]]]:
+def _writes(n: int, due: float, seed: int, users: int) -> list[list[dict[str, Any]]]:
     rng = random.Random(seed)
-    per_user: list[list[dict[str, Any]]] = [[] for _ in range(USERS)]
+    per_user: list[list[dict[str, Any]]] = [[] for _ in range(users)]
     for i in range(n):
         expires = T0 + timedelta(days=1 if rng.random() < due else 3650)
-        per_user[i % USERS].append(
+        per_user[i % users].append(
             {
                 "kind": "fact",
                 "subject": "user",
@@ -63,12 +64,12 @@ def _writes(n: int, due: float, seed: int) -> list[list[dict[str, Any]]]:
     return per_user
 
 
-def _fill(n: int, due: float, seed: int) -> Any:
+def _fill(n: int, due: float, seed: int, users: int) -> Any:
     from memory_ledger.api import MemoryService
     from memory_ledger.principal import Principal
 
     service = MemoryService.open(tempfile.mkdtemp(prefix="ml-bench-retention-"))
-    for user, writes in enumerate(_writes(n, due, seed)):
+    for user, writes in enumerate(_writes(n, due, seed, users)):
         ledger = service.for_principal(Principal("acme", f"user{user}"))
         for start in range(0, len(writes), 500):
             ledger.remember_many(writes[start : start + 500])
@@ -81,13 +82,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_retention")
     parser.add_argument("--items", type=int, default=100_000)
     parser.add_argument("--due", type=float, default=0.1)
+    parser.add_argument("--users", type=int, default=USERS, help="namespaces (1: one heavy user)")
     parser.add_argument("--quick", action="store_true", help="5,000 items")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args(argv)
     if args.quick:
         args.items = 5_000
-    if not 1 <= args.items <= 10_000_000 or not 0 < args.due <= 1:
-        parser.error("--items from 1 to 10,000,000, --due above 0 up to 1")
+    if not 1 <= args.items <= 10_000_000 or not 0 < args.due <= 1 or not 1 <= args.users <= 1000:
+        parser.error("--items from 1 to 10,000,000, --due above 0 up to 1, --users 1 to 1,000")
     os.environ.setdefault("MEMORY_LEDGER_EMBEDDER", "hashing")
     from jobs.retention import due_items, expire_due
     from memory_ledger.principal import Principal
@@ -95,7 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     console = Console()
     now = T0 + timedelta(days=2)
     console.log(f"filling two stores of {args.items:,} items ({args.due:.0%} due) ...")
-    sweep_store, user_store = _fill(args.items, args.due, 1), _fill(args.items, args.due, 1)
+    fill = (args.items, args.due, 1, args.users)
+    sweep_store, user_store = _fill(*fill), _fill(*fill)
     due = due_items(sweep_store, now)
     count = sum(len(ids) for ids in due.values())
 
@@ -123,7 +126,8 @@ def main(argv: list[str] | None = None) -> int:
         "load_average": os.getloadavg(),
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
     }
-    table = Table(title="retention sweep, SQLite")
+    rows["users"] = args.users
+    table = Table(title=f"retention sweep, SQLite, {args.users} namespace(s)")
     for name in ("items", "due", "requests", "sweep_s", "sweep_items_per_s"):
         table.add_column(name, justify="right")
     table.add_column("user forget of the same items, items/s", justify="right")
