@@ -57,7 +57,7 @@ def _retention(service: MemoryService, now: datetime, progress: Progress | None)
     # The sweep reads the projections: catching them up here is the long part on a
     # store that is behind, and the only part that can report its progress.
     service.runner.catch_up(progress)
-    return retention.sweep_counts(retention.expire_due(service, now))
+    return retention.sweep_counts(retention.expire_due(service, now, progress))
 
 
 def _decay(service: MemoryService, now: datetime, progress: Progress | None) -> dict[str, int]:

@@ -30,6 +30,7 @@ from memory_ledger.config import number_from_env
 from memory_ledger.forgetting.requests import RequestReport
 from memory_ledger.forgetting.scope import MAX_SCOPE_ITEMS
 from projections.catalog import catalog
+from projections.events import Progress
 
 log = logging.getLogger("memory_ledger.jobs")
 
@@ -60,10 +61,15 @@ def due_items(service: MemoryService, now: datetime) -> dict[str, list[str]]:
     return dict(due)
 
 
-def expire_due(service: MemoryService, now: datetime) -> list[RequestReport]:
-    """Erase every item due at `now`: one request per namespace (and per 10,000 items)."""
+def expire_due(
+    service: MemoryService, now: datetime, progress: Progress | None = None
+) -> list[RequestReport]:
+    """Erase every item due at `now`: one request per namespace (and per 10,000 items).
+    `progress` is told ("retention", items erased, items due) after each request."""
     reports = []
-    for namespace, ids in due_items(service, now).items():
+    due = due_items(service, now)
+    total, done = sum(len(ids) for ids in due.values()), 0
+    for namespace, ids in due.items():
         for start in range(0, len(ids), MAX_SCOPE_ITEMS):
             scope = {"kind": "item", "item_ids": ids[start : start + MAX_SCOPE_ITEMS]}
             reports.append(
@@ -71,6 +77,9 @@ def expire_due(service: MemoryService, now: datetime) -> list[RequestReport]:
                     namespace, scope, requested_by=REQUESTED_BY, basis="retention_expiry"
                 )
             )
+            done += len(scope["item_ids"])
+            if progress is not None:
+                progress("retention", done, total)
     if reports:
         erased = sum(len(r.all_targets) for r in reports)
         done = sum(1 for r in reports if r.completed)

@@ -90,3 +90,13 @@ def test_the_expire_command_sweeps_once_and_refuses_a_bad_time(
     assert alice.get(soon).erased
     code, output = cli("expire", *where, "--now", "2026-13-01", "--json")
     assert code == 2 and "Traceback" not in output
+
+
+def test_the_sweep_reports_its_progress_per_request(
+    alice: MemoryLedger, bob: MemoryLedger, service: MemoryService
+) -> None:
+    alice.remember(_expiring("alice's", hours=1))
+    bob.remember(_expiring("bob's", hours=1))
+    seen: list[tuple[str, int, int]] = []
+    reports = expire_due(service, T0 + timedelta(hours=3), lambda *a: seen.append(a))
+    assert len(reports) == 2 and seen == [("retention", 1, 2), ("retention", 2, 2)]

@@ -300,6 +300,7 @@ REPLAY_STAGES = {
     "projections": "replaying the log",
     "vector_index": "vector index",
     "verification_scan": "verification scan",
+    "retention": "erasing expired items",
 }
 
 
