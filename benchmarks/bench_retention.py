@@ -92,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--items from 1 to 10,000,000, --due above 0 up to 1, --users 1 to 1,000")
     os.environ.setdefault("MEMORY_LEDGER_EMBEDDER", "hashing")
     from jobs.retention import due_items, expire_due
+    from memory_ledger.forgetting.scope import MAX_SCOPE_ITEMS
     from memory_ledger.principal import Principal
 
     console = Console()
@@ -112,7 +113,9 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     for namespace, ids in baseline_due.items():
         ledger = user_store.for_principal(Principal(*namespace.split("/", 1)))
-        assert ledger.forget_scope({"kind": "item", "item_ids": ids}).completed
+        for start in range(0, len(ids), MAX_SCOPE_ITEMS):  # as the sweep splits them
+            chunk = ids[start : start + MAX_SCOPE_ITEMS]
+            assert ledger.forget_scope({"kind": "item", "item_ids": chunk}).completed
     baseline_s = time.perf_counter() - started
 
     rows = {
