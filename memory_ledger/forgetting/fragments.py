@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from memory_ledger.domain import EVENT_NAMES
+from memory_ledger.forgetting.residue import search_bytes
 
 if TYPE_CHECKING:
     from memory_ledger.domain import MemoryItem
@@ -43,30 +44,41 @@ def fragments(texts: Iterable[str], clear: Iterable[str] = ()) -> list[bytes]:
     """The texts' distinctive fragments as UTF-8, minus any inside a `clear` string.
 
     The clear strings are joined into one text (NUL between them: no fragment holds a
-    NUL, refused at every write), so each fragment is one substring search, not one per
-    identifier: a thousand items' fragments against their identifiers stay linear."""
+    NUL, refused at every write), and every candidate fragment of every text is looked
+    for in it in one multi-needle pass (memory_ledger/forgetting/residue.py): a request
+    of ten thousand items against their identifiers stays linear in both."""
     vocabulary = "\x00".join(sorted({c.casefold() for c in clear if c}))
     texts = list(texts)
     per_text = max(4, min(MAX_PER_TEXT, MAX_PER_REQUEST // max(1, len(texts))))
+    candidates = [
+        [p for p in _pieces(text) if len(p.encode("utf-8")) >= MIN_WORD_BYTES and p.strip()]
+        for text in texts
+    ]
+    folded = sorted({p.casefold() for pieces in candidates for p in pieces})
+    found = search_bytes(vocabulary.encode("utf-8"), [f.encode("utf-8") for f in folded])
+    inside = {folded[i] for i in found}
     out: dict[bytes, None] = {}
-    for text in texts:
-        found: list[str] = []
-        found.extend(m.group() for m in _DIGITS.finditer(text))
-        found.extend(w for w in _WORD.findall(text) if len(w.encode("utf-8")) >= MIN_WORD_BYTES)
-        found.extend(text[i : i + WINDOW] for i in range(0, max(len(text) - WINDOW, 0) + 1, STEP))
+    for pieces in candidates:
         kept = 0
-        for piece in found:
+        for piece in pieces:
             if kept >= per_text:
                 break
-            if len(piece.encode("utf-8")) < MIN_WORD_BYTES or not piece.strip():
-                continue
-            if piece.casefold() in vocabulary:
+            if piece.casefold() in inside:
                 continue
             raw = piece.encode("utf-8")
             if raw not in out:
                 out[raw] = None
                 kept += 1
     return list(out)
+
+
+def _pieces(text: str) -> list[str]:
+    """Candidate fragments, in the order they are preferred: long digit runs, long
+    words, then windows across the text."""
+    found = [m.group() for m in _DIGITS.finditer(text)]
+    found.extend(w for w in _WORD.findall(text) if len(w.encode("utf-8")) >= MIN_WORD_BYTES)
+    found.extend(text[i : i + WINDOW] for i in range(0, max(len(text) - WINDOW, 0) + 1, STEP))
+    return found
 
 
 def clear_strings(items: Iterable[MemoryItem]) -> list[str]:

@@ -196,9 +196,10 @@ class MentionPattern:
         self._literals = literals
         self._each: list[re.Pattern[str]] | None = None  # compiled when first needed
         self._any = re.compile("(?=" + "|".join(literals) + ")", re.IGNORECASE)
-        # The alternation tries the literals in order, so its match at a position is
-        # the longest literal there: the one the loop below would try first.
-        self._first = re.compile("|".join(literals), re.IGNORECASE)
+        # Compiled when a text first matches (most never do: compiling an alternation of
+        # ten thousand values takes a second). It tries the literals in order, so its
+        # match at a position is the longest literal there, which the loop tries first.
+        self._first: re.Pattern[str] | None = None
 
     def spans(self, text: str) -> list[tuple[int, int]]:
         """Where the text mentions a value, left to right and never overlapping."""
@@ -212,6 +213,8 @@ class MentionPattern:
                 continue
             if _inside(atoms, start):
                 continue
+            if self._first is None:
+                self._first = re.compile("|".join(self._literals), re.IGNORECASE)
             longest = self._first.match(text, start)
             if longest and not _inside(atoms, longest.end()):
                 found.append(longest.span())

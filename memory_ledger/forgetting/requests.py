@@ -859,7 +859,8 @@ def _fingerprinted(texts: list[str], items: list[MemoryItem], destroyed: KeyByte
     fragments (less what stays in clear around the items), the destroyed keys' bytes."""
     needles = needles_for(texts)
     if needles:
-        needles += [f for f in fragments(texts, clear_strings(items)) if f not in needles]
+        known = set(needles)
+        needles += [f for f in fragments(texts, clear_strings(items)) if f not in known]
     return needles + list(destroyed.wrapped)
 
 
