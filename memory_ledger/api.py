@@ -141,13 +141,6 @@ class MemoryService:
         assert self.policy.retention is not None  # the packaged defaults always have one
         return self.policy.retention
 
-    def explain(self, namespace: str, item_id: str | UUID, now: datetime) -> dict[str, Any]:
-        """Why an item is kept, archived, due to expire, held or protected (no content)."""
-        item = self.for_principal(Principal.from_namespace(namespace))._owned(item_id)
-        self.runner.catch_up()
-        with self.engine.connect() as conn:
-            return explain_item(item, conn, self.retention, self.holds, now)
-
     @classmethod
     def open(cls, data_dir: str | Path | None = None, url: str | None = None) -> MemoryService:
         return cls(Settings.resolve(data_dir, url))
@@ -594,6 +587,17 @@ class MemoryLedger:
         )
         self._log.save([item])
         return mac
+
+    def explain(self, item_id: str | UUID, now: datetime | None = None) -> dict[str, Any]:
+        """Why an item is kept, archived, due to expire, held or protected, with the rule
+        that decided it, as of `now` (default: the service's clock). Ids, codes, times
+        and numbers only: never the item's content."""
+        item = self._owned(item_id)
+        service = self.service
+        service.runner.catch_up()
+        with service.engine.connect() as conn:
+            at = now or service.clock()
+            return explain_item(item, conn, service.retention, service.holds, at)
 
     def get(self, item_id: str | UUID) -> ItemState:
         """Read one item straight from the log: content, or None with erased=True."""

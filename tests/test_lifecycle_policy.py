@@ -139,7 +139,7 @@ def test_the_protect_list_is_never_auto_forgotten_but_a_user_request_wins(
     _later(service, 400 * DAY)
     assert allergy in _ids(alice)  # the inferred class would have expired it
     assert due_items(service, datetime.now(UTC) + 400 * DAY) == {}
-    explained = service.explain("acme/alice", allergy, datetime.now(UTC) + 400 * DAY)
+    explained = service.for_principal(ALICE).explain(allergy, datetime.now(UTC) + 400 * DAY)
     assert explained["state"] == "protected"
     assert explained["retention"]["protected_by"] == "protect:predicate:allergy"
     report = alice.forget(allergy)
@@ -194,7 +194,7 @@ def test_a_held_item_is_unreadable_once_expired_but_the_sweep_keeps_it(
     later = _later(service, 91 * DAY)
     assert _ids(alice) == set()
     assert expire_due(service, later) == []
-    assert service.explain("acme/alice", inferred, later)["state"] == "held"
+    assert service.for_principal(ALICE).explain(inferred, later)["state"] == "held"
     service.lift_hold("audit-1", lifted_by="legal")
     [report] = expire_due(service, later)
     assert report.completed and report.targets == [inferred]
@@ -241,7 +241,7 @@ def test_a_new_policy_version_applies_to_existing_items_after_a_diff(
     assert entry.payload["version"] == 2 and entry.payload["counts"]["items"] == 2
     later = _later(service, 2 * DAY)
     assert _ids(alice) == {kept}
-    assert service.explain("acme/alice", note, later)["retention"]["rule"] == "class:errands"
+    assert service.for_principal(ALICE).explain(note, later)["retention"]["rule"] == "class:errands"
     written = service.log.get(__import__("uuid").UUID(note)).policy_version
     assert written == 1  # the version it was written under stays on the item
     [report] = expire_due(service, later)
@@ -440,7 +440,7 @@ def test_decay_archives_once_per_period_and_reinforcement_brings_it_back(
         assert _ids(alice) == {city}
         assert _ids(alice, include_archived=True) == {seat, city}
         assert alice.get(seat).archived and alice.get(seat).text == "aisle"
-        explained = service.explain("acme/alice", seat, start)
+        explained = service.for_principal(ALICE).explain(seat, start)
         assert explained["state"] == "archived" and explained["decay"]["rule"] == "decay:seats"
         assert alice.context("aisle seat", rank="keyword").items == []
         for n in range(3):  # served three times (asked for the archived tier explicitly)
@@ -517,7 +517,7 @@ def test_a_merge_never_gives_its_inputs_a_new_life(
     first = alice.remember(fact("employer", "Acme Robotics", origin="inferred")).item_id
     alice.remember(fact("employer", "acme robotics.", origin="inferred", turn="t2"))
     now = datetime.now(UTC)
-    due = service.explain("acme/alice", first, now)["retention"]["expires_at"]
+    due = service.for_principal(ALICE).explain(first, now)["retention"]["expires_at"]
     assert merge_duplicates(service, now + 91 * DAY)["merged"] == 0  # expired: not merged
     assert merge_duplicates(service, now)["merged"] == 1
     [merged] = alice.recall()

@@ -214,7 +214,7 @@ def explain(
     """Why an item is kept, archived, due to expire, held or protected, with the rule."""
     at = _at(now)
     with open_ledger(namespace, data_dir, url, as_json) as ledger:
-        found = ledger.service.explain(ledger.namespace, item_id, at)
+        found = ledger.explain(item_id, at)
 
         def human() -> None:
             out.print(f"{found['item_id']}: {found['state']}")
