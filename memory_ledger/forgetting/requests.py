@@ -214,12 +214,7 @@ class ForgetRequests:
         report.values_in_identifiers = identifiers_repeating(
             [loaded[t] for t in report.all_targets], texts
         )
-        resolved = {
-            "targets": resolution.targets,
-            "cascaded": resolution.cascaded,
-            "history": resolution.history or None,
-            "mentions": report.mentions or None,
-        }
+        resolved = _resolved_payload(report)
         report.status = "dry_run" if dry_run else "pending"
         blocked = self._held(report)
         if blocked is not None and not dry_run:
