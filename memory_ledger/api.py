@@ -20,7 +20,7 @@ from pydantic import TypeAdapter, ValidationError
 from sqlalchemy import func, select
 
 from memory_ledger import consistency, times
-from memory_ledger.config import Settings
+from memory_ledger.config import Settings, refuse_while_restoring
 from memory_ledger.crypto import DEV_KEY_FILE, MasterKey, load_master_key
 from memory_ledger.domain import MemoryItem
 from memory_ledger.errors import (
@@ -77,8 +77,15 @@ class MemoryService:
     """Opens the stores once per process; share it between principals."""
 
     def __init__(
-        self, settings: Settings, master: MasterKey | None = None, embedder: Embedder | None = None
+        self,
+        settings: Settings,
+        master: MasterKey | None = None,
+        embedder: Embedder | None = None,
+        *,
+        restoring: bool = False,
     ) -> None:
+        if not restoring:  # a store being restored serves nothing (restore/restore.py)
+            refuse_while_restoring(settings)
         refuse_damaged_projections(settings)  # with its repair, before a generic refusal
         settings.check_reachable()
         embedder = embedder or load_embedder()  # a bad setting fails before anything opens

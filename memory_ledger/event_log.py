@@ -222,6 +222,19 @@ class EventLog:
         )
         return {str(r.domain_event.originator_id): r.notification.id for r in recordings}
 
+    def tombstone(self, item_ids: Sequence[str], reason: str) -> dict[str, int]:
+        """Append an `Erased` event to each live item and destroy its keys, in one
+        transaction; items already erased are skipped. Returns the new tombstones' log
+        positions. Every erasure's first step (a forget's, a restore's replay)."""
+        items = [self.get(UUID(i)) for i in item_ids]
+        pending = [i for i in items if not i.erased]
+        for item in pending:
+            item.erase(reason=reason, request_id=None)
+        if not pending:
+            return {}
+        destroy = [KeyDestruction(str(i.id), None) for i in pending]
+        return self.save_positions(pending, destroy=destroy)
+
     # -- reading -----------------------------------------------------------------------
 
     def get(self, item_id: UUID) -> MemoryItem:

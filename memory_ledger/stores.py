@@ -126,17 +126,13 @@ class EventLogStore:
 
     def erase(self, item_ids: Sequence[str], reason: str = "user_request") -> Receipt:
         """Tombstone the items; `reason` (the request's basis) is all a tombstone says."""
-        log = self.service.log
-        items = [log.get(UUID(i)) for i in item_ids]
-        pending = [i for i in items if not i.erased]
-        for item in pending:
-            item.erase(reason=reason, request_id=None)
-        self.tombstones = {}
-        if pending:
-            destroy = [KeyDestruction(str(i.id), None) for i in pending]
-            self.tombstones = log.save_positions(pending, destroy=destroy)
+        self.tombstones = self.service.log.tombstone(item_ids, reason)
         return Receipt(
-            self.name, "tombstoned", len(item_ids), "ok", {"new_tombstones": len(pending)}
+            self.name,
+            "tombstoned",
+            len(item_ids),
+            "ok",
+            {"new_tombstones": len(self.tombstones)},
         )
 
     def verify_absent(self, item_ids: Sequence[str]) -> Evidence:

@@ -122,6 +122,7 @@ EVENT_WORDS = (
     "retention_expiry",
     "operator_request",
     "session_end",
+    "restore_replay",
 )
 
 

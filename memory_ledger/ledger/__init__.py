@@ -100,10 +100,18 @@ class EntryType(StrEnum):
     HOLD_LIFTED = "hold_lifted"
     #: A retention policy version installed (`policy-v<version>`).
     POLICY = "policy"
+    #: A restore from a backup, with what it replayed (`restore-...`).
+    RESTORE = "restore"
 
 
 #: Entry types that start an id of their own; every other type follows one of these.
-_FIRST_TYPES = (EntryType.REQUEST, EntryType.RECOVERY, EntryType.HOLD, EntryType.POLICY)
+_FIRST_TYPES = (
+    EntryType.REQUEST,
+    EntryType.RECOVERY,
+    EntryType.HOLD,
+    EntryType.POLICY,
+    EntryType.RESTORE,
+)
 
 
 # -- what a payload may hold ---------------------------------------------------------------
@@ -339,6 +347,20 @@ class PolicyPayload(_Payload):
     counts: dict[Code, Count] | None = None
 
 
+class RestorePayload(_Payload):
+    """A restore from a backup: which backup and restore point, what the replay erased
+    again, and that every replayed erasure verified before the store served a read."""
+
+    backup_id: LedgerId
+    restore_position: Count
+    tombstones_replayed: Count
+    items_erased_again: Count
+    kept_items_erased: Count  # rewritten after the backup: erased, never served old
+    projections_rebuilt: StrictBool
+    verified: StrictBool
+    restored_by: Actor
+
+
 PAYLOAD_MODELS: dict[EntryType, type[_Payload]] = {
     EntryType.REQUEST: RequestPayload,
     EntryType.RESOLVED: ResolvedPayload,
@@ -352,6 +374,7 @@ PAYLOAD_MODELS: dict[EntryType, type[_Payload]] = {
     EntryType.HOLD: HoldPayload,
     EntryType.HOLD_LIFTED: HoldLiftedPayload,
     EntryType.POLICY: PolicyPayload,
+    EntryType.RESTORE: RestorePayload,
 }
 _REQUEST_ID: TypeAdapter[str] = TypeAdapter(LedgerId)
 

@@ -1,0 +1,244 @@
+"""Backups: a consistent, encrypted copy of the event store and key store, with a manifest.
+
+What a backup holds is the event store's file (the sealed events, the tombstones and the
+key store: one SQLite file, written together so that an event and its key are never
+apart), copied with SQLite's online backup API while writes continue, then sealed as a
+whole under a fresh file key that the master key wraps. It never holds the lifecycle
+ledger (the ledger is what a restore replays from: restoring it from the same backup
+would forget the very tombstones the restore must apply), the projections (rebuilt from
+the log on restore), nor the master key.
+
+The manifest (`manifest.json`, no personal data) says what the backup is: its id, the
+format version, the tool version, the restore point (the log position and time of the
+last event in the copy), each file's SHA-256 and size, the master key's check value
+(so a backup is verified against the key before anything is decrypted), the wrapped
+file key, and when the backup retention policy destroys it.
+
+A backup is a place where sealed copies of erased items live on until it expires; the
+backups store (restore/store.py) says so in every forget's receipts, and any restore
+re-erases them by replaying the ledger's tombstones (restore/restore.py).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import secrets
+import sqlite3
+import tempfile
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Annotated, Any
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from pydantic import Field, ValidationError
+
+from memory_ledger.config import Settings
+from memory_ledger.crypto import MasterKey
+from memory_ledger.errors import ConfigurationError, InvalidWrite
+from memory_ledger.times import AwareDatetime
+from memory_ledger.write_policy import StrictModel
+
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+SEALED_EVENTS = "events.sqlite.sealed"
+BACKUPS_DIR = "backups"  # under the data directory, unless a path is given
+DEFAULT_KEEP_DAYS = 30
+MAX_KEEP_DAYS = 3660
+_NONCE = 12
+
+
+class ManifestFile(StrictModel):
+    name: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_.\-]{0,63}$")]
+    sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+    size: Annotated[int, Field(strict=True, ge=0)]
+
+
+class RestorePoint(StrictModel):
+    position: Annotated[int, Field(strict=True, ge=0)]  # the last notification id copied
+    at: AwareDatetime  # when the copy was taken
+
+
+class Manifest(StrictModel):
+    format_version: Annotated[int, Field(strict=True, ge=1)]
+    tool_version: str
+    backup_id: Annotated[str, Field(pattern=r"^bk-[0-9a-f]{16}$")]
+    backend: str
+    created_at: AwareDatetime
+    expires_at: AwareDatetime
+    restore_point: RestorePoint
+    master_check: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+    wrapped_file_key: str
+    files: tuple[ManifestFile, ...]
+
+
+@dataclass(frozen=True)
+class Backup:
+    """A backup on disk: where it is, and its manifest."""
+
+    path: Path
+    manifest: Manifest
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": str(self.path), **json.loads(self.manifest.model_dump_json())}
+
+
+def tool_version() -> str:
+    try:
+        return version("memory-ledger")
+    except PackageNotFoundError:  # a checkout run without installing
+        return "unknown"
+
+
+def create(
+    settings: Settings,
+    master: MasterKey,
+    now: datetime,
+    dest: Path | None = None,
+    keep_days: int = DEFAULT_KEEP_DAYS,
+) -> Backup:
+    """Take a backup of the event and key store while writes continue (SQLite)."""
+    if settings.postgres is not None:
+        raise ConfigurationError(
+            "backups of a PostgreSQL store are not available yet: use the SQLite store, "
+            "or the database's own snapshots, for now"
+        )
+    if isinstance(keep_days, bool) or not isinstance(keep_days, int):
+        raise InvalidWrite("keep_days must be a whole number of days")
+    if not 1 <= keep_days <= MAX_KEEP_DAYS:
+        raise InvalidWrite(f"keep_days must be from 1 to {MAX_KEEP_DAYS}")
+    backup_id = f"bk-{uuid.uuid4().hex[:16]}"
+    root = (dest or settings.data_dir / BACKUPS_DIR).resolve()
+    target = root / backup_id
+    target.mkdir(parents=True, exist_ok=False)
+    with tempfile.TemporaryDirectory(dir=root) as scratch:
+        copy = Path(scratch) / "events.sqlite"
+        position = _online_copy(settings.events_path, copy)
+        plain = copy.read_bytes()
+    file_key = AESGCM.generate_key(bit_length=256)
+    nonce = secrets.token_bytes(_NONCE)
+    sealed = nonce + AESGCM(file_key).encrypt(nonce, plain, backup_id.encode())
+    del plain
+    (target / SEALED_EVENTS).write_bytes(sealed)
+    manifest = Manifest(
+        format_version=FORMAT_VERSION,
+        tool_version=tool_version(),
+        backup_id=backup_id,
+        backend="sqlite",
+        created_at=now,
+        expires_at=now + timedelta(days=keep_days),
+        restore_point=RestorePoint(position=position, at=now),
+        master_check=master.check_value(),
+        wrapped_file_key=base64.b64encode(master.wrap(backup_id, 1, file_key)).decode(),
+        files=(ManifestFile(name=SEALED_EVENTS, sha256=_sha256(sealed), size=len(sealed)),),
+    )
+    _write_atomically(target / MANIFEST, manifest.model_dump_json(indent=2).encode())
+    return Backup(target, manifest)
+
+
+def read_manifest(path: Path) -> Manifest:
+    """The manifest of the backup at `path`, validated (a clear error if it is not one,
+    or is from a newer format than this tool reads)."""
+    file = Path(path) / MANIFEST
+    try:
+        raw = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigurationError(f"{path} is not a readable backup: {exc}") from None
+    found = raw.get("format_version") if isinstance(raw, dict) else None
+    if isinstance(found, int) and found > FORMAT_VERSION:
+        raise ConfigurationError(
+            f"the backup at {path} is of format {found}; this version reads format "
+            f"{FORMAT_VERSION}: restore it with a newer memory-ledger"
+        )
+    try:
+        return Manifest.model_validate(raw)
+    except ValidationError as exc:
+        fields = ", ".join(".".join(map(str, e["loc"])) for e in exc.errors())
+        raise ConfigurationError(f"the backup manifest at {file} is invalid ({fields})") from None
+
+
+def verify(path: Path, master: MasterKey) -> Backup:
+    """Checksums, manifest and decryptability with this master key; raises if any fails."""
+    manifest = read_manifest(path)
+    if not secrets.compare_digest(manifest.master_check, master.check_value()):
+        raise ConfigurationError(
+            f"the backup {manifest.backup_id} was taken under another master key; "
+            "set the key it was taken with (MEMORY_LEDGER_MASTER_KEY)"
+        )
+    for entry in manifest.files:
+        data = _read(Path(path) / entry.name)
+        if len(data) != entry.size or _sha256(data) != entry.sha256:
+            raise ConfigurationError(
+                f"the backup {manifest.backup_id} is damaged: {entry.name} does not match "
+                "its checksum (truncated or changed); it cannot be restored"
+            )
+    opened = open_events(Path(path), manifest, master)
+    if not opened.startswith(b"SQLite format 3\x00"):
+        raise ConfigurationError(f"the backup {manifest.backup_id} holds no SQLite database")
+    return Backup(Path(path), manifest)
+
+
+def open_events(path: Path, manifest: Manifest, master: MasterKey) -> bytes:
+    """The event store's bytes, decrypted in memory."""
+    file_key = master.unwrap(manifest.backup_id, 1, base64.b64decode(manifest.wrapped_file_key))
+    sealed = _read(path / SEALED_EVENTS)
+    try:
+        return AESGCM(file_key).decrypt(
+            sealed[:_NONCE], sealed[_NONCE:], manifest.backup_id.encode()
+        )
+    except (InvalidTag, ValueError):
+        raise ConfigurationError(
+            f"the backup {manifest.backup_id} does not decrypt: it was changed"
+        ) from None
+
+
+def list_backups(root: Path) -> list[Backup]:
+    """The backups under `root`, oldest first; unreadable entries are skipped."""
+    found = []
+    for child in sorted(Path(root).glob("bk-*")):
+        try:
+            found.append(Backup(child, read_manifest(child)))
+        except ConfigurationError:
+            continue
+    return sorted(found, key=lambda b: b.manifest.created_at)
+
+
+def _online_copy(source: Path, copy: Path) -> int:
+    """SQLite's online backup: a consistent snapshot while writers go on. Returns the
+    last notification id (rowid of stored_events) in the copy: its restore point."""
+    src = sqlite3.connect(f"file:{source}?mode=ro", uri=True)
+    dst = sqlite3.connect(copy)
+    try:
+        src.backup(dst)
+        row = dst.execute("SELECT max(rowid) FROM stored_events").fetchone()
+        dst.execute("PRAGMA journal_mode=DELETE")  # one self-contained file
+    finally:
+        dst.close()
+        src.close()
+    return int(row[0] or 0)
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise ConfigurationError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    temporary = path.with_name(f".{path.name}.writing")
+    with open(temporary, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)

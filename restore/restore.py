@@ -1,0 +1,297 @@
+"""Restore from a backup, replaying every erasure the ledger recorded, before any read.
+
+A backup is a copy of the past: it holds, sealed, everything erased since it was taken.
+A restore therefore never serves the copy as it is. Its steps, each recorded in the
+data directory's `RESTORING.json` marker so that a restore interrupted anywhere (kill
+-9 included) is run again to the same result:
+
+1. **check** the backup (manifest, checksums, this master key) and the lifecycle ledger
+   (its hash chain verifies; it explains every tombstone the backup holds: a ledger
+   that does not is missing, damaged or behind the backup, and may lack tombstones the
+   restore must replay, so the restore refuses);
+2. **load**: the marker is written first (the store then refuses to open for serving),
+   the backup's event store replaces the target's, the projections and vector files are
+   removed (they are rebuilt from the log);
+3. **replay**: every item the ledger says was erased (targets and cascades of every
+   executed request: forgets, retention expiries, session ends, redactions' targets) is
+   tombstoned again with its keys destroyed if the copy still holds it live; and every
+   item a request *rewrote* after the backup was taken (mentions redacted, history
+   shredded, spans redacted) is erased too, because the copy holds its words from before
+   the rewrite and the rewrite itself cannot be replayed (spans are never recorded);
+4. **rebuild** every projection and the vector index from the restored log;
+5. **verify**: every replayed item is absent from every store;
+6. **open**: the restore is recorded in the ledger (`restore-...`), and the marker is
+   removed. Only then does the store serve.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import uuid
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from memory_ledger.config import RESTORING_MARKER, Settings
+from memory_ledger.crypto import MasterKey
+from memory_ledger.errors import ConfigurationError
+from memory_ledger.ledger import EntryType, LifecycleLedger
+from memory_ledger.times import canonical_time
+from projections.vector_index import VECTORS_DIR
+from restore.backup import Backup, open_events, verify
+
+STEPS = ("checked", "loaded", "replayed", "rebuilt", "verified", "opened")
+#: Request statuses whose erasures happened (or began): they are replayed.
+EXECUTED = ("pending", "partial", "completed")
+REPLAY_REASON = "restore_replay"
+#: Tests set it to a step's name: the process kills itself (SIGKILL) right after it.
+KILL_AFTER_ENV = "MEMORY_LEDGER_TEST_KILL_AFTER_RESTORE_STEP"
+
+
+@dataclass
+class RestorePlan:
+    """What a restore would do, and (once run) what it did."""
+
+    backup_id: str
+    restore_position: int
+    restore_time: str
+    erase_again: list[str] = field(default_factory=list)  # erased since, or rewritten
+    rewritten_after_backup: list[str] = field(default_factory=list)
+    tombstones_after_restore_point: int = 0
+    projections_to_rebuild: bool = True
+    status: str = "planned"
+    restore_id: str = ""
+    erased_again: int = 0
+    verified: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def plan(backup: Backup, ledger: LifecycleLedger) -> RestorePlan:
+    """The restore plan from the backup's manifest and the ledger alone; checks that the
+    ledger is whole and not behind the backup (ConfigurationError otherwise)."""
+    audit = ledger.verify()
+    if not audit.ok:
+        raise ConfigurationError(
+            f"the lifecycle ledger at {ledger.location} does not verify ({audit.explanation}); "
+            "a restore replays erasures from it, so nothing was restored"
+        )
+    manifest = backup.manifest
+    point = manifest.restore_point
+    taken = canonical_time(manifest.created_at)
+    out = RestorePlan(manifest.backup_id, point.position, canonical_time(point.at))
+    erase: dict[str, None] = {}
+    rewritten: dict[str, None] = {}
+    for request_id, status in ledger.latest_statuses().items():
+        if status not in EXECUTED:
+            continue
+        entries = ledger.entries(request_id)
+        request = entries[0].payload
+        resolved = [e.payload for e in entries if e.entry_type is EntryType.RESOLVED]
+        tombstones = [e.payload for e in entries if e.entry_type is EntryType.TOMBSTONE]
+        out.tombstones_after_restore_point += sum(
+            1 for t in tombstones if t["position"] > point.position
+        )
+        after_backup = entries[-1].recorded_at >= taken
+        if request["scope"].get("kind") == "redaction":
+            if after_backup:
+                for payload in resolved:
+                    rewritten.update(dict.fromkeys([*payload["targets"], *payload["cascaded"]]))
+            continue
+        for payload in resolved:
+            erase.update(dict.fromkeys([*payload["targets"], *payload["cascaded"]]))
+            if after_backup:
+                kept = [*(payload.get("history") or []), *(payload.get("mentions") or [])]
+                rewritten.update(dict.fromkeys(kept))
+        erase.update(dict.fromkeys(t["item_id"] for t in tombstones))
+    out.rewritten_after_backup = [i for i in rewritten if i not in erase]
+    out.erase_again = [*erase, *out.rewritten_after_backup]
+    return out
+
+
+def restore(
+    backup_path: Path,
+    settings: Settings,
+    master: MasterKey,
+    ledger: LifecycleLedger,
+    now: datetime,
+    *,
+    restored_by: str = "operator",
+    force: bool = False,
+) -> RestorePlan:
+    """Restore the backup into `settings`' data directory (SQLite), replay, rebuild,
+    verify, then open. Re-running an interrupted restore finishes it."""
+    from memory_ledger.api import MemoryService
+
+    if settings.postgres is not None:
+        raise ConfigurationError("restoring a PostgreSQL store is not available yet")
+    backup = verify(backup_path, master)
+    marker = settings.data_dir / RESTORING_MARKER
+    state = _read_marker(marker)
+    if state and state.get("backup_id") != backup.manifest.backup_id:
+        raise ConfigurationError(
+            f"{settings.data_dir} is being restored from backup {state.get('backup_id')}; "
+            "finish that restore first (run it again with the same backup)"
+        )
+    if not state and settings.events_path.exists() and not force:
+        raise ConfigurationError(
+            f"{settings.data_dir} already holds a store; restore into an empty directory, "
+            "or pass --force to replace it (the replay runs all the same)"
+        )
+    result = plan(backup, ledger)
+    _check_ledger_explains(backup, master, result)
+    done = set(state.get("done", [])) if state else set()
+    restore_id = state.get("restore_id") if state else f"restore-{uuid.uuid4().hex[:16]}"
+    result.restore_id = str(restore_id)
+
+    result.erased_again = int(state.get("erased_again", 0)) if state else 0
+
+    def mark(step: str) -> None:
+        done.add(step)
+        _write_marker(
+            marker,
+            {
+                "backup_id": result.backup_id,
+                "restore_id": result.restore_id,
+                "erased_again": result.erased_again,
+                "done": sorted(done),
+            },
+        )
+        if os.environ.get(KILL_AFTER_ENV) == step:  # fault injection for the kill -9 tests
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    mark("checked")
+    if "loaded" not in done:
+        _load(backup, master, settings)
+        mark("loaded")
+    service = MemoryService(settings, master, restoring=True)
+    try:
+        if "replayed" not in done:
+            erased = service.log.tombstone(
+                [i for i in result.erase_again if _held(service, i)], REPLAY_REASON
+            )
+            result.erased_again += len(erased)
+            mark("replayed")
+        if "rebuilt" not in done:
+            service.rebuild()
+            mark("rebuilt")
+        live = [s.name for s in service.stores if not s.verify_absent(result.erase_again).absent]
+        if live:
+            raise ConfigurationError(
+                "the restore's replayed erasures did not verify in "
+                f"{', '.join(live)}; the store stays closed (marked restoring)"
+            )
+        result.verified = True
+        mark("verified")
+        if not ledger.entries(result.restore_id):
+            ledger.append(
+                result.restore_id,
+                EntryType.RESTORE,
+                {
+                    "backup_id": result.backup_id,
+                    "restore_position": result.restore_position,
+                    "tombstones_replayed": result.tombstones_after_restore_point,
+                    "items_erased_again": result.erased_again,
+                    "kept_items_erased": len(result.rewritten_after_backup),
+                    "projections_rebuilt": True,
+                    "verified": True,
+                    "restored_by": restored_by,
+                },
+            )
+    finally:
+        service.close()
+    marker.unlink()
+    result.status = "restored"
+    return result
+
+
+def _held(service: Any, item_id: str) -> bool:
+    """Whether the restored log holds the item (an item written after the backup is
+    simply not there)."""
+    from uuid import UUID
+
+    from memory_ledger.errors import NotFound
+
+    try:
+        service.log.get(UUID(item_id))
+    except NotFound:
+        return False
+    return True
+
+
+def _check_ledger_explains(backup: Backup, master: MasterKey, result: RestorePlan) -> None:
+    """Every tombstone in the backup must be one the ledger recorded: a ledger that does
+    not know them is missing entries, or older than the backup."""
+    import sqlite3
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as scratch:
+        copy = Path(scratch) / "events.sqlite"
+        copy.write_bytes(open_events(backup.path, backup.manifest, master))
+        conn = sqlite3.connect(copy)
+        try:
+            rows = conn.execute(
+                "SELECT originator_id FROM stored_events WHERE topic LIKE '%Erased'"
+            ).fetchall()
+        finally:
+            conn.close()
+    known = set(result.erase_again)
+    unexplained = [str(r[0]) for r in rows if _uuid_text(r[0]) not in known]
+    if unexplained:
+        raise ConfigurationError(
+            f"the backup holds {len(unexplained)} tombstone(s) the lifecycle ledger does not "
+            "record: the ledger is missing, damaged or behind the backup's restore point, "
+            "and the restore could miss erasures it must replay; nothing was restored"
+        )
+
+
+def _uuid_text(value: object) -> str:
+    from uuid import UUID
+
+    return str(UUID(bytes=value)) if isinstance(value, bytes) else str(UUID(str(value)))
+
+
+def _load(backup: Backup, master: MasterKey, settings: Settings) -> None:
+    """Put the backup's event store in place; drop what is rebuilt from it."""
+    data = open_events(backup.path, backup.manifest, master)
+    temporary = settings.events_path.with_name(".events.sqlite.restoring")
+    with open(temporary, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    for suffix in ("-wal", "-shm"):
+        Path(f"{settings.events_path}{suffix}").unlink(missing_ok=True)
+    os.replace(temporary, settings.events_path)
+    for stale in _derived_files(settings):
+        if stale.is_dir():
+            shutil.rmtree(stale)
+        else:
+            stale.unlink(missing_ok=True)
+
+
+def _derived_files(settings: Settings) -> Iterable[Path]:
+    projections = settings.projections_path
+    yield from (projections, Path(f"{projections}-wal"), Path(f"{projections}-shm"))
+    yield settings.data_dir / VECTORS_DIR
+
+
+def _read_marker(marker: Path) -> dict[str, Any] | None:
+    try:
+        return dict(json.loads(marker.read_text(encoding="utf-8")))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise ConfigurationError(f"the restore marker {marker} is unreadable: {exc}") from None
+
+
+def _write_marker(marker: Path, state: dict[str, Any]) -> None:
+    temporary = marker.with_name(f".{marker.name}.writing")
+    temporary.write_text(json.dumps(state), encoding="utf-8")
+    os.replace(temporary, marker)

@@ -1,0 +1,255 @@
+"""Backups and restore with tombstone replay (SQLite): nothing erased after a backup
+comes back when the backup is restored, and a restore that cannot be sure refuses.
+
+Each test takes a backup, changes the store (erasures, expiries, redactions), loses the
+event store, restores, and then reads from a new process and scans the files' bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import shutil
+import subprocess
+import sys
+import textwrap
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from factories import fact, file_bytes_contain, sqlite_files
+
+from jobs.retention import expire_due
+from memory_ledger.api import MemoryService
+from memory_ledger.config import RESTORING_MARKER, Settings
+from memory_ledger.errors import ConfigurationError
+from memory_ledger.ledger import LifecycleLedger
+from memory_ledger.principal import Principal
+from restore.backup import MANIFEST, SEALED_EVENTS, create, list_backups, verify
+from restore.restore import KILL_AFTER_ENV, STEPS, plan, restore
+
+ALICE = Principal("acme", "alice")
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Settings:
+    return Settings.resolve(tmp_path / "data")
+
+
+def _backup(service: MemoryService, tmp_path: Path) -> Path:
+    made = create(service.settings, service.log.master, datetime.now(UTC), tmp_path / "bk")
+    return made.path
+
+
+def _lose_the_event_store(settings: Settings) -> None:
+    for name in ("events.sqlite", "events.sqlite-wal", "events.sqlite-shm"):
+        (settings.data_dir / name).unlink(missing_ok=True)
+
+
+def _restore(settings: Settings, path: Path, **options: object) -> object:
+    with MemoryService(settings) as probe:  # the master key, as the CLI loads it
+        master = probe.log.master
+    _lose_the_event_store(settings)
+    with LifecycleLedger(settings) as ledger:
+        return restore(path, settings, master, ledger, datetime.now(UTC), **options)
+
+
+def _read_in_a_new_process(settings: Settings, item_id: str) -> dict:
+    script = textwrap.dedent(f"""
+        import json
+        from memory_ledger.api import MemoryService
+        from memory_ledger.principal import Principal
+        with MemoryService.open({str(settings.data_dir)!r}) as service:
+            alice = service.for_principal(Principal("acme", "alice"))
+            state = alice.get({item_id!r})
+            print(json.dumps({{"erased": state.erased, "text": state.text,
+                              "recalled": [m.item_id for m in alice.recall()]}}))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return dict(json.loads(done.stdout))
+
+
+def test_an_item_erased_after_the_backup_stays_erased_after_a_restore(
+    store: Settings, tmp_path: Path
+) -> None:
+    token = f"zq{secrets.token_hex(8)}"
+    with MemoryService(store) as service:
+        alice = service.for_principal(ALICE)
+        secret = alice.remember(fact("locker", f"code {token}")).item_id
+        kept = alice.remember(fact("city", "Hangzhou")).item_id
+        path = _backup(service, tmp_path)
+        assert alice.forget(secret).completed
+    result = _restore(store, path)
+    assert result.status == "restored" and result.verified and result.erased_again == 1
+    seen = _read_in_a_new_process(store, secret)
+    assert seen["erased"] and seen["text"] is None and seen["recalled"] == [kept]
+    assert file_bytes_contain(sqlite_files(store), token) == []
+    with LifecycleLedger(store) as ledger:
+        [entry] = [e for e in ledger.entries() if e.entry_type == "restore"]
+        assert entry.payload["items_erased_again"] == 1 and entry.payload["verified"] is True
+        assert ledger.verify().ok
+
+
+def test_an_expiry_and_a_redaction_after_the_backup_are_replayed(
+    store: Settings, tmp_path: Path
+) -> None:
+    with MemoryService(store) as service:
+        alice = service.for_principal(ALICE)
+        guess = alice.remember(fact("employer", "Acme Robotics", origin="inferred")).item_id
+        note = alice.remember(fact("note", "call Dr. Wang at 555-0199")).item_id
+        kept = alice.remember(fact("city", "Hangzhou")).item_id
+        path = _backup(service, tmp_path)
+        [expired] = expire_due(service, datetime.now(UTC) + timedelta(days=91))
+        assert expired.completed
+        assert alice.redact(note, spans=["555-0199"]).completed
+    result = _restore(store, path)
+    # The redaction cannot be replayed (its spans are never recorded): the item, whose
+    # backed-up words still hold the span, is erased rather than served as it was.
+    assert set(result.erase_again) >= {guess, note}
+    assert result.rewritten_after_backup == [note]
+    with MemoryService(store) as service:
+        alice = service.for_principal(ALICE)
+        assert alice.get(guess).erased and alice.get(note).erased
+        assert [m.item_id for m in alice.recall()] == [kept]
+    assert file_bytes_contain(sqlite_files(store), "555-0199") == []
+
+
+def test_a_restore_run_twice_gives_the_same_state(store: Settings, tmp_path: Path) -> None:
+    with MemoryService(store) as service:
+        alice = service.for_principal(ALICE)
+        gone = alice.remember(fact("locker", "code 4471")).item_id
+        kept = alice.remember(fact("city", "Hangzhou")).item_id
+        path = _backup(service, tmp_path)
+        alice.forget(gone)
+    _restore(store, path)
+    again = _restore(store, path)
+    assert again.status == "restored"
+    with MemoryService(store) as service:
+        alice = service.for_principal(ALICE)
+        assert [m.item_id for m in alice.recall()] == [kept] and alice.get(gone).erased
+
+
+def test_the_plan_says_what_will_be_replayed_and_changes_nothing(
+    store: Settings, tmp_path: Path
+) -> None:
+    with MemoryService(store) as service:
+        alice = service.for_principal(ALICE)
+        gone = alice.remember(fact("locker", "code 4471")).item_id
+        path = _backup(service, tmp_path)
+        alice.forget(gone)
+        backup = verify(path, service.log.master)
+        shown = plan(backup, service.ledger)
+        assert shown.erase_again == [gone] and shown.tombstones_after_restore_point == 1
+        assert alice.get(gone).erased  # the store is as it was
+    assert [b.manifest.backup_id for b in list_backups(tmp_path / "bk")] == [shown.backup_id]
+
+
+def test_a_store_being_restored_refuses_to_open(store: Settings, tmp_path: Path) -> None:
+    with MemoryService(store):
+        pass
+    (store.data_dir / RESTORING_MARKER).write_text(json.dumps({"backup_id": "bk-0"}))
+    with pytest.raises(ConfigurationError, match="being restored"):
+        MemoryService(store)
+
+
+def test_damaged_newer_or_foreign_backups_are_refused(store: Settings, tmp_path: Path) -> None:
+    with MemoryService(store) as service:
+        service.for_principal(ALICE).remember(fact("city", "Hangzhou"))
+        path = _backup(service, tmp_path)
+        master = service.log.master
+    damaged = tmp_path / "damaged"
+    shutil.copytree(path, damaged)
+    sealed = damaged / SEALED_EVENTS
+    sealed.write_bytes(sealed.read_bytes()[:-10])
+    with pytest.raises(ConfigurationError, match="damaged"):
+        verify(damaged, master)
+    newer = tmp_path / "newer"
+    shutil.copytree(path, newer)
+    manifest = json.loads((newer / MANIFEST).read_text())
+    (newer / MANIFEST).write_text(json.dumps({**manifest, "format_version": 99}))
+    with pytest.raises(ConfigurationError, match="format 99"):
+        verify(newer, master)
+    from memory_ledger.crypto import MasterKey
+
+    with pytest.raises(ConfigurationError, match="another master key"):
+        verify(path, MasterKey.generate())
+
+
+def test_a_ledger_behind_the_backup_makes_the_restore_refuse(
+    store: Settings, tmp_path: Path
+) -> None:
+    with MemoryService(store) as service:
+        alice = service.for_principal(ALICE)
+        alice.forget(alice.remember(fact("city", "Hangzhou")).item_id)  # the ledger has one
+        older = tmp_path / "ledger-before.sqlite"
+        _copy_sqlite(store.data_dir / "ledger.sqlite", older)  # taken before the forget
+        alice.forget(alice.remember(fact("locker", "code 4471")).item_id)
+        path = _backup(service, tmp_path)  # the backup holds the tombstone
+    for suffix in ("", "-wal", "-shm"):
+        (store.data_dir / f"ledger.sqlite{suffix}").unlink(missing_ok=True)
+    shutil.copy(older, store.data_dir / "ledger.sqlite")
+    with pytest.raises(ConfigurationError, match="behind"):
+        _restore(store, path)
+    assert not (store.data_dir / RESTORING_MARKER).exists()  # refused before loading
+
+
+def _copy_sqlite(source: Path, dest: Path) -> None:
+    import sqlite3
+
+    src, dst = sqlite3.connect(source), sqlite3.connect(dest)
+    try:
+        src.backup(dst)
+    finally:
+        src.close()
+        dst.close()
+
+
+def test_a_target_that_holds_a_store_is_refused_unless_forced(
+    store: Settings, tmp_path: Path
+) -> None:
+    with MemoryService(store) as service:
+        path = _backup(service, tmp_path)
+        master = service.log.master
+    with LifecycleLedger(store) as ledger, pytest.raises(ConfigurationError, match="--force"):
+        restore(path, store, master, ledger, datetime.now(UTC))
+    with LifecycleLedger(store) as ledger:
+        assert restore(path, store, master, ledger, datetime.now(UTC), force=True).verified
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("step", STEPS[:-1])
+def test_a_restore_killed_after_any_step_is_finished_by_running_it_again(
+    store: Settings, tmp_path: Path, step: str
+) -> None:
+    token = f"zq{secrets.token_hex(8)}"
+    with MemoryService(store) as service:
+        alice = service.for_principal(ALICE)
+        gone = alice.remember(fact("locker", f"code {token}")).item_id
+        path = _backup(service, tmp_path)
+        alice.forget(gone)
+    _lose_the_event_store(store)
+    script = textwrap.dedent(f"""
+        from datetime import UTC, datetime
+        from memory_ledger.config import Settings
+        from memory_ledger.crypto import load_master_key
+        from memory_ledger.ledger import LifecycleLedger
+        from restore.restore import restore
+        settings = Settings.resolve({str(store.data_dir)!r})
+        master, _ = load_master_key(settings.data_dir, allow_dev_key=False)
+        with LifecycleLedger(settings) as ledger:
+            restore(__import__("pathlib").Path({str(path)!r}), settings, master, ledger,
+                    datetime.now(UTC))
+    """)
+    env = {**__import__("os").environ, KILL_AFTER_ENV: step}
+    killed = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True)
+    assert killed.returncode == -9, killed.stderr.decode()
+    with pytest.raises(ConfigurationError, match="being restored"):
+        MemoryService(store)  # nothing serves a half-restored store
+    finished = subprocess.run([sys.executable, "-c", script], capture_output=True)
+    assert finished.returncode == 0, finished.stderr.decode()
+    seen = _read_in_a_new_process(store, gone)
+    assert seen["erased"] and seen["recalled"] == []
+    assert file_bytes_contain(sqlite_files(store), token) == []
+    with LifecycleLedger(store) as ledger:
+        assert len([e for e in ledger.entries() if e.entry_type == "restore"]) == 1
