@@ -253,3 +253,30 @@ def test_a_restore_killed_after_any_step_is_finished_by_running_it_again(
     assert file_bytes_contain(sqlite_files(store), token) == []
     with LifecycleLedger(store) as ledger:
         assert len([e for e in ledger.entries() if e.entry_type == "restore"]) == 1
+
+
+def test_the_backup_and_restore_commands(store: Settings, tmp_path: Path) -> None:
+    from factories import cli
+
+    with MemoryService(store) as service:
+        alice = service.for_principal(ALICE)
+        gone = alice.remember(fact("locker", "code 4471")).item_id
+    where = ["--data-dir", str(store.data_dir)]
+    code, output = cli("backup", "create", str(tmp_path / "bk"), *where, "--json")
+    assert code == 0, output
+    made = json.loads(output)
+    assert made["restore_point"]["position"] >= 1 and "master" not in json.dumps(made["files"])
+    code, output = cli("backup", "list", str(tmp_path / "bk"), *where, "--json")
+    assert [b["backup_id"] for b in json.loads(output)["backups"]] == [made["backup_id"]]
+    code, output = cli("backup", "verify", made["path"], *where, "--json")
+    assert code == 0 and json.loads(output)["verified"] is True
+    code, output = cli("forget", "-n", "acme/alice", "--memory", gone, *where, "--json")
+    assert code == 0
+    code, output = cli("restore", made["path"], "--dry-run", *where, "--json")
+    assert code == 0 and json.loads(output)["erase_again"] == [gone]
+    code, output = cli("restore", made["path"], *where)
+    assert code != 0 and "--force" in output and "Traceback" not in output
+    code, output = cli("restore", made["path"], "--force", *where, "--json")
+    assert code == 0 and json.loads(output)["status"] == "restored"
+    code, output = cli("backup", "verify", str(tmp_path / "nowhere"), *where)
+    assert code != 0 and "not a readable backup" in output
