@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from jobs import decay, retention, verification_scan
+from jobs import backup_retention, decay, retention, verification_scan
 from jobs.file_vacuum import ratio_from_env, vacuum_fragmented
 from jobs.projection_catchup import catch_up_all, catchup_seconds_from_env
 from jobs.verification_window import close_elapsed_windows, window_from_env
@@ -58,6 +58,12 @@ def _retention(service: MemoryService, now: datetime, progress: Progress | None)
     # store that is behind, and the only part that can report its progress.
     service.runner.catch_up(progress)
     return retention.sweep_counts(retention.expire_due(service, now, progress))
+
+
+def _backup_retention(
+    service: MemoryService, now: datetime, progress: Progress | None
+) -> dict[str, int]:
+    return backup_retention.destroy_expired(service, now)
 
 
 def _decay(service: MemoryService, now: datetime, progress: Progress | None) -> dict[str, int]:
@@ -151,6 +157,12 @@ JOBS: dict[str, JobSpec] = {
             "erase items whose retention has run out (one forget request per namespace)",
             retention.every_from_env,
             _retention,
+        ),
+        JobSpec(
+            "backup-retention",
+            "destroy backups past their expiry (the last sealed copies of what was erased)",
+            _hourly,
+            _backup_retention,
         ),
         JobSpec(
             "decay",

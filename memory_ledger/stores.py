@@ -362,6 +362,9 @@ def default_registry(service: MemoryService) -> StoreRegistry:
     from memory_ledger.retrieval.context_cache import ContextCacheStore  # it builds on this module
 
     registry.register(ContextCacheStore(service))
+    from restore.store import BackupsStore  # backups build on the log and the key store
+
+    registry.register(BackupsStore(service))
     return registry
 
 

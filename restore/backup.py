@@ -42,7 +42,8 @@ from pydantic import Field, ValidationError
 from memory_ledger.config import Settings
 from memory_ledger.crypto import MasterKey
 from memory_ledger.errors import ConfigurationError, InvalidWrite
-from memory_ledger.times import AwareDatetime
+from memory_ledger.ledger import EntryType, LifecycleLedger
+from memory_ledger.times import AwareDatetime, canonical_time
 from memory_ledger.write_policy import StrictModel
 
 FORMAT_VERSION = 1
@@ -99,11 +100,14 @@ def tool_version() -> str:
 def create(
     settings: Settings,
     master: MasterKey,
+    ledger: LifecycleLedger,
     now: datetime,
     dest: Path | None = None,
     keep_days: int = DEFAULT_KEEP_DAYS,
+    taken_by: str = "operator",
 ) -> Backup:
-    """Take a backup of the event and key store while writes continue (SQLite)."""
+    """Take a backup of the event and key store while writes continue (SQLite), register
+    it (the data map's backups store) and record it in the ledger."""
     if settings.postgres is not None:
         raise ConfigurationError(
             "backups of a PostgreSQL store are not available yet: use the SQLite store, "
@@ -139,6 +143,19 @@ def create(
         files=(ManifestFile(name=SEALED_EVENTS, sha256=_sha256(sealed), size=len(sealed)),),
     )
     _write_atomically(target / MANIFEST, manifest.model_dump_json(indent=2).encode())
+    from restore.store import register  # the data map's backups store reads the registry
+
+    register(settings.data_dir, target)
+    ledger.append(
+        backup_id,
+        EntryType.BACKUP,
+        {
+            "backup_id": backup_id,
+            "restore_position": position,
+            "expires_at": canonical_time(manifest.expires_at),
+            "taken_by": taken_by,
+        },
+    )
     return Backup(target, manifest)
 
 

@@ -37,7 +37,9 @@ def store(tmp_path: Path) -> Settings:
 
 
 def _backup(service: MemoryService, tmp_path: Path) -> Path:
-    made = create(service.settings, service.log.master, datetime.now(UTC), tmp_path / "bk")
+    made = create(
+        service.settings, service.log.master, service.ledger, datetime.now(UTC), tmp_path / "bk"
+    )
     return made.path
 
 
@@ -280,3 +282,71 @@ def test_the_backup_and_restore_commands(store: Settings, tmp_path: Path) -> Non
     assert code == 0 and json.loads(output)["status"] == "restored"
     code, output = cli("backup", "verify", str(tmp_path / "nowhere"), *where)
     assert code != 0 and "not a readable backup" in output
+
+
+def test_an_erasure_while_the_backup_is_taken_is_gone_after_the_restore(
+    store: Settings, tmp_path: Path
+) -> None:
+    import threading
+
+    with MemoryService(store) as service:
+        alice = service.for_principal(ALICE)
+        ids = [
+            alice.remember_many([fact(f"note_{n}_{i}", f"value {n} {i}") for i in range(50)])
+            for n in range(20)
+        ]
+        doomed = [r.item_id for batch in ids[:5] for r in batch]
+        errors: list[BaseException] = []
+
+        def forget() -> None:
+            try:
+                for start in range(0, len(doomed), 10):
+                    assert alice.forget(*doomed[start : start + 10]).completed
+            except BaseException as exc:
+                errors.append(exc)
+
+        worker = threading.Thread(target=forget)
+        worker.start()
+        path = _backup(service, tmp_path)  # while the forgets run
+        worker.join(60)
+        assert errors == []
+    _restore(store, path)
+    with MemoryService(store) as service:
+        alice = service.for_principal(ALICE)
+        assert all(alice.get(i).erased for i in doomed)
+        assert len(alice.recall(limit=10_000)) == 1000 - len(doomed)
+
+
+def test_a_forgets_receipt_names_the_backups_that_still_hold_sealed_copies(
+    store: Settings, tmp_path: Path
+) -> None:
+    from jobs.backup_retention import destroy_expired
+
+    with MemoryService(store) as service:
+        alice = service.for_principal(ALICE)
+        before = alice.remember(fact("locker", "code 4471")).item_id
+        first = _backup(service, tmp_path)
+        second = _backup(service, tmp_path)
+        after = alice.remember(fact("gym", "code 1180")).item_id
+        report = alice.forget(before)
+        [receipt] = [r for r in report.receipts if r.store == "backups"]
+        assert receipt.status == "ok" and receipt.action == "restore_replays"
+        assert receipt.evidence["backups_holding_sealed_copies"] == 2
+        assert receipt.evidence["restore_replays_erasure"] is True
+        ids = {first.name, second.name}
+        assert {receipt.evidence["first_backup"], receipt.evidence["last_backup"]} == ids
+        last = receipt.evidence["last_copy_destroyed_by"]
+        assert isinstance(last, str) and last > datetime.now(UTC).isoformat()[:10]
+        [later] = [r for r in alice.forget(after).receipts if r.store == "backups"]
+        assert later.evidence["backups_holding_sealed_copies"] == 0  # written after both
+        # Backup retention destroys them at their expiry, and the ledger records it.
+        assert destroy_expired(service, datetime.now(UTC))["destroyed"] == 0
+        gone = destroy_expired(service, datetime.now(UTC) + timedelta(days=31))
+        assert gone["destroyed"] == 2 and not first.exists() and not second.exists()
+        kinds = [e.entry_type for e in service.ledger.entries(first.name)]
+        assert kinds == ["backup", "backup_destroyed"]
+        [receipt] = [
+            r for r in alice.forget(alice.remember(fact("x", "y")).item_id).receipts
+            if r.store == "backups"
+        ]  # fmt: skip
+        assert receipt.evidence["backups_holding_sealed_copies"] == 0

@@ -29,7 +29,9 @@ def backup_create(
     from restore.backup import create
 
     with open_service(data_dir, url, as_json) as service:
-        made = create(service.settings, service.log.master, datetime.now(UTC), path, keep_days)
+        made = create(
+            service.settings, service.log.master, service.ledger, datetime.now(UTC), path, keep_days
+        )
         point = made.manifest.restore_point
         emit(
             as_json,

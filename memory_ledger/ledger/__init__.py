@@ -102,6 +102,9 @@ class EntryType(StrEnum):
     POLICY = "policy"
     #: A restore from a backup, with what it replayed (`restore-...`).
     RESTORE = "restore"
+    #: A backup taken (its id starts the entry's id) and, later, destroyed.
+    BACKUP = "backup"
+    BACKUP_DESTROYED = "backup_destroyed"
 
 
 #: Entry types that start an id of their own; every other type follows one of these.
@@ -111,6 +114,7 @@ _FIRST_TYPES = (
     EntryType.HOLD,
     EntryType.POLICY,
     EntryType.RESTORE,
+    EntryType.BACKUP,
 )
 
 
@@ -361,6 +365,20 @@ class RestorePayload(_Payload):
     restored_by: Actor
 
 
+class BackupPayload(_Payload):
+    """A backup taken: its restore point and the date backup retention destroys it."""
+
+    backup_id: LedgerId
+    restore_position: Count
+    expires_at: Timestamp
+    taken_by: Actor
+
+
+class BackupDestroyedPayload(_Payload):
+    backup_id: LedgerId
+    reason: Literal["retention_expiry", "operator_request"]
+
+
 PAYLOAD_MODELS: dict[EntryType, type[_Payload]] = {
     EntryType.REQUEST: RequestPayload,
     EntryType.RESOLVED: ResolvedPayload,
@@ -375,6 +393,8 @@ PAYLOAD_MODELS: dict[EntryType, type[_Payload]] = {
     EntryType.HOLD_LIFTED: HoldLiftedPayload,
     EntryType.POLICY: PolicyPayload,
     EntryType.RESTORE: RestorePayload,
+    EntryType.BACKUP: BackupPayload,
+    EntryType.BACKUP_DESTROYED: BackupDestroyedPayload,
 }
 _REQUEST_ID: TypeAdapter[str] = TypeAdapter(LedgerId)
 

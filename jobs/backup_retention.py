@@ -1,0 +1,36 @@
+"""Backup retention: expired backups are destroyed, and the ledger records it.
+
+A backup holds sealed copies of everything erased after it was taken, until it is
+destroyed; its expiry date (set when it is taken, `--keep-days`) is what every forget's
+`backups` receipt names as the day the last copy goes. This job keeps that promise:
+each registered backup past its `expires_at` at `now` is deleted from disk, removed
+from the registry, and recorded (`backup_destroyed`, reason `retention_expiry`).
+Time is given, never read here.
+"""
+
+from __future__ import annotations
+
+import shutil
+from datetime import datetime
+
+from memory_ledger.api import MemoryService
+from memory_ledger.ledger import EntryType
+from restore.store import registered, unregister
+
+
+def destroy_expired(service: MemoryService, now: datetime) -> dict[str, int]:
+    destroyed = 0
+    for backup in registered(service.settings.data_dir):
+        if backup.manifest.expires_at > now:
+            continue
+        backup_id = backup.manifest.backup_id
+        shutil.rmtree(backup.path)
+        unregister(service.settings.data_dir, backup.path)
+        if service.ledger.entries(backup_id):  # taken by this tool: its entry comes first
+            service.ledger.append(
+                backup_id,
+                EntryType.BACKUP_DESTROYED,
+                {"backup_id": backup_id, "reason": "retention_expiry"},
+            )
+        destroyed += 1
+    return {"destroyed": destroyed}
