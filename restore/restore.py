@@ -181,6 +181,7 @@ def restore(
             mark("replayed")
         if "rebuilt" not in done:
             service.rebuild()
+            service.compact()  # the destroyed keys' bytes leave the WAL too
             mark("rebuilt")
         live = [s.name for s in service.stores if not s.verify_absent(result.erase_again).absent]
         if live:

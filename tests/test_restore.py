@@ -350,3 +350,92 @@ def test_a_forgets_receipt_names_the_backups_that_still_hold_sealed_copies(
             if r.store == "backups"
         ]  # fmt: skip
         assert receipt.evidence["backups_holding_sealed_copies"] == 0
+
+
+def test_a_drill_passes_on_a_good_backup_and_records_its_report(
+    store: Settings, tmp_path: Path
+) -> None:
+    from restore.drill import drill
+
+    token = f"zq{secrets.token_hex(8)}"
+    with MemoryService(store) as service:
+        alice = service.for_principal(ALICE)
+        gone = alice.remember(fact("locker", f"code {token}")).item_id
+        alice.remember(fact("city", "Hangzhou"))
+        _backup(service, tmp_path)
+        alice.forget(gone)
+        report = drill(service, datetime.now(UTC))
+        assert report.passed, report.findings
+        assert report.replayed == [gone] and report.requests_scanned == 1
+        assert report.retained_sampled == 1 and report.files_scanned > 0
+        [entry] = [e for e in service.ledger.entries() if e.entry_type == "drill"]
+        assert entry.payload["outcome"] == "passed" and entry.payload["findings"] == 0
+        markdown = Path(report.report_files[-1]).read_text()
+        assert "PASSED" in markdown and token not in markdown
+        assert alice.get(gone).erased  # the live store is untouched by the drill
+
+
+def test_a_drill_catches_an_erased_key_written_back_into_the_restored_store(
+    store: Settings, tmp_path: Path
+) -> None:
+    import sqlite3
+
+    from restore.drill import DrillReport, check_scratch, finish, restore_into_scratch
+
+    with MemoryService(store) as service:
+        alice = service.for_principal(ALICE)
+        gone = alice.remember(fact("locker", "code 4471")).item_id
+        path = _backup(service, tmp_path)
+        wrapped = _wrapped_key_in(path, service, gone)
+        alice.forget(gone)
+        backup = verify(path, service.log.master)
+        target, result = restore_into_scratch(
+            service, backup, tmp_path / "scratch", datetime.now(UTC)
+        )
+        conn = sqlite3.connect(target.events_path)  # a faulty restore: the key comes back
+        conn.execute(
+            "UPDATE memory_keys SET wrapped = ?, destroyed_at = NULL WHERE item_id = ?",
+            (wrapped, gone),
+        )
+        conn.commit()
+        conn.close()
+        report = DrillReport("drill-test", backup.manifest.backup_id, 0)
+        check_scratch(service, target, result, report)
+        report = finish(service, report, "test", datetime.now(UTC))
+        assert not report.passed
+        assert any(f.startswith("key_store") for f in report.findings), report.findings
+        [entry] = [e for e in service.ledger.entries() if e.entry_type == "drill"]
+        assert entry.payload["outcome"] == "failed"
+
+
+def _wrapped_key_in(path: Path, service: MemoryService, item_id: str) -> bytes:
+    import sqlite3
+
+    from restore.backup import open_events, read_manifest
+
+    copy = path.parent / "peek.sqlite"
+    copy.write_bytes(open_events(path, read_manifest(path), service.log.master))
+    conn = sqlite3.connect(copy)
+    [(wrapped,)] = conn.execute("SELECT wrapped FROM memory_keys WHERE item_id = ?", (item_id,))
+    conn.close()
+    copy.unlink()
+    return bytes(wrapped)
+
+
+def test_the_drill_command(store: Settings, tmp_path: Path) -> None:
+    from factories import cli
+
+    with MemoryService(store) as service:
+        alice = service.for_principal(ALICE)
+        gone = alice.remember(fact("locker", "code 4471")).item_id
+        _backup(service, tmp_path)
+        alice.forget(gone)
+    where = ["--data-dir", str(store.data_dir)]
+    code, output = cli("drill", *where, "--json")
+    assert code == 0, output
+    assert json.loads(output)["outcome"] == "passed"
+    empty = Settings.resolve(tmp_path / "empty")
+    with MemoryService(empty):
+        pass
+    code, output = cli("drill", "--data-dir", str(empty.data_dir))
+    assert code == 5 and "no registered backup" in output

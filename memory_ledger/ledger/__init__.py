@@ -105,6 +105,8 @@ class EntryType(StrEnum):
     #: A backup taken (its id starts the entry's id) and, later, destroyed.
     BACKUP = "backup"
     BACKUP_DESTROYED = "backup_destroyed"
+    #: A restore drill and its outcome (`drill-...`).
+    DRILL = "drill"
 
 
 #: Entry types that start an id of their own; every other type follows one of these.
@@ -115,6 +117,7 @@ _FIRST_TYPES = (
     EntryType.POLICY,
     EntryType.RESTORE,
     EntryType.BACKUP,
+    EntryType.DRILL,
 )
 
 
@@ -379,6 +382,21 @@ class BackupDestroyedPayload(_Payload):
     reason: Literal["retention_expiry", "operator_request"]
 
 
+class DrillPayload(_Payload):
+    """A restore drill: which backup, what it replayed and checked, and the outcome."""
+
+    backup_id: LedgerId
+    restore_position: Count
+    items_erased_again: Count
+    erasures_checked: Count
+    files_scanned: Count
+    requests_scanned: Count
+    retained_sampled: Count
+    findings: Count
+    outcome: Literal["passed", "failed"]
+    run_by: Actor
+
+
 PAYLOAD_MODELS: dict[EntryType, type[_Payload]] = {
     EntryType.REQUEST: RequestPayload,
     EntryType.RESOLVED: ResolvedPayload,
@@ -395,6 +413,7 @@ PAYLOAD_MODELS: dict[EntryType, type[_Payload]] = {
     EntryType.RESTORE: RestorePayload,
     EntryType.BACKUP: BackupPayload,
     EntryType.BACKUP_DESTROYED: BackupDestroyedPayload,
+    EntryType.DRILL: DrillPayload,
 }
 _REQUEST_ID: TypeAdapter[str] = TypeAdapter(LedgerId)
 
