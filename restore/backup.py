@@ -66,6 +66,15 @@ class RestorePoint(StrictModel):
     at: AwareDatetime  # when the copy was taken
 
 
+class LedgerAnchor(StrictModel):
+    """The lifecycle ledger's head when the backup was taken: a restore requires a
+    ledger that still holds it, so a ledger missing, replaced by an older copy or cut
+    short is found even when the backup holds no tombstone to compare."""
+
+    seq: Annotated[int, Field(strict=True, ge=0)]
+    hash: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+
+
 class Manifest(StrictModel):
     format_version: Annotated[int, Field(strict=True, ge=1)]
     tool_version: str
@@ -75,6 +84,7 @@ class Manifest(StrictModel):
     expires_at: AwareDatetime
     restore_point: RestorePoint
     master_check: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+    ledger_anchor: LedgerAnchor
     wrapped_file_key: str
     files: tuple[ManifestFile, ...]
 
@@ -117,6 +127,12 @@ def create(
         raise InvalidWrite("keep_days must be a whole number of days")
     if not 1 <= keep_days <= MAX_KEEP_DAYS:
         raise InvalidWrite(f"keep_days must be from 1 to {MAX_KEEP_DAYS}")
+    audit = ledger.verify()
+    if not audit.ok:
+        raise ConfigurationError(
+            f"the lifecycle ledger does not verify ({audit.explanation}): a backup needs a "
+            "whole ledger beside it, since a restore replays erasures from it"
+        )
     backup_id = f"bk-{uuid.uuid4().hex[:16]}"
     root = (dest or settings.data_dir / BACKUPS_DIR).resolve()
     target = root / backup_id
@@ -139,6 +155,7 @@ def create(
         expires_at=now + timedelta(days=keep_days),
         restore_point=RestorePoint(position=position, at=now),
         master_check=master.check_value(),
+        ledger_anchor=LedgerAnchor(seq=audit.head_seq, hash=audit.head_hash),
         wrapped_file_key=base64.b64encode(master.wrap(backup_id, 1, file_key)).decode(),
         files=(ManifestFile(name=SEALED_EVENTS, sha256=_sha256(sealed), size=len(sealed)),),
     )

@@ -76,13 +76,21 @@ class RestorePlan:
 def plan(backup: Backup, ledger: LifecycleLedger) -> RestorePlan:
     """The restore plan from the backup's manifest and the ledger alone; checks that the
     ledger is whole and not behind the backup (ConfigurationError otherwise)."""
-    audit = ledger.verify()
-    if not audit.ok:
-        raise ConfigurationError(
-            f"the lifecycle ledger at {ledger.location} does not verify ({audit.explanation}); "
-            "a restore replays erasures from it, so nothing was restored"
-        )
     manifest = backup.manifest
+    anchor = manifest.ledger_anchor
+    audit = ledger.verify(anchor=(anchor.seq, anchor.hash))
+    if not audit.ok:
+        behind = audit.reason in ("truncated", "anchor_mismatch")
+        why = (
+            "it does not hold the entry that was its head when the backup was taken: it is "
+            "missing, an older copy, or was replaced"
+            if behind
+            else f"it does not verify ({audit.explanation})"
+        )
+        raise ConfigurationError(
+            f"the lifecycle ledger at {ledger.location} is behind the backup or damaged: "
+            f"{why}. A restore replays erasures from it, so nothing was restored"
+        )
     point = manifest.restore_point
     taken = canonical_time(manifest.created_at)
     out = RestorePlan(manifest.backup_id, point.position, canonical_time(point.at))

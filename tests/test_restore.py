@@ -439,3 +439,34 @@ def test_the_drill_command(store: Settings, tmp_path: Path) -> None:
         pass
     code, output = cli("drill", "--data-dir", str(empty.data_dir))
     assert code == 5 and "no registered backup" in output
+
+
+def test_a_missing_or_tampered_ledger_makes_the_restore_refuse(
+    store: Settings, tmp_path: Path
+) -> None:
+    import sqlite3
+
+    with MemoryService(store) as service:
+        alice = service.for_principal(ALICE)
+        alice.forget(alice.remember(fact("city", "Hangzhou")).item_id)
+        path = _backup(service, tmp_path)
+        master = service.log.master
+    saved = tmp_path / "ledger-now.sqlite"
+    _copy_sqlite(store.data_dir / "ledger.sqlite", saved)
+    for suffix in ("", "-wal", "-shm"):  # the ledger is lost
+        (store.data_dir / f"ledger.sqlite{suffix}").unlink(missing_ok=True)
+    _lose_the_event_store(store)
+    with LifecycleLedger(store) as empty, pytest.raises(ConfigurationError, match="behind"):
+        restore(path, store, master, empty, datetime.now(UTC))
+    for suffix in ("", "-wal", "-shm"):
+        (store.data_dir / f"ledger.sqlite{suffix}").unlink(missing_ok=True)
+    shutil.copy(saved, store.data_dir / "ledger.sqlite")
+    conn = sqlite3.connect(store.data_dir / "ledger.sqlite")  # tampered by hand
+    for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall():
+        conn.execute(f"DROP TRIGGER {name}")
+    conn.execute("UPDATE ledger_entries SET payload = replace(payload, 'user_request', 'x')")
+    conn.commit()
+    conn.close()
+    with LifecycleLedger(store) as tampered, pytest.raises(ConfigurationError, match="damaged"):
+        restore(path, store, master, tampered, datetime.now(UTC))
+    assert not (store.data_dir / RESTORING_MARKER).exists()
