@@ -10,8 +10,8 @@ is taken (timed); `--erase` of the items are then forgotten (untimed: that is th
 forget path, measured elsewhere); the event store is lost and the backup restored
 (timed end to end: checks, load, replay, rebuild of every projection and the vector
 index, verification). The replay step alone is timed too, against the issue's goal of
->= 5,000 tombstones/s, and the whole restore against the drill goal of 30 s (the drill
-itself is not built yet; a drill is a restore plus the scans).
+>= 5,000 tombstones/s; then a drill on the same backup (a restore into a scratch copy
+plus its checks and scans), against the goal of 30 s.
 """
 
 from __future__ import annotations
@@ -83,6 +83,13 @@ def main(argv: list[str] | None = None) -> int:
     restore_s = time.perf_counter() - started
     original()
     assert result.verified and result.erased_again == args.erase, result.to_dict()
+    from restore.drill import drill
+
+    with MemoryService(settings, master) as service:
+        started = time.perf_counter()
+        report = drill(service, datetime.now(UTC), made.path)
+        drill_s = time.perf_counter() - started
+    assert report.passed, report.findings
     shutil.rmtree(root, ignore_errors=True)
 
     rows = {
@@ -92,18 +99,21 @@ def main(argv: list[str] | None = None) -> int:
         "restore_s": round(restore_s, 3),
         "replay_s": round(replay["s"], 4),
         "replay_tombstones_per_s": round(result.erased_again / replay["s"]),
+        "drill_s": round(drill_s, 3),
         "load_average": os.getloadavg(),
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     table = Table(title="backup and restore, SQLite")
-    for name in ("items", "tombstones", "backup s", "restore s", "replay tombstones/s"):
+    columns = ("items", "tombstones", "backup s", "restore s", "replay tombstones/s", "drill s")
+    for name in columns:
         table.add_column(name, justify="right")
     table.add_row(
         f"{args.items:,}",
         f"{result.erased_again:,}",
         f"{backup_s:.2f}",
         f"{restore_s:.2f}",
-        f"{rows['replay_tombstones_per_s']:,}",
+        f"{rows['replay_tombstones_per_s']:,} (goal >= 5,000)",
+        f"{drill_s:.2f} (goal < 30)",
     )
     console.print(table)
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -119,10 +129,10 @@ def _timed_tombstone(replay: dict[str, float]):  # type: ignore[no-untyped-def]
 
     original = EventLog.tombstone
 
-    def timed(self, item_ids, reason):  # type: ignore[no-untyped-def]
+    def timed(self, item_ids, reason, **options):  # type: ignore[no-untyped-def]
         started = time.perf_counter()
         try:
-            return original(self, item_ids, reason)
+            return original(self, item_ids, reason, **options)
         finally:
             replay["s"] += time.perf_counter() - started
 

@@ -222,11 +222,21 @@ class EventLog:
         )
         return {str(r.domain_event.originator_id): r.notification.id for r in recordings}
 
-    def tombstone(self, item_ids: Sequence[str], reason: str) -> dict[str, int]:
+    def tombstone(
+        self, item_ids: Sequence[str], reason: str, *, missing_ok: bool = False
+    ) -> dict[str, int]:
         """Append an `Erased` event to each live item and destroy its keys, in one
-        transaction; items already erased are skipped. Returns the new tombstones' log
-        positions. Every erasure's first step (a forget's, a restore's replay)."""
-        items = [self.get(UUID(i)) for i in item_ids]
+        transaction; items already erased are skipped (and, with `missing_ok`, items the
+        log does not hold: a restore's copy lacks what was written after it). Returns
+        the new tombstones' log positions. Every erasure's first step (a forget's, a
+        restore's replay)."""
+        items = []
+        for item_id in item_ids:
+            try:
+                items.append(self.get(UUID(item_id)))
+            except NotFound:
+                if not missing_ok:
+                    raise
         pending = [i for i in items if not i.erased]
         for item in pending:
             item.erase(reason=reason, request_id=None)

@@ -182,9 +182,7 @@ def restore(
     service = MemoryService(settings, master, restoring=True)
     try:
         if "replayed" not in done:
-            erased = service.log.tombstone(
-                [i for i in result.erase_again if _held(service, i)], REPLAY_REASON
-            )
+            erased = service.log.tombstone(result.erase_again, REPLAY_REASON, missing_ok=True)
             result.erased_again += len(erased)
             mark("replayed")
         if "rebuilt" not in done:
@@ -219,20 +217,6 @@ def restore(
     marker.unlink()
     result.status = "restored"
     return result
-
-
-def _held(service: Any, item_id: str) -> bool:
-    """Whether the restored log holds the item (an item written after the backup is
-    simply not there)."""
-    from uuid import UUID
-
-    from memory_ledger.errors import NotFound
-
-    try:
-        service.log.get(UUID(item_id))
-    except NotFound:
-        return False
-    return True
 
 
 def _check_ledger_explains(backup: Backup, master: MasterKey, result: RestorePlan) -> None:
