@@ -66,6 +66,25 @@ def _backup_retention(
     return backup_retention.destroy_expired(service, now)
 
 
+def _drill(service: MemoryService, now: datetime, progress: Progress | None) -> dict[str, int]:
+    from restore.drill import drill
+    from restore.store import registered
+
+    if not registered(service.settings.data_dir):
+        return {"drills": 0}
+    report = drill(service, now, run_by="drill_job")
+    return {
+        "drills": 1,
+        "passed": int(report.passed),
+        "findings": len(report.findings),
+        "erasures_checked": report.erasures_checked,
+    }
+
+
+def _daily() -> float:
+    return 1440.0
+
+
 def _decay(service: MemoryService, now: datetime, progress: Progress | None) -> dict[str, int]:
     service.runner.catch_up(progress)
     return decay.decay_pass(service, now)
@@ -163,6 +182,13 @@ JOBS: dict[str, JobSpec] = {
             "destroy backups past their expiry (the last sealed copies of what was erased)",
             _hourly,
             _backup_retention,
+        ),
+        JobSpec(
+            "drill",
+            "restore the newest backup into a scratch copy and prove nothing erased came back",
+            _daily,
+            _drill,
+            default_on=False,
         ),
         JobSpec(
             "decay",
