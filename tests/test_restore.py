@@ -434,6 +434,16 @@ def test_the_drill_command(store: Settings, tmp_path: Path) -> None:
     code, output = cli("drill", *where, "--json")
     assert code == 0, output
     assert json.loads(output)["outcome"] == "passed"
+    code, output = cli("jobs", "run-once", "drill", *where, "--json")
+    assert code == 0, output
+    assert json.loads(output)["counts"] == {
+        "drills": 1,
+        "passed": 1,
+        "findings": 0,
+        "erasures_checked": 1,
+    }
+    code, output = cli("stores", *where, "--json")
+    assert code == 0 and "backups" in output
     empty = Settings.resolve(tmp_path / "empty")
     with MemoryService(empty):
         pass
