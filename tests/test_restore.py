@@ -480,3 +480,19 @@ def test_a_missing_or_tampered_ledger_makes_the_restore_refuse(
     with LifecycleLedger(store) as tampered, pytest.raises(ConfigurationError, match="damaged"):
         restore(path, store, master, tampered, datetime.now(UTC))
     assert not (store.data_dir / RESTORING_MARKER).exists()
+
+
+def test_the_backups_store_holds_no_plaintext(store: Settings, tmp_path: Path) -> None:
+    """The store contract's sealed-everywhere check, for backups (SQLite): what a backup
+    keeps at rest is ciphertext, not a word of the content."""
+    with MemoryService(store) as service:
+        tokens = [f"tok{secrets.token_hex(6)}" for _ in range(2)]
+        alice = service.for_principal(ALICE)
+        alice.remember_many([fact("passport", f"{tokens[0]} issued"), fact("pin", tokens[1])])
+        _backup(service, tmp_path)
+        held = b"".join(service.stores.get("backups").at_rest())
+        assert len(held) > 4096
+        for token in tokens:
+            assert token.encode() not in held and token[3:].encode() not in held
+        manifest = (next((tmp_path / "bk").glob("bk-*")) / MANIFEST).read_bytes()
+        assert all(t.encode() not in manifest for t in tokens)
