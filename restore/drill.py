@@ -92,7 +92,7 @@ def restore_into_scratch(
         raise ConfigurationError("drills of a PostgreSQL store are not available yet")
     target = Settings.resolve(scratch / "data")
     target.data_dir.mkdir(parents=True, exist_ok=True)
-    _copy_sqlite(service.ledger.location, target.data_dir / "ledger.sqlite")
+    copy_sqlite(Path(service.ledger.location), target.data_dir / "ledger.sqlite")
     with LifecycleLedger(target) as ledger:
         result = restore(backup.path, target, service.log.master, ledger, now, restored_by="drill")
     return target, result
@@ -222,7 +222,7 @@ def _sample_kept(scratch: MemoryService, erased: set[str], report: DrillReport) 
     return checked
 
 
-def _copy_sqlite(source: str, dest: Path) -> None:
+def copy_sqlite(source: Path, dest: Path) -> None:
     """A consistent copy of an SQLite file (the ledger) with the online backup API."""
     src, dst = sqlite3.connect(source), sqlite3.connect(dest)
     try:

@@ -26,6 +26,7 @@ from memory_ledger.errors import ConfigurationError
 from memory_ledger.ledger import LifecycleLedger
 from memory_ledger.principal import Principal
 from restore.backup import MANIFEST, SEALED_EVENTS, create, list_backups, verify
+from restore.drill import copy_sqlite
 from restore.restore import KILL_AFTER_ENV, STEPS, plan, restore
 
 ALICE = Principal("acme", "alice")
@@ -185,7 +186,7 @@ def test_a_ledger_behind_the_backup_makes_the_restore_refuse(
         alice = service.for_principal(ALICE)
         alice.forget(alice.remember(fact("city", "Hangzhou")).item_id)  # the ledger has one
         older = tmp_path / "ledger-before.sqlite"
-        _copy_sqlite(store.data_dir / "ledger.sqlite", older)  # taken before the forget
+        copy_sqlite(store.data_dir / "ledger.sqlite", older)  # taken before the forget
         alice.forget(alice.remember(fact("locker", "code 4471")).item_id)
         path = _backup(service, tmp_path)  # the backup holds the tombstone
     for suffix in ("", "-wal", "-shm"):
@@ -194,17 +195,6 @@ def test_a_ledger_behind_the_backup_makes_the_restore_refuse(
     with pytest.raises(ConfigurationError, match="behind"):
         _restore(store, path)
     assert not (store.data_dir / RESTORING_MARKER).exists()  # refused before loading
-
-
-def _copy_sqlite(source: Path, dest: Path) -> None:
-    import sqlite3
-
-    src, dst = sqlite3.connect(source), sqlite3.connect(dest)
-    try:
-        src.backup(dst)
-    finally:
-        src.close()
-        dst.close()
 
 
 def test_a_target_that_holds_a_store_is_refused_unless_forced(
@@ -462,7 +452,7 @@ def test_a_missing_or_tampered_ledger_makes_the_restore_refuse(
         path = _backup(service, tmp_path)
         master = service.log.master
     saved = tmp_path / "ledger-now.sqlite"
-    _copy_sqlite(store.data_dir / "ledger.sqlite", saved)
+    copy_sqlite(store.data_dir / "ledger.sqlite", saved)
     for suffix in ("", "-wal", "-shm"):  # the ledger is lost
         (store.data_dir / f"ledger.sqlite{suffix}").unlink(missing_ok=True)
     _lose_the_event_store(store)
