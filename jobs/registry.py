@@ -9,7 +9,7 @@ are what its run record keeps (jobs/runs.py).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -123,26 +123,13 @@ def _consolidation(
     # (and two opening at once would race to). Consolidator creates it when it runs.
     from jobs.consolidation import consolidate_all
 
-    return consolidation_counts(consolidate_all(service, now))
+    return consolidate_all(service, now)
 
 
 def _dedupe(service: MemoryService, now: datetime, progress: Progress | None) -> dict[str, int]:
     from jobs.dedupe import merge_duplicates  # lazily, for the reason above
 
-    return consolidation_counts(merge_duplicates(service, now))
-
-
-def consolidation_counts(result: object) -> dict[str, int]:
-    """Counts from whatever `Consolidator.run_all` returns: its (written, refused)
-    tuple, or a mapping (its whole-number entries; anything else in it is dropped, as
-    it could be content)."""
-    if isinstance(result, tuple) and len(result) >= 2:
-        return {"written": int(result[0]), "refused": int(result[1])}
-    if isinstance(result, Mapping):
-        return {
-            str(k): v for k, v in result.items() if isinstance(v, int) and not isinstance(v, bool)
-        }
-    return {}
+    return merge_duplicates(service, now)
 
 
 def _projection_catchup(

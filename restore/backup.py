@@ -159,7 +159,7 @@ def create(
         wrapped_file_key=base64.b64encode(master.wrap(backup_id, 1, file_key)).decode(),
         files=(ManifestFile(name=SEALED_EVENTS, sha256=_sha256(sealed), size=len(sealed)),),
     )
-    _write_atomically(target / MANIFEST, manifest.model_dump_json(indent=2).encode())
+    write_atomically(target / MANIFEST, manifest.model_dump_json(indent=2).encode())
     from restore.store import register  # the data map's backups store reads the registry
 
     register(settings.data_dir, target)
@@ -199,6 +199,12 @@ def read_manifest(path: Path) -> Manifest:
 
 def verify(path: Path, master: MasterKey) -> Backup:
     """Checksums, manifest and decryptability with this master key; raises if any fails."""
+    return open_verified(path, master)[0]
+
+
+def open_verified(path: Path, master: MasterKey) -> tuple[Backup, bytes]:
+    """`verify`, answering the event store's decrypted bytes too (in memory only), so a
+    restore decrypts the backup once."""
     manifest = read_manifest(path)
     if not secrets.compare_digest(manifest.master_check, master.check_value()):
         raise ConfigurationError(
@@ -215,7 +221,7 @@ def verify(path: Path, master: MasterKey) -> Backup:
     opened = open_events(Path(path), manifest, master)
     if not opened.startswith(b"SQLite format 3\x00"):
         raise ConfigurationError(f"the backup {manifest.backup_id} holds no SQLite database")
-    return Backup(Path(path), manifest)
+    return Backup(Path(path), manifest), opened
 
 
 def open_events(path: Path, manifest: Manifest, master: MasterKey) -> bytes:
@@ -243,18 +249,28 @@ def list_backups(root: Path) -> list[Backup]:
     return sorted(found, key=lambda b: b.manifest.created_at)
 
 
-def _online_copy(source: Path, copy: Path) -> int:
-    """SQLite's online backup: a consistent snapshot while writers go on. Returns the
-    last notification id (rowid of stored_events) in the copy: its restore point."""
+def copy_sqlite(source: Path, dest: Path) -> None:
+    """A consistent copy of an SQLite file with the online backup API, while writers go
+    on (a file copy could catch a page half-written, or miss what is still in the WAL)."""
     src = sqlite3.connect(f"file:{source}?mode=ro", uri=True)
-    dst = sqlite3.connect(copy)
+    dst = sqlite3.connect(dest)
     try:
         src.backup(dst)
-        row = dst.execute("SELECT max(rowid) FROM stored_events").fetchone()
         dst.execute("PRAGMA journal_mode=DELETE")  # one self-contained file
     finally:
         dst.close()
         src.close()
+
+
+def _online_copy(source: Path, copy: Path) -> int:
+    """The event store copied; returns the last notification id (rowid of
+    stored_events) in the copy: its restore point."""
+    copy_sqlite(source, copy)
+    conn = sqlite3.connect(copy)
+    try:
+        row = conn.execute("SELECT max(rowid) FROM stored_events").fetchone()
+    finally:
+        conn.close()
     return int(row[0] or 0)
 
 
@@ -269,7 +285,8 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
+def write_atomically(path: Path, data: bytes) -> None:
+    """Write a file whole or not at all (a temporary beside it, synced, then renamed)."""
     temporary = path.with_name(f".{path.name}.writing")
     with open(temporary, "wb") as handle:
         handle.write(data)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import sqlite3
 import tempfile
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -36,8 +35,8 @@ from memory_ledger.forgetting.residue import file_paths_under, scan_fingerprints
 from memory_ledger.ledger import EntryType, LifecycleLedger
 from memory_ledger.principal import Principal
 from memory_ledger.times import canonical_time
-from restore.backup import Backup, verify
-from restore.restore import RestorePlan, restore
+from restore.backup import Backup, copy_sqlite, verify
+from restore.restore import RestorePlan, requests_in, restore
 from restore.store import registered
 
 if TYPE_CHECKING:
@@ -188,12 +187,7 @@ def finish(service: MemoryService, report: DrillReport, run_by: str, now: dateti
 def _requests_after(ledger: LifecycleLedger, taken: str) -> list[str]:
     """Requests with an entry at or after the backup was taken: their erasures are the
     ones the backup cannot have."""
-    out = []
-    for request_id in ledger.request_ids():
-        entries = ledger.entries(request_id)
-        if entries and entries[-1].recorded_at >= taken:
-            out.append(request_id)
-    return out
+    return [rid for rid, entries in requests_in(ledger).items() if entries[-1].recorded_at >= taken]
 
 
 def _sample_kept(scratch: MemoryService, erased: set[str], report: DrillReport) -> int:
@@ -220,13 +214,3 @@ def _sample_kept(scratch: MemoryService, erased: set[str], report: DrillReport) 
             report.findings.append(f"kept item {UUID(item_id)} is not readable after the restore")
         checked += 1
     return checked
-
-
-def copy_sqlite(source: Path, dest: Path) -> None:
-    """A consistent copy of an SQLite file (the ledger) with the online backup API."""
-    src, dst = sqlite3.connect(source), sqlite3.connect(dest)
-    try:
-        src.backup(dst)
-    finally:
-        src.close()
-        dst.close()

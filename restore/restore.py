@@ -30,20 +30,23 @@ import json
 import os
 import shutil
 import signal
+import sqlite3
+import tempfile
 import uuid
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 from memory_ledger.config import RESTORING_MARKER, Settings
 from memory_ledger.crypto import MasterKey
 from memory_ledger.errors import ConfigurationError
-from memory_ledger.ledger import EntryType, LifecycleLedger
+from memory_ledger.ledger import EntryType, LedgerEntry, LifecycleLedger
 from memory_ledger.times import canonical_time
 from projections.vector_index import VECTORS_DIR
-from restore.backup import Backup, open_events, verify
+from restore.backup import Backup, open_verified, write_atomically
 
 STEPS = ("checked", "loaded", "replayed", "rebuilt", "verified", "opened")
 #: Request statuses whose erasures happened (or began): they are replayed.
@@ -96,10 +99,10 @@ def plan(backup: Backup, ledger: LifecycleLedger) -> RestorePlan:
     out = RestorePlan(manifest.backup_id, point.position, canonical_time(point.at))
     erase: dict[str, None] = {}
     rewritten: dict[str, None] = {}
-    for request_id, status in ledger.latest_statuses().items():
-        if status not in EXECUTED:
+    statuses = ledger.latest_statuses()
+    for request_id, entries in requests_in(ledger).items():
+        if statuses.get(request_id) not in EXECUTED:
             continue
-        entries = ledger.entries(request_id)
         request = entries[0].payload
         resolved = [e.payload for e in entries if e.entry_type is EntryType.RESOLVED]
         tombstones = [e.payload for e in entries if e.entry_type is EntryType.TOMBSTONE]
@@ -123,6 +126,15 @@ def plan(backup: Backup, ledger: LifecycleLedger) -> RestorePlan:
     return out
 
 
+def requests_in(ledger: LifecycleLedger) -> dict[str, list[LedgerEntry]]:
+    """Every request's entries, in chain order, from one read of the ledger."""
+    out: dict[str, list[LedgerEntry]] = {}
+    for entry in ledger.entries():
+        if entry.entry_type is EntryType.REQUEST or entry.request_id in out:
+            out.setdefault(entry.request_id, []).append(entry)
+    return out
+
+
 def restore(
     backup_path: Path,
     settings: Settings,
@@ -139,7 +151,7 @@ def restore(
 
     if settings.postgres is not None:
         raise ConfigurationError("restoring a PostgreSQL store is not available yet")
-    backup = verify(backup_path, master)
+    backup, data = open_verified(backup_path, master)
     marker = settings.data_dir / RESTORING_MARKER
     state = _read_marker(marker)
     if state and state.get("backup_id") != backup.manifest.backup_id:
@@ -153,7 +165,7 @@ def restore(
             "or pass --force to replace it (the replay runs all the same)"
         )
     result = plan(backup, ledger)
-    _check_ledger_explains(backup, master, result)
+    _check_ledger_explains(data, result)
     done = set(state.get("done", [])) if state else set()
     restore_id = state.get("restore_id") if state else f"restore-{uuid.uuid4().hex[:16]}"
     result.restore_id = str(restore_id)
@@ -177,7 +189,7 @@ def restore(
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     mark("checked")
     if "loaded" not in done:
-        _load(backup, master, settings)
+        _load(data, settings)
         mark("loaded")
     service = MemoryService(settings, master, restoring=True)
     try:
@@ -219,15 +231,12 @@ def restore(
     return result
 
 
-def _check_ledger_explains(backup: Backup, master: MasterKey, result: RestorePlan) -> None:
+def _check_ledger_explains(data: bytes, result: RestorePlan) -> None:
     """Every tombstone in the backup must be one the ledger recorded: a ledger that does
     not know them is missing entries, or older than the backup."""
-    import sqlite3
-    import tempfile
-
     with tempfile.TemporaryDirectory() as scratch:
         copy = Path(scratch) / "events.sqlite"
-        copy.write_bytes(open_events(backup.path, backup.manifest, master))
+        copy.write_bytes(data)
         conn = sqlite3.connect(copy)
         try:
             rows = conn.execute(
@@ -246,22 +255,14 @@ def _check_ledger_explains(backup: Backup, master: MasterKey, result: RestorePla
 
 
 def _uuid_text(value: object) -> str:
-    from uuid import UUID
-
     return str(UUID(bytes=value)) if isinstance(value, bytes) else str(UUID(str(value)))
 
 
-def _load(backup: Backup, master: MasterKey, settings: Settings) -> None:
+def _load(data: bytes, settings: Settings) -> None:
     """Put the backup's event store in place; drop what is rebuilt from it."""
-    data = open_events(backup.path, backup.manifest, master)
-    temporary = settings.events_path.with_name(".events.sqlite.restoring")
-    with open(temporary, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
     for suffix in ("-wal", "-shm"):
         Path(f"{settings.events_path}{suffix}").unlink(missing_ok=True)
-    os.replace(temporary, settings.events_path)
+    write_atomically(settings.events_path, data)
     for stale in _derived_files(settings):
         if stale.is_dir():
             shutil.rmtree(stale)
@@ -285,6 +286,4 @@ def _read_marker(marker: Path) -> dict[str, Any] | None:
 
 
 def _write_marker(marker: Path, state: dict[str, Any]) -> None:
-    temporary = marker.with_name(f".{marker.name}.writing")
-    temporary.write_text(json.dumps(state), encoding="utf-8")
-    os.replace(temporary, marker)
+    write_atomically(marker, json.dumps(state).encode("utf-8"))

@@ -16,7 +16,6 @@ recording times are read from the log (one aggregate each).
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -26,7 +25,7 @@ from uuid import UUID
 from memory_ledger.errors import ConfigurationError, NotFound
 from memory_ledger.stores import Evidence, Receipt
 from memory_ledger.times import canonical_time
-from restore.backup import Backup, read_manifest
+from restore.backup import Backup, read_manifest, write_atomically
 
 if TYPE_CHECKING:
     from memory_ledger.api import MemoryService
@@ -117,7 +116,5 @@ def _paths(data_dir: Path) -> list[Path]:
 
 
 def _write(data_dir: Path, paths: list[Path]) -> None:
-    target = Path(data_dir) / REGISTRY
-    temporary = target.with_name(f".{REGISTRY}.writing")
-    temporary.write_text(json.dumps({"backups": [str(p) for p in paths]}, indent=2))
-    os.replace(temporary, target)
+    listed = json.dumps({"backups": [str(p) for p in paths]}, indent=2)
+    write_atomically(Path(data_dir) / REGISTRY, listed.encode("utf-8"))

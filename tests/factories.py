@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -109,3 +110,14 @@ def cli(*args: str) -> tuple[int, str]:
 
     result = CliRunner().invoke(app, list(args), env={"COLUMNS": "240"})
     return result.exit_code, result.stdout if "--json" in args else result.output
+
+
+def expiring(value: str, hours: int = 1) -> dict:
+    """A fact (of a fresh predicate) that expires `hours` after T0, on consent."""
+    expires = (T0 + timedelta(hours=hours)).isoformat()
+    return fact(
+        f"note_{secrets.token_hex(3)}",
+        value,
+        at=T0,
+        retention={"basis": "consent", "expires_at": expires},
+    )

@@ -25,8 +25,7 @@ from memory_ledger.config import RESTORING_MARKER, Settings
 from memory_ledger.errors import ConfigurationError
 from memory_ledger.ledger import LifecycleLedger
 from memory_ledger.principal import Principal
-from restore.backup import MANIFEST, SEALED_EVENTS, create, list_backups, verify
-from restore.drill import copy_sqlite
+from restore.backup import MANIFEST, SEALED_EVENTS, copy_sqlite, create, list_backups, verify
 from restore.restore import KILL_AFTER_ENV, STEPS, plan, restore
 
 ALICE = Principal("acme", "alice")

@@ -9,29 +9,19 @@ import secrets
 from datetime import timedelta
 from uuid import UUID
 
-from factories import T0, fact, file_bytes_contain, sqlite_files, turn
+from factories import T0, expiring, fact, file_bytes_contain, sqlite_files, turn
 
 from jobs.retention import due_items, expire_due
 from memory_ledger.api import MemoryLedger, MemoryService
 from memory_ledger.config import Settings
 
 
-def _expiring(value: str, hours: int) -> dict:
-    expires = (T0 + timedelta(hours=hours)).isoformat()
-    return fact(
-        f"note_{secrets.token_hex(3)}",
-        value,
-        at=T0,
-        retention={"basis": "consent", "expires_at": expires},
-    )
-
-
 def test_expired_items_are_erased_like_a_forget_and_the_rest_stays(
     alice: MemoryLedger, service: MemoryService, settings: Settings
 ) -> None:
     token = f"zq{secrets.token_hex(8)}"
-    soon = alice.remember(_expiring(f"hotel code {token}", hours=1)).item_id
-    later = alice.remember(_expiring("gym locker 12", hours=24 * 365 * 5)).item_id
+    soon = alice.remember(expiring(f"hotel code {token}", hours=1)).item_id
+    later = alice.remember(expiring("gym locker 12", hours=24 * 365 * 5)).item_id
     kept = alice.remember(fact("city", "Hangzhou")).item_id  # no expiry at all
     alice.remember(turn("a turn without retention"))
 
@@ -56,8 +46,8 @@ def test_expired_items_are_erased_like_a_forget_and_the_rest_stays(
 
 
 def test_a_later_sweep_takes_what_became_due(alice: MemoryLedger, service: MemoryService) -> None:
-    first = alice.remember(_expiring("first", hours=1)).item_id
-    second = alice.remember(_expiring("second", hours=5)).item_id
+    first = alice.remember(expiring("first", hours=1)).item_id
+    second = alice.remember(expiring("second", hours=5)).item_id
     assert [r.targets for r in expire_due(service, T0 + timedelta(hours=2))] == [[first]]
     assert [r.targets for r in expire_due(service, T0 + timedelta(hours=6))] == [[second]]
 
@@ -65,8 +55,8 @@ def test_a_later_sweep_takes_what_became_due(alice: MemoryLedger, service: Memor
 def test_namespaces_get_requests_of_their_own(
     alice: MemoryLedger, bob: MemoryLedger, service: MemoryService
 ) -> None:
-    mine = alice.remember(_expiring("alice's", hours=1)).item_id
-    theirs = bob.remember(_expiring("bob's", hours=1)).item_id
+    mine = alice.remember(expiring("alice's", hours=1)).item_id
+    theirs = bob.remember(expiring("bob's", hours=1)).item_id
     reports = expire_due(service, T0 + timedelta(hours=3))
     assert {(r.namespace, tuple(r.targets)) for r in reports} == {
         ("acme/alice", (mine,)),
@@ -82,7 +72,7 @@ def test_the_expire_command_sweeps_once_and_refuses_a_bad_time(
 
     from factories import cli
 
-    soon = alice.remember(_expiring("ferry ticket 0713", hours=1)).item_id
+    soon = alice.remember(expiring("ferry ticket 0713", hours=1)).item_id
     code, output = cli("expire", *where, "--now", (T0 + timedelta(hours=2)).isoformat(), "--json")
     assert code == 0, output
     [row] = json.loads(output)["requests"]
@@ -95,8 +85,8 @@ def test_the_expire_command_sweeps_once_and_refuses_a_bad_time(
 def test_the_sweep_reports_its_progress_per_request(
     alice: MemoryLedger, bob: MemoryLedger, service: MemoryService
 ) -> None:
-    alice.remember(_expiring("alice's", hours=1))
-    bob.remember(_expiring("bob's", hours=1))
+    alice.remember(expiring("alice's", hours=1))
+    bob.remember(expiring("bob's", hours=1))
     seen: list[tuple[str, int, int]] = []
     reports = expire_due(service, T0 + timedelta(hours=3), lambda *a: seen.append(a))
     assert len(reports) == 2 and seen == [("retention", 1, 2), ("retention", 2, 2)]

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import pty
-import secrets
 import signal
 import subprocess
 import sys
@@ -21,7 +20,7 @@ from uuid import UUID
 
 import pytest
 from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
-from factories import T0, cli, fact
+from factories import T0, cli, expiring, fact
 
 from jobs.registry import JOBS, JobSpec
 from jobs.runs import (
@@ -48,16 +47,6 @@ from memory_ledger.errors import ConfigurationError, InvalidWrite
 from memory_ledger.principal import Principal
 
 WAIT = 60.0  # seconds a test waits for work it started before it fails
-
-
-def _expiring(value: str, hours: int = 1) -> dict:
-    expires = (T0 + timedelta(hours=hours)).isoformat()
-    return fact(
-        f"note_{secrets.token_hex(3)}",
-        value,
-        at=T0,
-        retention={"basis": "consent", "expires_at": expires},
-    )
 
 
 def _wait_for(condition: Callable[[], bool], what: str, timeout: float = WAIT) -> None:
@@ -114,8 +103,8 @@ def test_jobs_list_names_every_registry_job(service: MemoryService, where: list[
 def test_run_once_records_a_run_that_jobs_list_shows(
     alice: MemoryLedger, service: MemoryService, where: list[str]
 ) -> None:
-    due = alice.remember(_expiring("locker code 4471")).item_id
-    kept = alice.remember(_expiring("gym membership", hours=24 * 365)).item_id
+    due = alice.remember(expiring("locker code 4471")).item_id
+    kept = alice.remember(expiring("gym membership", hours=24 * 365)).item_id
     now = (T0 + timedelta(hours=2)).isoformat()
     code, output = cli("jobs", "run-once", "retention", "--now", now, *where, "--json")
     assert code == 0, output
@@ -192,7 +181,7 @@ def test_a_bug_is_recorded_by_class_name_only_and_raised(
 def test_a_held_lease_keeps_another_service_from_running_the_job(
     alice: MemoryLedger, service: MemoryService, settings: Settings, runs: RunStore
 ) -> None:
-    due = [alice.remember(_expiring(f"ticket {i}")).item_id for i in range(3)]
+    due = [alice.remember(expiring(f"ticket {i}")).item_id for i in range(3)]
     now = T0 + timedelta(hours=2)
     holding = runs.begin("retention")  # the first scheduler is running the sweep
     assert isinstance(holding, str)
@@ -254,8 +243,8 @@ def test_two_run_once_processes_race_and_every_item_is_erased_once(
     alice = service.for_principal(Principal("acme", "alice"))
     bob = service.for_principal(Principal("acme", "bob"))
     due = {
-        "acme/alice": {alice.remember(_expiring(f"alice {i}")).item_id for i in range(15)},
-        "acme/bob": {bob.remember(_expiring(f"bob {i}")).item_id for i in range(15)},
+        "acme/alice": {alice.remember(expiring(f"alice {i}")).item_id for i in range(15)},
+        "acme/bob": {bob.remember(expiring(f"bob {i}")).item_id for i in range(15)},
     }
     now = (T0 + timedelta(hours=2)).isoformat()
     command = [*RUN_ONCE, "retention", "--now", now, *where, "--json"]

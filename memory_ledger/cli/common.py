@@ -17,6 +17,7 @@ import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -33,6 +34,7 @@ from memory_ledger.config import DATA_DIR_ENV, URL_ENV
 from memory_ledger.crypto import DEV_KEY_FILE, MASTER_KEY_ENV
 from memory_ledger.errors import InvalidWrite, MemoryLedgerError
 from memory_ledger.principal import Principal
+from memory_ledger.times import to_utc
 from memory_ledger.views import Memory
 from projections.events import Progress
 
@@ -268,6 +270,19 @@ def open_ledger(
         fail(exc, as_json)
     with open_service(data_dir, url, as_json) as service:
         yield service.for_principal(principal)
+
+
+Now = Annotated[
+    str | None, typer.Option(help="As of this ISO time with zone (a drill); default: now.")
+]
+
+
+def as_of(now: str | None) -> datetime:
+    """The time a `--now` option names (default: the current time), or a usage error."""
+    try:
+        return to_utc(now) if now is not None else datetime.now(UTC)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--now") from None
 
 
 def emit(as_json: bool, data: Any, human: Callable[[], None]) -> None:

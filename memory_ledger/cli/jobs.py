@@ -25,6 +25,7 @@ from memory_ledger.cli.common import (
     Json,
     Url,
     app,
+    as_of,
     emit,
     err,
     fail,
@@ -37,7 +38,7 @@ from memory_ledger.cli.common import (
 )
 from memory_ledger.config import Settings
 from memory_ledger.errors import InvalidWrite, MemoryLedgerError
-from memory_ledger.times import canonical_time, to_utc
+from memory_ledger.times import canonical_time
 
 if TYPE_CHECKING:  # the scheduler imports APScheduler: only the commands that need it do
     from jobs.scheduler import Scheduled
@@ -188,10 +189,7 @@ def run_once(
         spec_named(name)
     except InvalidWrite as exc:
         fail(exc, as_json)
-    try:
-        at = to_utc(now) if now is not None else datetime.now(UTC)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--now") from None
+    at = as_of(now)
     from jobs.scheduler import execute
 
     # The result below says it once; without this, Python's last-resort handler would

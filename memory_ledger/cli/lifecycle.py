@@ -4,7 +4,6 @@ library (memory_ledger/policy, memory_ledger/forgetting/holds.py, jobs/decay.py)
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -14,8 +13,10 @@ from memory_ledger.cli.common import (
     DataDir,
     Json,
     Namespace,
+    Now,
     Url,
     app,
+    as_of,
     emit,
     open_ledger,
     open_service,
@@ -28,19 +29,7 @@ hold_app = typer.Typer(help="Legal holds: block every deletion in a scope until 
 app.add_typer(policy_app, name="policy")
 app.add_typer(hold_app, name="hold")
 
-Now = Annotated[
-    str | None, typer.Option(help="As of this ISO time with zone (a drill); default: now.")
-]
 Actor = Annotated[str, typer.Option("--by", help="Who does this (an identifier), for the ledger.")]
-
-
-def _at(now: str | None) -> datetime:
-    from memory_ledger.times import to_utc
-
-    try:
-        return to_utc(now) if now is not None else datetime.now(UTC)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--now") from None
 
 
 @policy_app.command("show")
@@ -83,7 +72,7 @@ def policy_diff(
     """What installing FILE would change for the items held now; changes nothing."""
     from memory_ledger.policy.review import diff, read_candidate
 
-    at = _at(now)
+    at = as_of(now)
     with open_service(data_dir, url, as_json) as service:
         _, candidate = read_candidate(file)
         service.runner.catch_up()
@@ -212,7 +201,7 @@ def explain(
     now: Now = None,
 ) -> None:
     """Why an item is kept, archived, due to expire, held or protected, with the rule."""
-    at = _at(now)
+    at = as_of(now)
     with open_ledger(namespace, data_dir, url, as_json) as ledger:
         found = ledger.explain(item_id, at)
 
@@ -236,7 +225,7 @@ def decay(
     Idempotent per decay period."""
     from jobs.decay import decay_pass
 
-    at = _at(now)
+    at = as_of(now)
     with open_service(data_dir, url, as_json) as service:
         counts = decay_pass(service, at)
         emit(

@@ -29,6 +29,7 @@ from memory_ledger.cli.common import (
     Json,
     Url,
     app,
+    as_of,
     emit,
     err,
     fail,
@@ -207,15 +208,9 @@ def expire(
     """Erase every item whose retention has run out, once (the `run` schedule does it
     hourly): one forget request per namespace, basis `retention_expiry`. Exit 7 if a
     request is not `completed` (it is retried like any other)."""
-    from datetime import UTC, datetime
-
     from jobs.retention import expire_due
-    from memory_ledger.times import to_utc
 
-    try:
-        at = to_utc(now) if now is not None else datetime.now(UTC)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--now") from None
+    at = as_of(now)
     with open_service(data_dir, url, as_json) as service:
         reports = expire_due(service, at)
         rows = [
