@@ -100,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         "replay_s": round(replay["s"], 4),
         "replay_tombstones_per_s": round(result.erased_again / replay["s"]),
         "drill_s": round(drill_s, 3),
+        "restore_steps_s": result.seconds,
         "load_average": os.getloadavg(),
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
     }

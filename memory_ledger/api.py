@@ -20,7 +20,7 @@ from pydantic import TypeAdapter, ValidationError
 from sqlalchemy import func, select
 
 from memory_ledger import consistency, times
-from memory_ledger.config import Settings, refuse_while_restoring
+from memory_ledger.config import Settings
 from memory_ledger.crypto import DEV_KEY_FILE, MasterKey, load_master_key
 from memory_ledger.domain import MemoryItem
 from memory_ledger.errors import (
@@ -43,6 +43,7 @@ from memory_ledger.policy.cardinality import decide as decide_cardinality
 from memory_ledger.policy.explain import explain as explain_item
 from memory_ledger.policy.retention import RetentionPolicy, attributes_of
 from memory_ledger.principal import Principal
+from memory_ledger.restoring import refuse_while_restoring
 from memory_ledger.retrieval.context import MAX_RECALL_LIMIT, Context, context_mac, served
 from memory_ledger.retrieval.context import build as build_context
 from memory_ledger.retrieval.context import parse_request as parse_context_request
@@ -84,10 +85,10 @@ class MemoryService:
         *,
         restoring: bool = False,
     ) -> None:
-        if not restoring:  # a store being restored serves nothing (restore/restore.py)
-            refuse_while_restoring(settings)
         refuse_damaged_projections(settings)  # with its repair, before a generic refusal
         settings.check_reachable()
+        if not restoring:  # a store being restored serves nothing (restore/restore.py)
+            refuse_while_restoring(settings)
         embedder = embedder or load_embedder()  # a bad setting fails before anything opens
         self.policy = load_policy(settings.data_dir)  # so does a bad policy.toml
         #: The time reads decide expiry, validity and decay by. Injected by tests and

@@ -251,18 +251,3 @@ def _check_sqlite_dir(settings: Settings) -> None:
                 header = handle.read(16)
             if header != SQLITE_HEADER:
                 raise BackendUnavailable(f"{path} is not a readable SQLite database")
-
-
-#: Present in a data directory while a restore runs: nothing opens the store to serve.
-RESTORING_MARKER = "RESTORING.json"
-
-
-def refuse_while_restoring(settings: Settings) -> None:
-    """A store marked `restoring` refuses every read and write: until the tombstones are
-    replayed and verified it may hold what was erased since the backup."""
-    if (settings.data_dir / RESTORING_MARKER).exists():
-        raise ConfigurationError(
-            f"the store in {settings.data_dir} is being restored and serves nothing until "
-            "the restore finishes; run `memory-ledger restore` with the same backup again "
-            "to finish it"
-        )

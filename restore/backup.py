@@ -2,8 +2,10 @@
 
 What a backup holds is the event store's file (the sealed events, the tombstones and the
 key store: one SQLite file, written together so that an event and its key are never
-apart), copied with SQLite's online backup API while writes continue, then sealed as a
-whole under a fresh file key that the master key wraps. It never holds the lifecycle
+apart), copied while writes continue (SQLite's online backup API; on PostgreSQL, the
+event and key tables copied from one snapshot into an SQLite file of the same tables:
+restore/pg_snapshot.py), then sealed as a whole under a fresh file key that the master
+key wraps. It never holds the lifecycle
 ledger (the ledger is what a restore replays from: restoring it from the same backup
 would forget the very tombstones the restore must apply), the projections (rebuilt from
 the log on restore), nor the master key.
@@ -24,7 +26,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import os
 import secrets
 import sqlite3
 import tempfile
@@ -33,7 +34,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -43,12 +44,16 @@ from memory_ledger.config import Settings
 from memory_ledger.crypto import MasterKey
 from memory_ledger.errors import ConfigurationError, InvalidWrite
 from memory_ledger.ledger import EntryType, LifecycleLedger
+from memory_ledger.restoring import write_atomically
 from memory_ledger.times import AwareDatetime, canonical_time
 from memory_ledger.write_policy import StrictModel
+from restore import pg_snapshot
 
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 SEALED_EVENTS = "events.sqlite.sealed"
+#: The events table in the backup's SQLite file, by the backend it was taken from.
+EVENTS_TABLES = {"sqlite": "stored_events", "postgresql": pg_snapshot.EVENTS_TABLE}
 BACKUPS_DIR = "backups"  # under the data directory, unless a path is given
 DEFAULT_KEEP_DAYS = 30
 MAX_KEEP_DAYS = 3660
@@ -79,7 +84,7 @@ class Manifest(StrictModel):
     format_version: Annotated[int, Field(strict=True, ge=1)]
     tool_version: str
     backup_id: Annotated[str, Field(pattern=r"^bk-[0-9a-f]{16}$")]
-    backend: str
+    backend: Literal["sqlite", "postgresql"]
     created_at: AwareDatetime
     expires_at: AwareDatetime
     restore_point: RestorePoint
@@ -116,13 +121,8 @@ def create(
     keep_days: int = DEFAULT_KEEP_DAYS,
     taken_by: str = "operator",
 ) -> Backup:
-    """Take a backup of the event and key store while writes continue (SQLite), register
+    """Take a backup of the event and key store while writes continue, register
     it (the data map's backups store) and record it in the ledger."""
-    if settings.postgres is not None:
-        raise ConfigurationError(
-            "backups of a PostgreSQL store are not available yet: use the SQLite store, "
-            "or the database's own snapshots, for now"
-        )
     if isinstance(keep_days, bool) or not isinstance(keep_days, int):
         raise InvalidWrite("keep_days must be a whole number of days")
     if not 1 <= keep_days <= MAX_KEEP_DAYS:
@@ -139,7 +139,10 @@ def create(
     target.mkdir(parents=True, exist_ok=False)
     with tempfile.TemporaryDirectory(dir=root) as scratch:
         copy = Path(scratch) / "events.sqlite"
-        position = _online_copy(settings.events_path, copy)
+        if settings.postgres is None:
+            position = _online_copy(settings.events_path, copy)
+        else:
+            position = pg_snapshot.dump(settings, copy)
         plain = copy.read_bytes()
     file_key = AESGCM.generate_key(bit_length=256)
     nonce = secrets.token_bytes(_NONCE)
@@ -150,7 +153,7 @@ def create(
         format_version=FORMAT_VERSION,
         tool_version=tool_version(),
         backup_id=backup_id,
-        backend="sqlite",
+        backend=settings.backend,
         created_at=now,
         expires_at=now + timedelta(days=keep_days),
         restore_point=RestorePoint(position=position, at=now),
@@ -283,13 +286,3 @@ def _read(path: Path) -> bytes:
 
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """Write a file whole or not at all (a temporary beside it, synced, then renamed)."""
-    temporary = path.with_name(f".{path.name}.writing")
-    with open(temporary, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)

@@ -1,13 +1,15 @@
 """Restore drills: prove, on a scratch copy, that a restore brings nothing erased back.
 
-A drill restores a backup into a scratch directory (with a copy of the ledger as it is
-now, so the live ledger only gains the drill's own entry), through the same steps as a
+A drill restores a backup into a scratch directory (on PostgreSQL, a scratch schema of
+the same database), with a copy of the ledger as it is now (so the live ledger only
+gains the drill's own entry), through the same steps as a
 real restore (check, load, replay, rebuild, verify), and then checks the result
 independently of the restore's own verification:
 
 - every item the ledger says was erased, or rewritten after the backup, is absent from
   every store of the scratch copy, and has no live key;
-- the scratch files' bytes hold none of the keyed fingerprints the live store kept for
+- the scratch files' bytes (on PostgreSQL, the scratch schema's rows too) hold none of
+  the keyed fingerprints the live store kept for
   the requests recorded after the backup (their texts, fragments and destroyed keys'
   bytes: the same scan as `verify`);
 - a sample of the items that were kept is still readable and recalled.
@@ -23,7 +25,7 @@ import json
 import shutil
 import tempfile
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,11 +33,17 @@ from uuid import UUID
 
 from memory_ledger.config import Settings
 from memory_ledger.errors import ConfigurationError, NotFound
-from memory_ledger.forgetting.residue import file_paths_under, scan_fingerprints
+from memory_ledger.forgetting.residue import (
+    file_paths_under,
+    scan_fingerprint_bytes,
+    scan_fingerprints,
+)
+from memory_ledger.forgetting.residue_check import database_rows
 from memory_ledger.ledger import EntryType, LifecycleLedger
+from memory_ledger.ledger.storage import SCHEMA_SUFFIX as LEDGER_SCHEMA_SUFFIX
 from memory_ledger.principal import Principal
 from memory_ledger.times import canonical_time
-from restore.backup import Backup, copy_sqlite, verify
+from restore.backup import Backup, verify
 from restore.restore import RestorePlan, requests_in, restore
 from restore.store import registered
 
@@ -82,19 +90,35 @@ class DrillReport:
         return "\n".join(lines) + "\n"
 
 
+def scratch_settings(settings: Settings, scratch: Path) -> Settings:
+    """Where a drill restores to: a scratch directory, and on PostgreSQL a scratch schema
+    of the same database (its ledger copy in the schema beside it), dropped afterwards."""
+    data_dir = scratch / "data"
+    if settings.postgres is None:
+        return Settings.resolve(data_dir)
+    schema = f"ml_drill_{uuid.uuid4().hex[:12]}"
+    return Settings(data_dir.resolve(), replace(settings.postgres, schema=schema))
+
+
 def restore_into_scratch(
-    service: MemoryService, backup: Backup, scratch: Path, now: datetime
-) -> tuple[Settings, RestorePlan]:
-    """The restore half of a drill: the backup restored into `scratch` with a copy of
+    service: MemoryService, backup: Backup, target: Settings, now: datetime
+) -> RestorePlan:
+    """The restore half of a drill: the backup restored into `target` with a copy of
     the live ledger (which the drill must not write the restore into)."""
-    if service.settings.postgres is not None:
-        raise ConfigurationError("drills of a PostgreSQL store are not available yet")
-    target = Settings.resolve(scratch / "data")
     target.data_dir.mkdir(parents=True, exist_ok=True)
-    copy_sqlite(Path(service.ledger.location), target.data_dir / "ledger.sqlite")
     with LifecycleLedger(target) as ledger:
-        result = restore(backup.path, target, service.log.master, ledger, now, restored_by="drill")
-    return target, result
+        ledger.copy_from(service.ledger)
+        return restore(backup.path, target, service.log.master, ledger, now, restored_by="drill")
+
+
+def drop_scratch(target: Settings) -> None:
+    """Remove a drill's scratch copy: its directory, and its schemas on PostgreSQL."""
+    shutil.rmtree(target.data_dir.parent, ignore_errors=True)
+    if target.postgres is not None:
+        schema = target.postgres.schema
+        with target._pg_connect() as conn:
+            for name in (schema, schema + LEDGER_SCHEMA_SUFFIX):
+                conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
 
 
 def check_scratch(
@@ -112,15 +136,16 @@ def check_scratch(
                 report.findings.append(f"{store.name}: erased items present ({evidence.detail})")
         report.erasures_checked = len(result.erase_again)
         paths = file_paths_under(target.data_dir)
-        report.files_scanned = len(paths)
+        tables = database_rows(target)
+        report.files_scanned = len(paths) + len(tables)
         for request_id in _requests_after(service.ledger, taken):
             prints = service.requests.residue.fingerprints(request_id)
             if prints is None:
                 continue
             report.requests_scanned += 1
-            for found in scan_fingerprints(paths, prints):
-                name = Path(found.path).name
-                report.findings.append(f"residue of {request_id} in {name}")
+            found = [Path(f.path).name for f in scan_fingerprints(paths, prints)]
+            found += [name for name, data in tables.items() if scan_fingerprint_bytes(data, prints)]
+            report.findings += [f"residue of {request_id} in {name}" for name in sorted(set(found))]
         report.retained_sampled = _sample_kept(scratch, set(result.erase_again), report)
 
 
@@ -143,15 +168,15 @@ def drill(
         backup.manifest.backup_id,
         backup.manifest.restore_point.position,
     )
-    scratch = Path(tempfile.mkdtemp(prefix="ml-drill-"))
+    target = scratch_settings(service.settings, Path(tempfile.mkdtemp(prefix="ml-drill-")))
     try:
-        target, result = restore_into_scratch(service, backup, scratch, now)
+        result = restore_into_scratch(service, backup, target, now)
         check_scratch(service, target, result, report)
     except ConfigurationError as exc:
         report.findings.append(f"restore refused: {type(exc).__name__}")
     finally:
         if not keep_scratch:
-            shutil.rmtree(scratch, ignore_errors=True)
+            drop_scratch(target)
     return finish(service, report, run_by, now)
 
 

@@ -26,12 +26,12 @@ data directory's `RESTORING.json` marker so that a restore interrupted anywhere 
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
 import sqlite3
 import tempfile
+import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
@@ -40,13 +40,16 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-from memory_ledger.config import RESTORING_MARKER, Settings
+from memory_ledger.config import Settings
 from memory_ledger.crypto import MasterKey
 from memory_ledger.errors import ConfigurationError
+from memory_ledger.event_log import EventLog
 from memory_ledger.ledger import EntryType, LedgerEntry, LifecycleLedger
+from memory_ledger.restoring import RestoreMarker, write_atomically
 from memory_ledger.times import canonical_time
 from projections.vector_index import VECTORS_DIR
-from restore.backup import Backup, open_verified, write_atomically
+from restore import pg_snapshot
+from restore.backup import EVENTS_TABLES, Backup, open_verified
 
 STEPS = ("checked", "loaded", "replayed", "rebuilt", "verified", "opened")
 #: Request statuses whose erasures happened (or began): they are replayed.
@@ -71,6 +74,7 @@ class RestorePlan:
     restore_id: str = ""
     erased_again: int = 0
     verified: bool = False
+    seconds: dict[str, float] = field(default_factory=dict)  # per step, this run
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -145,37 +149,45 @@ def restore(
     restored_by: str = "operator",
     force: bool = False,
 ) -> RestorePlan:
-    """Restore the backup into `settings`' data directory (SQLite), replay, rebuild,
-    verify, then open. Re-running an interrupted restore finishes it."""
+    """Restore the backup into the store `settings` name, replay, rebuild, verify, then
+    open. Re-running an interrupted restore finishes it."""
     from memory_ledger.api import MemoryService
 
-    if settings.postgres is not None:
-        raise ConfigurationError("restoring a PostgreSQL store is not available yet")
     backup, data = open_verified(backup_path, master)
-    marker = settings.data_dir / RESTORING_MARKER
-    state = _read_marker(marker)
+    if backup.manifest.backend != settings.backend:
+        raise ConfigurationError(
+            f"the backup {backup.manifest.backup_id} is of a {backup.manifest.backend} store "
+            f"and the target is {settings.backend}: restore it into a {backup.manifest.backend} "
+            "store"
+        )
+    marker = RestoreMarker(settings)
+    state = marker.read()
     if state and state.get("backup_id") != backup.manifest.backup_id:
         raise ConfigurationError(
             f"{settings.data_dir} is being restored from backup {state.get('backup_id')}; "
             "finish that restore first (run it again with the same backup)"
         )
-    if not state and settings.events_path.exists() and not force:
+    if not state and settings.store_exists() and not force:
         raise ConfigurationError(
-            f"{settings.data_dir} already holds a store; restore into an empty directory, "
+            f"{settings.describe()} already holds a store; restore into an empty one, "
             "or pass --force to replace it (the replay runs all the same)"
         )
     result = plan(backup, ledger)
-    _check_ledger_explains(data, result)
+    _check_ledger_explains(data, backup, result)
     done = set(state.get("done", [])) if state else set()
     restore_id = state.get("restore_id") if state else f"restore-{uuid.uuid4().hex[:16]}"
     result.restore_id = str(restore_id)
 
     result.erased_again = int(state.get("erased_again", 0)) if state else 0
 
+    clock = [time.perf_counter()]
+
     def mark(step: str) -> None:
         done.add(step)
-        _write_marker(
-            marker,
+        now_s = time.perf_counter()
+        result.seconds[step] = round(now_s - clock[0], 3)
+        clock[0] = now_s
+        marker.write(
             {
                 "backup_id": result.backup_id,
                 "restore_id": result.restore_id,
@@ -189,7 +201,7 @@ def restore(
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     mark("checked")
     if "loaded" not in done:
-        _load(data, settings)
+        _load(data, settings, master)
         mark("loaded")
     service = MemoryService(settings, master, restoring=True)
     try:
@@ -226,21 +238,22 @@ def restore(
             )
     finally:
         service.close()
-    marker.unlink()
+    marker.clear()
     result.status = "restored"
     return result
 
 
-def _check_ledger_explains(data: bytes, result: RestorePlan) -> None:
+def _check_ledger_explains(data: bytes, backup: Backup, result: RestorePlan) -> None:
     """Every tombstone in the backup must be one the ledger recorded: a ledger that does
     not know them is missing entries, or older than the backup."""
+    table = EVENTS_TABLES[backup.manifest.backend]
     with tempfile.TemporaryDirectory() as scratch:
         copy = Path(scratch) / "events.sqlite"
         copy.write_bytes(data)
         conn = sqlite3.connect(copy)
         try:
             rows = conn.execute(
-                "SELECT originator_id FROM stored_events WHERE topic LIKE '%Erased'"
+                f"SELECT originator_id FROM {table} WHERE topic LIKE '%Erased'"
             ).fetchall()
         finally:
             conn.close()
@@ -258,11 +271,19 @@ def _uuid_text(value: object) -> str:
     return str(UUID(bytes=value)) if isinstance(value, bytes) else str(UUID(str(value)))
 
 
-def _load(data: bytes, settings: Settings) -> None:
-    """Put the backup's event store in place; drop what is rebuilt from it."""
-    for suffix in ("-wal", "-shm"):
-        Path(f"{settings.events_path}{suffix}").unlink(missing_ok=True)
-    write_atomically(settings.events_path, data)
+def _load(data: bytes, settings: Settings, master: MasterKey) -> None:
+    """Put the backup's event and key store in place; drop what is rebuilt from it."""
+    if settings.postgres is None:
+        for suffix in ("-wal", "-shm"):
+            Path(f"{settings.events_path}{suffix}").unlink(missing_ok=True)
+        write_atomically(settings.events_path, data)
+    else:
+        with settings.schema_lock():
+            EventLog(settings, master).close()  # the tables, on an empty database
+        with tempfile.TemporaryDirectory() as scratch:
+            copy = Path(scratch) / "events.sqlite"
+            copy.write_bytes(data)
+            pg_snapshot.load(settings, copy)
     for stale in _derived_files(settings):
         if stale.is_dir():
             shutil.rmtree(stale)
@@ -271,19 +292,7 @@ def _load(data: bytes, settings: Settings) -> None:
 
 
 def _derived_files(settings: Settings) -> Iterable[Path]:
-    projections = settings.projections_path
-    yield from (projections, Path(f"{projections}-wal"), Path(f"{projections}-shm"))
+    if settings.postgres is None:  # on PostgreSQL the rebuild drops the projection tables
+        projections = settings.projections_path
+        yield from (projections, Path(f"{projections}-wal"), Path(f"{projections}-shm"))
     yield settings.data_dir / VECTORS_DIR
-
-
-def _read_marker(marker: Path) -> dict[str, Any] | None:
-    try:
-        return dict(json.loads(marker.read_text(encoding="utf-8")))
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as exc:
-        raise ConfigurationError(f"the restore marker {marker} is unreadable: {exc}") from None
-
-
-def _write_marker(marker: Path, state: dict[str, Any]) -> None:
-    write_atomically(marker, json.dumps(state).encode("utf-8"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+import subprocess
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -90,6 +91,31 @@ def sqlite_files(settings: Settings) -> list[Path]:
 def file_bytes_contain(paths: list[Path], needle: str) -> list[str]:
     raw = needle.encode("utf-8")
     return [p.name for p in paths if p.exists() and raw in p.read_bytes()]
+
+
+def store_bytes_contain(settings: Settings, needle: str) -> list[str]:
+    """Where the store's bytes hold `needle`: the data directory's files, and on
+    PostgreSQL the rows of the store's schema too (a data-only pg_dump of it)."""
+    found = file_bytes_contain(
+        sorted(p for p in settings.data_dir.rglob("*") if p.is_file()), needle
+    )
+    if settings.postgres is not None:
+        pg = settings.postgres
+        dump = subprocess.run(
+            [
+                "pg_dump",
+                "--dbname",
+                f"postgresql://{pg.user}@{pg.host}:{pg.port}/{pg.dbname}",
+                "--data-only",
+                "--schema",
+                pg.schema,
+            ],
+            capture_output=True,
+            check=True,
+            timeout=120,
+        ).stdout
+        found += [f"schema {pg.schema}"] if needle.encode("utf-8") in dump else []
+    return found
 
 
 def cli_location(settings: Settings) -> list[str]:

@@ -1,8 +1,10 @@
-"""Backups and restore with tombstone replay (SQLite): nothing erased after a backup
-comes back when the backup is restored, and a restore that cannot be sure refuses.
+"""Backups and restore with tombstone replay, on SQLite and PostgreSQL: nothing erased
+after a backup comes back when the backup is restored, and a restore that cannot be
+sure refuses.
 
 Each test takes a backup, changes the store (erasures, expiries, redactions), loses the
-event store, restores, and then reads from a new process and scans the files' bytes.
+event store, restores, and then reads from a new process and scans the store's bytes
+(the files; on PostgreSQL a data-only pg_dump of the store's schema too).
 """
 
 from __future__ import annotations
@@ -16,24 +18,26 @@ import textwrap
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import psycopg
 import pytest
-from factories import fact, file_bytes_contain, sqlite_files
+from factories import cli_location, fact, store_bytes_contain
 
 from jobs.retention import expire_due
 from memory_ledger.api import MemoryService
-from memory_ledger.config import RESTORING_MARKER, Settings
+from memory_ledger.config import Settings
 from memory_ledger.errors import ConfigurationError
 from memory_ledger.ledger import LifecycleLedger
 from memory_ledger.principal import Principal
-from restore.backup import MANIFEST, SEALED_EVENTS, copy_sqlite, create, list_backups, verify
+from memory_ledger.restoring import RestoreMarker
+from restore.backup import MANIFEST, SEALED_EVENTS, create, list_backups, verify
 from restore.restore import KILL_AFTER_ENV, STEPS, plan, restore
 
 ALICE = Principal("acme", "alice")
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Settings:
-    return Settings.resolve(tmp_path / "data")
+def store(settings: Settings) -> Settings:
+    return settings
 
 
 def _backup(service: MemoryService, tmp_path: Path) -> Path:
@@ -44,8 +48,34 @@ def _backup(service: MemoryService, tmp_path: Path) -> Path:
 
 
 def _lose_the_event_store(settings: Settings) -> None:
-    for name in ("events.sqlite", "events.sqlite-wal", "events.sqlite-shm"):
-        (settings.data_dir / name).unlink(missing_ok=True)
+    """The store's data is lost (the lifecycle ledger, apart from it, is not)."""
+    if settings.postgres is None:
+        for name in ("events.sqlite", "events.sqlite-wal", "events.sqlite-shm"):
+            (settings.data_dir / name).unlink(missing_ok=True)
+        return
+    schema = settings.postgres.schema
+    with psycopg.connect(_url(settings), autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    shutil.rmtree(settings.data_dir / "vectors", ignore_errors=True)
+
+
+def _url(settings: Settings) -> str:
+    where = cli_location(settings)
+    return where[where.index("--url") + 1]
+
+
+def _settings_code(settings: Settings) -> str:
+    """Python that opens the same store in a new process."""
+    url = _url(settings) if settings.postgres else None
+    return f"Settings.resolve({str(settings.data_dir)!r}, {url!r})"
+
+
+def _ledger_copy(service: MemoryService, directory: Path) -> Path:
+    """The ledger as it is now, copied into a directory of its own."""
+    with LifecycleLedger(service.settings, ledger_url=str(directory)) as copy:
+        copy.copy_from(service.ledger)
+    return directory
 
 
 def _restore(settings: Settings, path: Path, **options: object) -> object:
@@ -60,8 +90,9 @@ def _read_in_a_new_process(settings: Settings, item_id: str) -> dict:
     script = textwrap.dedent(f"""
         import json
         from memory_ledger.api import MemoryService
+        from memory_ledger.config import Settings
         from memory_ledger.principal import Principal
-        with MemoryService.open({str(settings.data_dir)!r}) as service:
+        with MemoryService({_settings_code(settings)}) as service:
             alice = service.for_principal(Principal("acme", "alice"))
             state = alice.get({item_id!r})
             print(json.dumps({{"erased": state.erased, "text": state.text,
@@ -86,7 +117,7 @@ def test_an_item_erased_after_the_backup_stays_erased_after_a_restore(
     assert result.status == "restored" and result.verified and result.erased_again == 1
     seen = _read_in_a_new_process(store, secret)
     assert seen["erased"] and seen["text"] is None and seen["recalled"] == [kept]
-    assert file_bytes_contain(sqlite_files(store), token) == []
+    assert store_bytes_contain(store, token) == []
     with LifecycleLedger(store) as ledger:
         [entry] = [e for e in ledger.entries() if e.entry_type == "restore"]
         assert entry.payload["items_erased_again"] == 1 and entry.payload["verified"] is True
@@ -114,7 +145,7 @@ def test_an_expiry_and_a_redaction_after_the_backup_are_replayed(
         alice = service.for_principal(ALICE)
         assert alice.get(guess).erased and alice.get(note).erased
         assert [m.item_id for m in alice.recall()] == [kept]
-    assert file_bytes_contain(sqlite_files(store), "555-0199") == []
+    assert store_bytes_contain(store, "555-0199") == []
 
 
 def test_a_restore_run_twice_gives_the_same_state(store: Settings, tmp_path: Path) -> None:
@@ -150,9 +181,11 @@ def test_the_plan_says_what_will_be_replayed_and_changes_nothing(
 def test_a_store_being_restored_refuses_to_open(store: Settings, tmp_path: Path) -> None:
     with MemoryService(store):
         pass
-    (store.data_dir / RESTORING_MARKER).write_text(json.dumps({"backup_id": "bk-0"}))
+    RestoreMarker(store).write({"backup_id": "bk-0"})
     with pytest.raises(ConfigurationError, match="being restored"):
         MemoryService(store)
+    RestoreMarker(store).clear()
+    MemoryService(store).close()
 
 
 def test_damaged_newer_or_foreign_backups_are_refused(store: Settings, tmp_path: Path) -> None:
@@ -184,16 +217,15 @@ def test_a_ledger_behind_the_backup_makes_the_restore_refuse(
     with MemoryService(store) as service:
         alice = service.for_principal(ALICE)
         alice.forget(alice.remember(fact("city", "Hangzhou")).item_id)  # the ledger has one
-        older = tmp_path / "ledger-before.sqlite"
-        copy_sqlite(store.data_dir / "ledger.sqlite", older)  # taken before the forget
+        older = _ledger_copy(service, tmp_path / "ledger-before")  # before the next forget
         alice.forget(alice.remember(fact("locker", "code 4471")).item_id)
         path = _backup(service, tmp_path)  # the backup holds the tombstone
-    for suffix in ("", "-wal", "-shm"):
-        (store.data_dir / f"ledger.sqlite{suffix}").unlink(missing_ok=True)
-    shutil.copy(older, store.data_dir / "ledger.sqlite")
-    with pytest.raises(ConfigurationError, match="behind"):
-        _restore(store, path)
-    assert not (store.data_dir / RESTORING_MARKER).exists()  # refused before loading
+        master = service.log.master
+    _lose_the_event_store(store)
+    ledger = LifecycleLedger(store, ledger_url=str(older))
+    with ledger, pytest.raises(ConfigurationError, match="behind"):
+        restore(path, store, master, ledger, datetime.now(UTC))
+    assert RestoreMarker(store).read() is None  # refused before loading
 
 
 def test_a_target_that_holds_a_store_is_refused_unless_forced(
@@ -226,7 +258,7 @@ def test_a_restore_killed_after_any_step_is_finished_by_running_it_again(
         from memory_ledger.crypto import load_master_key
         from memory_ledger.ledger import LifecycleLedger
         from restore.restore import restore
-        settings = Settings.resolve({str(store.data_dir)!r})
+        settings = {_settings_code(store)}
         master, _ = load_master_key(settings.data_dir, allow_dev_key=False)
         with LifecycleLedger(settings) as ledger:
             restore(__import__("pathlib").Path({str(path)!r}), settings, master, ledger,
@@ -241,7 +273,7 @@ def test_a_restore_killed_after_any_step_is_finished_by_running_it_again(
     assert finished.returncode == 0, finished.stderr.decode()
     seen = _read_in_a_new_process(store, gone)
     assert seen["erased"] and seen["recalled"] == []
-    assert file_bytes_contain(sqlite_files(store), token) == []
+    assert store_bytes_contain(store, token) == []
     with LifecycleLedger(store) as ledger:
         assert len([e for e in ledger.entries() if e.entry_type == "restore"]) == 1
 
@@ -252,7 +284,7 @@ def test_the_backup_and_restore_commands(store: Settings, tmp_path: Path) -> Non
     with MemoryService(store) as service:
         alice = service.for_principal(ALICE)
         gone = alice.remember(fact("locker", "code 4471")).item_id
-    where = ["--data-dir", str(store.data_dir)]
+    where = cli_location(store)
     code, output = cli("backup", "create", str(tmp_path / "bk"), *where, "--json")
     assert code == 0, output
     made = json.loads(output)
@@ -369,7 +401,14 @@ def test_a_drill_catches_an_erased_key_written_back_into_the_restored_store(
 ) -> None:
     import sqlite3
 
-    from restore.drill import DrillReport, check_scratch, finish, restore_into_scratch
+    from restore.drill import (
+        DrillReport,
+        check_scratch,
+        drop_scratch,
+        finish,
+        restore_into_scratch,
+        scratch_settings,
+    )
 
     with MemoryService(store) as service:
         alice = service.for_principal(ALICE)
@@ -378,18 +417,22 @@ def test_a_drill_catches_an_erased_key_written_back_into_the_restored_store(
         wrapped = _wrapped_key_in(path, service, gone)
         alice.forget(gone)
         backup = verify(path, service.log.master)
-        target, result = restore_into_scratch(
-            service, backup, tmp_path / "scratch", datetime.now(UTC)
-        )
-        conn = sqlite3.connect(target.events_path)  # a faulty restore: the key comes back
-        conn.execute(
-            "UPDATE memory_keys SET wrapped = ?, destroyed_at = NULL WHERE item_id = ?",
-            (wrapped, gone),
-        )
-        conn.commit()
-        conn.close()
+        target = scratch_settings(store, tmp_path / "scratch")
+        result = restore_into_scratch(service, backup, target, datetime.now(UTC))
+        # A faulty restore: the erased item's key comes back.
+        back = "UPDATE {} SET wrapped = {}, destroyed_at = NULL WHERE item_id = {}"
+        if target.postgres is None:
+            with sqlite3.connect(target.events_path) as conn:
+                conn.execute(back.format("memory_keys", "?", "?"), (wrapped, gone))
+        else:
+            with psycopg.connect(_url(store), autocommit=True) as conn:
+                table = f'"{target.postgres.schema}".memory_keys'
+                conn.execute(back.format(table, "%s", "%s"), (wrapped, gone))
         report = DrillReport("drill-test", backup.manifest.backup_id, 0)
-        check_scratch(service, target, result, report)
+        try:
+            check_scratch(service, target, result, report)
+        finally:
+            drop_scratch(target)
         report = finish(service, report, "test", datetime.now(UTC))
         assert not report.passed
         assert any(f.startswith("key_store") for f in report.findings), report.findings
@@ -419,7 +462,7 @@ def test_the_drill_command(store: Settings, tmp_path: Path) -> None:
         gone = alice.remember(fact("locker", "code 4471")).item_id
         _backup(service, tmp_path)
         alice.forget(gone)
-    where = ["--data-dir", str(store.data_dir)]
+    where = cli_location(store)
     code, output = cli("drill", *where, "--json")
     assert code == 0, output
     assert json.loads(output)["outcome"] == "passed"
@@ -450,29 +493,26 @@ def test_a_missing_or_tampered_ledger_makes_the_restore_refuse(
         alice.forget(alice.remember(fact("city", "Hangzhou")).item_id)
         path = _backup(service, tmp_path)
         master = service.log.master
-    saved = tmp_path / "ledger-now.sqlite"
-    copy_sqlite(store.data_dir / "ledger.sqlite", saved)
-    for suffix in ("", "-wal", "-shm"):  # the ledger is lost
-        (store.data_dir / f"ledger.sqlite{suffix}").unlink(missing_ok=True)
+        copy = _ledger_copy(service, tmp_path / "ledger-now")
     _lose_the_event_store(store)
-    with LifecycleLedger(store) as empty, pytest.raises(ConfigurationError, match="behind"):
+    # The ledger is lost: a new, empty one is where it was.
+    empty = LifecycleLedger(store, ledger_url=str(tmp_path / "empty-ledger"))
+    with empty, pytest.raises(ConfigurationError, match="behind"):
         restore(path, store, master, empty, datetime.now(UTC))
-    for suffix in ("", "-wal", "-shm"):
-        (store.data_dir / f"ledger.sqlite{suffix}").unlink(missing_ok=True)
-    shutil.copy(saved, store.data_dir / "ledger.sqlite")
-    conn = sqlite3.connect(store.data_dir / "ledger.sqlite")  # tampered by hand
+    conn = sqlite3.connect(copy / "ledger.sqlite")  # tampered by hand
     for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall():
         conn.execute(f"DROP TRIGGER {name}")
     conn.execute("UPDATE ledger_entries SET payload = replace(payload, 'user_request', 'x')")
     conn.commit()
     conn.close()
-    with LifecycleLedger(store) as tampered, pytest.raises(ConfigurationError, match="damaged"):
+    tampered = LifecycleLedger(store, ledger_url=str(copy))
+    with tampered, pytest.raises(ConfigurationError, match="damaged"):
         restore(path, store, master, tampered, datetime.now(UTC))
-    assert not (store.data_dir / RESTORING_MARKER).exists()
+    assert RestoreMarker(store).read() is None
 
 
 def test_the_backups_store_holds_no_plaintext(store: Settings, tmp_path: Path) -> None:
-    """The store contract's sealed-everywhere check, for backups (SQLite): what a backup
+    """The store contract's sealed-everywhere check, for backups: what a backup
     keeps at rest is ciphertext, not a word of the content."""
     with MemoryService(store) as service:
         tokens = [f"tok{secrets.token_hex(6)}" for _ in range(2)]

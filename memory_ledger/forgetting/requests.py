@@ -42,7 +42,7 @@ from memory_ledger.forgetting.redaction import (
     span_pattern,
 )
 from memory_ledger.forgetting.residue import needles_for
-from memory_ledger.forgetting.residue_check import NOT_ON_POSTGRES, ResidueCheck, ScanOutcome
+from memory_ledger.forgetting.residue_check import ResidueCheck, ScanOutcome
 from memory_ledger.forgetting.scope import (
     Candidate,
     ForgetScope,
@@ -582,7 +582,7 @@ class ForgetRequests:
         """Keep keyed fingerprints of what the request erased (texts, their fragments,
         the destroyed keys' bytes) for the scheduled verification scan of every file. A
         resumed request keeps its first run's."""
-        kept = bool(needles) and self.service.settings.postgres is None
+        kept = bool(needles)
         if kept:
             self.residue.keep(report.request_id, needles)
         kept = kept or self.residue.fingerprints(report.request_id) is not None
@@ -590,8 +590,6 @@ class ForgetRequests:
         report.residue_scan = (
             "scheduled: the verification scan reads every file for its keyed fingerprints"
             if kept
-            else NOT_ON_POSTGRES
-            if self.service.settings.postgres is not None
             else "not scheduled: nothing readable was erased"
         )
         return Receipt(

@@ -35,6 +35,7 @@ from sqlalchemy import Text, select
 from memory_ledger.consistency import fingerprints_were_kept
 from memory_ledger.forgetting.residue import (
     Fingerprints,
+    ResidueFinding,
     file_paths_under,
     fingerprint,
     scan_fingerprint_bytes,
@@ -45,8 +46,9 @@ from projections.catalog import catalog
 
 if TYPE_CHECKING:
     from memory_ledger.api import MemoryService
+    from memory_ledger.config import Settings
 
-NOT_ON_POSTGRES = "not run: PostgreSQL files live on the server; VACUUM ran"
+PG_ROWS_ONLY = "on PostgreSQL the server's own files are not read"
 WINDOW_CLOSED = (
     "not run: the verification window has closed and the fingerprints' key was destroyed"
 )
@@ -111,12 +113,11 @@ class ResidueCheck:
         what is still found inside an out-of-scope item's clear identifier is counted
         as shared, not residue. Run by the scheduled job and by `verify`, never on the
         forget path: its cost is every byte of every user's data."""
-        if self.service.settings.postgres is not None:
-            return ScanOutcome(False, NOT_ON_POSTGRES, [])
         prints, why = self._prints(request_id)
         if prints is None:
             return ScanOutcome(False, why, [])
-        data_dir = self.service.settings.data_dir
+        settings = self.service.settings
+        data_dir = settings.data_dir
         paths = file_paths_under(data_dir)
         found = scan_fingerprints(paths, prints)
         rebuilt = [p for p in {f.path for f in found} if self.service.rewrite_sqlite_file(Path(p))]
@@ -125,11 +126,17 @@ class ResidueCheck:
             # old bytes; rebuilding the file (VACUUM) leaves only live rows.
             paths = file_paths_under(data_dir)
             found = scan_fingerprints(paths, prints)
+        tables = database_rows(settings)
+        for name, data in tables.items():
+            found += [
+                ResidueFinding(name, f.needle_index) for f in scan_fingerprint_bytes(data, prints)
+            ]
         shared = self._in_clear_identifiers(prints, {f.needle_index for f in found})
         files = sorted({f.path for f in found if f.needle_index not in shared})
         note = f"; {len(rebuilt)} file(s) rebuilt with VACUUM" if rebuilt else ""
-        how = f"keyed fingerprints over {len(paths)} files under {data_dir}{note}"
-        return ScanOutcome(True, how, files, len(shared), len(paths), len(rebuilt))
+        rows = f" and the live rows of {len(tables)} tables ({PG_ROWS_ONLY})" if tables else ""
+        how = f"keyed fingerprints over {len(paths)} files under {data_dir}{rows}{note}"
+        return ScanOutcome(True, how, files, len(shared), len(paths) + len(tables), len(rebuilt))
 
     def _prints(self, request_id: str) -> tuple[Fingerprints | None, str]:
         ident = _ident(request_id)
@@ -156,6 +163,28 @@ class ResidueCheck:
             values = conn.execute(select(*columns)).all()
         clear = "\n".join(str(v) for row in values for v in row if v is not None).encode()
         return found & {f.needle_index for f in scan_fingerprint_bytes(clear, prints)}
+
+
+def database_rows(settings: Settings) -> dict[str, bytes]:
+    """On PostgreSQL, every table of the store's schema as bytes (binary COPY: text and
+    bytea exactly as stored), for the fingerprint scan; empty on SQLite, whose files are
+    scanned whole. The server's own files (dead tuples before VACUUM, WAL) are not ours
+    to read, so on PostgreSQL the scan covers what any query can see."""
+    if settings.postgres is None:
+        return {}
+    schema = settings.postgres.schema
+    out: dict[str, bytes] = {}
+    with settings._pg_connect() as conn:
+        names = conn.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = %s "
+            "AND table_type = 'BASE TABLE' ORDER BY table_name",
+            (schema,),
+        ).fetchall()
+        for (name,) in names:
+            sql = f'COPY "{schema}"."{name}" TO STDOUT (FORMAT BINARY)'
+            with conn.cursor().copy(sql) as copy:
+                out[f"{schema}.{name}"] = b"".join(bytes(chunk) for chunk in copy)
+    return out
 
 
 def _clear_text_columns() -> list[Any]:

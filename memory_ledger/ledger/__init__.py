@@ -50,6 +50,7 @@ from pydantic import (
 from memory_ledger.config import Settings
 from memory_ledger.errors import (
     BackendUnavailable,
+    ConfigurationError,
     InvalidWrite,
     MemoryLedgerError,
 )
@@ -573,6 +574,33 @@ class LifecycleLedger:
                 written.append(LedgerEntry(seq, rid, kind, body, at, prev, digest))
                 prev = digest
         return written
+
+    def copy_from(self, source: LifecycleLedger) -> int:
+        """Write every entry of `source`, verbatim, into this ledger, which must be empty:
+        a restore drill's scratch copy, which the drill's restore writes into instead of
+        the live ledger. The chain triggers check every link as it is inserted, and the
+        copy verifies exactly as the source does. Returns the entries copied."""
+        if not self.is_empty():
+            raise ConfigurationError(
+                f"the ledger at {self.location} is not empty; nothing was copied"
+            )
+        rows = source.entries()
+        db, t, p = self._db, self._db.table, self._db.param
+        with self._lock, self._guard("copy into"), db.write() as cur:
+            for e in rows:
+                cur.execute(
+                    f"INSERT INTO {t} ({COLUMNS}) VALUES ({', '.join([p] * 7)})",
+                    (
+                        e.seq,
+                        e.request_id,
+                        e.entry_type.value,
+                        e.payload_json,
+                        e.recorded_at,
+                        e.prev_hash,
+                        e.entry_hash,
+                    ),
+                )
+        return len(rows)
 
     def entries(self, request_id: str | None = None) -> list[LedgerEntry]:
         """Entries in chain order, all of them or one request's."""
