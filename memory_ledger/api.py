@@ -66,6 +66,7 @@ from projections.events import Progress
 from projections.facts import facts
 from projections.preferences import preferences
 from projections.runner import ProjectionRunner, make_engine, refuse_damaged_projections
+from projections.side_by_side import rebuild_all
 from projections.summaries import SummariesProjection
 from projections.transcripts import transcripts
 from projections.vector_index import VECTORS_DIR, VectorIndex
@@ -177,10 +178,16 @@ class MemoryService:
     def rebuild(self, names: Sequence[str] | None = None, progress: Progress | None = None) -> int:
         """Replay the log into the named projections (all, and the vector index, by
         default). `progress(stage, position, head)` is called as the replay goes."""
-        replayed = self.runner.rebuild(names, progress)
-        if names is None:  # every projection: the vector index too
-            self.vectors.rebuild(progress)
-        return replayed
+        if names is not None:
+            return self.runner.rebuild(names, progress)
+        # Every projection, and the vector index too, in a second process beside them.
+        return rebuild_all(
+            self.settings,
+            self.log.master,
+            self.vectors,
+            lambda report: self.runner.rebuild(None, report),
+            progress,
+        )
 
     def compact(self) -> list[str]:
         """Remove deleted bytes from the files; returns what was done, as evidence."""

@@ -1,0 +1,125 @@
+"""A full rebuild with the vector index in a second process, beside the projections.
+
+A whole rebuild (after a restore, in a drill, on `rebuild`) replays the log twice over:
+once into the projection tables, once into the vector index. Both are mostly Python
+work (decoding, sealing, tokenising, embedding), so threads would take turns on one
+interpreter lock; a second process runs the vector index's replay on another core while
+this one replays the projections. They write different files (the vector index has its
+own directory and its own lock, and commits in one manifest switch, which the parent's
+index notices by the manifest's token), so they cannot get in each other's way.
+
+The child (`python -m projections.side_by_side`, not a `multiprocessing` child, which
+would import the caller's main script again) opens the log itself with the same
+settings and master key, read from its standard input (a pipe: never its environment
+or command line), and the embedder the environment names. It is used only when that
+embedder is the one this process holds (the child checks its name and dimension, and
+otherwise does nothing) and there is a second CPU. In any other case, or if the child
+fails, the vector index is rebuilt here, after the projections, as before: the result
+is the same either way.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from memory_ledger.crypto import MasterKey
+    from projections.events import Progress
+    from projections.vector_index import VectorIndex
+
+from memory_ledger.config import PostgresLocation, Settings
+
+log = logging.getLogger("memory_ledger")
+#: Set to "0" to rebuild the vector index in this process, after the projections.
+SIDE_BY_SIDE_ENV = "MEMORY_LEDGER_REBUILD_SIDE_BY_SIDE"
+
+
+def rebuild_all(
+    settings: Settings,
+    master: MasterKey,
+    vectors: VectorIndex,
+    projections: Callable[[Progress | None], int],
+    progress: Progress | None = None,
+) -> int:
+    """Run `projections(progress)` here and the vector index's rebuild beside it;
+    returns what `projections` returns."""
+    if (os.cpu_count() or 1) < 2 or os.environ.get(SIDE_BY_SIDE_ENV, "1") == "0":
+        replayed = projections(progress)
+        vectors.rebuild(progress)
+        return replayed
+    order = {
+        "data_dir": str(settings.data_dir),
+        "postgres": asdict(settings.postgres) if settings.postgres else None,
+        "master": base64.b64encode(master.material).decode(),
+        "source": master.source,
+        "directory": str(vectors.directory),
+        "embedder": [vectors.embedder_name, vectors.dimension],
+    }
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    child = subprocess.Popen(
+        [sys.executable, "-m", "projections.side_by_side"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    assert child.stdin is not None
+    child.stdin.write(json.dumps(order).encode())
+    child.stdin.close()
+    try:
+        replayed = projections(progress)
+    finally:
+        assert child.stdout is not None
+        lines = child.stdout.read().decode(errors="replace").strip().splitlines()
+        answer = lines[-1] if lines else ""  # the last line: a library may print too
+        child.stdout.close()
+        child.wait()
+    if child.returncode != 0 or answer != "ok":
+        log.warning("vector index rebuilt in this process instead (%s)", answer or "no answer")
+        vectors.rebuild(progress)
+    elif progress is not None:
+        head = vectors.log.max_position()
+        progress("vector_index", head, head)
+    return replayed
+
+
+def _child() -> int:
+    """Rebuild the vector index the parent described on standard input; print `ok`, or
+    why not (a code, never content)."""
+    from memory_ledger.crypto import MasterKey
+    from memory_ledger.event_log import EventLog
+    from memory_ledger.retrieval.embedders import load_embedder
+    from projections.vector_index import VectorIndex
+
+    order = json.loads(sys.stdin.read())
+    pg = order["postgres"]
+    settings = Settings(Path(order["data_dir"]), PostgresLocation(**pg) if pg else None)
+    master = MasterKey(base64.b64decode(order["master"]), order["source"])
+    embedder = load_embedder()
+    if [embedder.name, embedder.dimension] != order["embedder"]:
+        print("skipped: the environment names another embedder")
+        return 0
+    event_log = EventLog(settings, master)
+    try:
+        VectorIndex(event_log, Path(order["directory"]), embedder).rebuild()
+    finally:
+        event_log.close()
+    print("ok")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        raise SystemExit(_child())
+    except Exception as exc:  # reported to the parent, which rebuilds the index itself
+        print(f"error: {type(exc).__name__}")
+        raise SystemExit(1) from None
