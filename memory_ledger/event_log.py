@@ -223,13 +223,18 @@ class EventLog:
         return {str(r.domain_event.originator_id): r.notification.id for r in recordings}
 
     def tombstone(
-        self, item_ids: Sequence[str], reason: str, *, missing_ok: bool = False
+        self,
+        item_ids: Sequence[str],
+        reason: str,
+        *,
+        missing_ok: bool = False,
+        also_destroy: Sequence[KeyDestruction] = (),
     ) -> dict[str, int]:
-        """Append an `Erased` event to each live item and destroy its keys, in one
-        transaction; items already erased are skipped (and, with `missing_ok`, items the
-        log does not hold: a restore's copy lacks what was written after it). Returns
-        the new tombstones' log positions. Every erasure's first step (a forget's, a
-        restore's replay)."""
+        """Append an `Erased` event to each live item and destroy its keys (and the keys
+        `also_destroy` names), in one transaction; items already erased are skipped
+        (and, with `missing_ok`, items the log does not hold: a restore's copy lacks
+        what was written after it). Returns the new tombstones' log positions. Every
+        erasure's first step (a forget's, a restore's replay)."""
         wanted = [UUID(i) for i in item_ids]
         found = self.get_many(wanted)
         missing = [i for i in wanted if i not in found]
@@ -238,10 +243,10 @@ class EventLog:
         pending = [item for item in found.values() if not item.erased]
         for item in pending:
             item.erase(reason=reason, request_id=None)
-        if not pending:
+        if not pending and not also_destroy:
             return {}
         destroy = [KeyDestruction(str(i.id), None) for i in pending]
-        return self.save_positions(pending, destroy=destroy)
+        return self.save_positions(pending, destroy=[*destroy, *also_destroy])
 
     # -- reading -----------------------------------------------------------------------
 

@@ -188,10 +188,14 @@ keyword_pending = Table(
 )
 
 
+INDEX_KEY_PREFIX = "index:"
+
+
 def index_key_ident(namespace: str) -> str:
     """The key store's name for a namespace's index key (`EventLog.derived_key`). The
-    forget path destroys it on a whole-namespace forget; nothing else may name it."""
-    return f"index:{namespace}"
+    forget path destroys it on a whole-namespace forget, and a restore destroys every
+    one (the rebuild indexes under new keys); nothing else may name it."""
+    return f"{INDEX_KEY_PREFIX}{namespace}"
 
 
 def indexed_namespaces_under(conn: Connection, namespace: str) -> list[str]:

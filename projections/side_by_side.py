@@ -13,7 +13,8 @@ would import the caller's main script again) opens the log itself with the same
 settings and master key, read from its standard input (a pipe: never its environment
 or command line), and the embedder the environment names. It is used only when that
 embedder is the one this process holds (the child checks its name and dimension, and
-otherwise does nothing) and there is a second CPU. In any other case, or if the child
+otherwise does nothing), there is a second CPU, and the log is long enough for it to
+pay (`MIN_EVENTS`). In any other case, or if the child
 fails, the vector index is rebuilt here, after the projections, as before: the result
 is the same either way.
 """
@@ -39,8 +40,11 @@ if TYPE_CHECKING:
 from memory_ledger.config import PostgresLocation, Settings
 
 log = logging.getLogger("memory_ledger")
-#: Set to "0" to rebuild the vector index in this process, after the projections.
+#: "0": rebuild the vector index in this process, after the projections; "1": always
+#: in a second process; unset: in a second process from MIN_EVENTS events on.
 SIDE_BY_SIDE_ENV = "MEMORY_LEDGER_REBUILD_SIDE_BY_SIDE"
+#: Below this, starting the second process (about half a second) costs more than it saves.
+MIN_EVENTS = 20_000
 
 
 def rebuild_all(
@@ -52,7 +56,9 @@ def rebuild_all(
 ) -> int:
     """Run `projections(progress)` here and the vector index's rebuild beside it;
     returns what `projections` returns."""
-    if (os.cpu_count() or 1) < 2 or os.environ.get(SIDE_BY_SIDE_ENV, "1") == "0":
+    choice = os.environ.get(SIDE_BY_SIDE_ENV, "").strip()
+    small = choice != "1" and vectors.log.max_position() < MIN_EVENTS
+    if (os.cpu_count() or 1) < 2 or choice == "0" or small:
         replayed = projections(progress)
         vectors.rebuild(progress)
         return replayed

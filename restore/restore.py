@@ -40,13 +40,17 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+from jobs.verification_window import CLOSED as WINDOW_CLOSED
 from memory_ledger.config import Settings
 from memory_ledger.crypto import MasterKey
 from memory_ledger.errors import ConfigurationError
 from memory_ledger.event_log import EventLog
+from memory_ledger.forgetting.residue_check import RESIDUE_KEY_PREFIX
+from memory_ledger.keystore import KeyDestruction
 from memory_ledger.ledger import EntryType, LedgerEntry, LifecycleLedger
 from memory_ledger.restoring import RestoreMarker, write_atomically
 from memory_ledger.times import canonical_time
+from projections.keyword_index import INDEX_KEY_PREFIX
 from projections.vector_index import VECTORS_DIR
 from restore import pg_snapshot
 from restore.backup import EVENTS_TABLES, Backup, open_verified
@@ -69,10 +73,14 @@ class RestorePlan:
     erase_again: list[str] = field(default_factory=list)  # erased since, or rewritten
     rewritten_after_backup: list[str] = field(default_factory=list)
     tombstones_after_restore_point: int = 0
+    #: Requests whose verification window the ledger records as closed: their
+    #: fingerprints' keys, live again in a copy taken before, are destroyed again.
+    windows_closed: list[str] = field(default_factory=list)
     projections_to_rebuild: bool = True
     status: str = "planned"
     restore_id: str = ""
     erased_again: int = 0
+    derived_keys_destroyed: int = 0
     verified: bool = False
     seconds: dict[str, float] = field(default_factory=dict)  # per step, this run
 
@@ -107,6 +115,8 @@ def plan(backup: Backup, ledger: LifecycleLedger) -> RestorePlan:
     for request_id, entries in requests_in(ledger).items():
         if statuses.get(request_id) not in EXECUTED:
             continue
+        if any(e.payload.get("action") == WINDOW_CLOSED for e in entries[1:]):
+            out.windows_closed.append(request_id)
         request = entries[0].payload
         resolved = [e.payload for e in entries if e.entry_type is EntryType.RESOLVED]
         tombstones = [e.payload for e in entries if e.entry_type is EntryType.TOMBSTONE]
@@ -178,23 +188,25 @@ def restore(
     restore_id = state.get("restore_id") if state else f"restore-{uuid.uuid4().hex[:16]}"
     result.restore_id = str(restore_id)
 
-    result.erased_again = int(state.get("erased_again", 0)) if state else 0
-
+    counted = dict(state.get("counted", {})) if state else {}
     clock = [time.perf_counter()]
+
+    def save_state() -> None:
+        marker.write(
+            {
+                "backup_id": result.backup_id,
+                "restore_id": result.restore_id,
+                "counted": counted,
+                "done": sorted(done),
+            },
+        )
 
     def mark(step: str) -> None:
         done.add(step)
         now_s = time.perf_counter()
         result.seconds[step] = round(now_s - clock[0], 3)
         clock[0] = now_s
-        marker.write(
-            {
-                "backup_id": result.backup_id,
-                "restore_id": result.restore_id,
-                "erased_again": result.erased_again,
-                "done": sorted(done),
-            },
-        )
+        save_state()
         if os.environ.get(KILL_AFTER_ENV) == step:  # fault injection for the kill -9 tests
             os.kill(os.getpid(), signal.SIGKILL)
 
@@ -206,9 +218,18 @@ def restore(
     service = MemoryService(settings, master, restoring=True)
     try:
         if "replayed" not in done:
-            erased = service.log.tombstone(result.erase_again, REPLAY_REASON, missing_ok=True)
-            result.erased_again += len(erased)
+            wanted = [UUID(i) for i in result.erase_again]
+            live = [i for i in service.log.get_many(wanted).values() if not i.erased]
+            keys = _derived_keys(service.log, result)
+            if not counted:  # counted before the replay commits, so a re-run keeps them
+                counted = {"items": len(live), "keys": len(keys)}
+                save_state()
+            service.log.tombstone(
+                result.erase_again, REPLAY_REASON, missing_ok=True, also_destroy=keys
+            )
             mark("replayed")
+        result.erased_again = int(counted.get("items", 0))
+        result.derived_keys_destroyed = int(counted.get("keys", 0))
         if "rebuilt" not in done:
             service.rebuild()
             service.compact()  # the destroyed keys' bytes leave the WAL too
@@ -231,6 +252,7 @@ def restore(
                     "tombstones_replayed": result.tombstones_after_restore_point,
                     "items_erased_again": result.erased_again,
                     "kept_items_erased": len(result.rewritten_after_backup),
+                    "derived_keys_destroyed": result.derived_keys_destroyed,
                     "projections_rebuilt": True,
                     "verified": True,
                     "restored_by": restored_by,
@@ -241,6 +263,21 @@ def restore(
     marker.clear()
     result.status = "restored"
     return result
+
+
+def _derived_keys(log: EventLog, result: RestorePlan) -> list[KeyDestruction]:
+    """The live keys of derived artifacts that must not come back with the copy: every
+    keyword-index key (the rebuild indexes under new ones, so whatever index bytes of
+    erased items survive anywhere stay untestable, as a whole-user forget left them),
+    and the fingerprints of every verification window the ledger records as closed.
+    Summary keys need nothing: the rebuild recomposes each summary under a new key
+    generation and destroys the old ones."""
+    closed = {f"{RESIDUE_KEY_PREFIX}{r}" for r in result.windows_closed}
+    return [
+        KeyDestruction(ident, None)
+        for ident, (live, _) in log.key_states().items()
+        if live and (ident.startswith(INDEX_KEY_PREFIX) or ident in closed)
+    ]
 
 
 def _check_ledger_explains(data: bytes, backup: Backup, result: RestorePlan) -> None:

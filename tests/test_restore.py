@@ -525,3 +525,37 @@ def test_the_backups_store_holds_no_plaintext(store: Settings, tmp_path: Path) -
             assert token.encode() not in held and token[3:].encode() not in held
         manifest = (next((tmp_path / "bk").glob("bk-*")) / MANIFEST).read_bytes()
         assert all(t.encode() not in manifest for t in tokens)
+
+
+def test_key_destructions_after_the_backup_are_replayed_too(
+    store: Settings, tmp_path: Path
+) -> None:
+    """Derived keys destroyed after the backup (a closed verification window's
+    fingerprints, a whole-user forget's keyword-index key) are live again in the copy:
+    the restore destroys them again, and indexes under new keyword-index keys."""
+    from jobs.verification_window import close_elapsed_windows
+
+    bob = Principal("acme", "bob")
+    with MemoryService(store) as service:
+        alice = service.for_principal(ALICE)
+        first = alice.forget(alice.remember(fact("locker", "code 4471")).item_id)
+        assert first.completed and service.requests.residue.fingerprints(first.request_id)
+        service.for_principal(bob).remember(fact("city", "Ningbo"))
+        kept = alice.remember(fact("city", "Hangzhou")).item_id
+        service.runner.catch_up()
+        path = _backup(service, tmp_path)
+        assert close_elapsed_windows(service, timedelta(0)) == [first.request_id]
+        gone = service.for_principal(bob).forget_scope({"kind": "namespace"})
+        assert gone.completed
+    _restore(store, path)
+    with MemoryService(store) as service:
+        states = service.log.key_states()
+        assert states[f"residue:{first.request_id}"][0] == 0  # no live generation
+        assert states.get("index:acme/bob", (0, 0))[0] == 0
+        alice = service.for_principal(ALICE)
+        found = alice.context("Hangzhou", rank="keyword")
+        assert [m.item_id for m in found.items] == [kept]  # indexed under a new key
+        assert service.requests.residue.fingerprints(first.request_id) is None
+    with LifecycleLedger(store) as ledger:
+        [entry] = [e for e in ledger.entries() if e.entry_type == "restore"]
+        assert entry.payload["derived_keys_destroyed"] >= 2

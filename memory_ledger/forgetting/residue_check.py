@@ -191,5 +191,8 @@ def _clear_text_columns() -> list[Any]:
     return [c for c in catalog.c if isinstance(c.type, Text) and c.name != "item_id"]
 
 
+RESIDUE_KEY_PREFIX = "residue:"
+
+
 def _ident(request_id: str) -> str:
-    return f"residue:{request_id}"
+    return f"{RESIDUE_KEY_PREFIX}{request_id}"

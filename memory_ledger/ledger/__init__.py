@@ -364,6 +364,9 @@ class RestorePayload(_Payload):
     tombstones_replayed: Count
     items_erased_again: Count
     kept_items_erased: Count  # rewritten after the backup: erased, never served old
+    #: Keys of derived artifacts destroyed again: every keyword-index key (the index is
+    #: rebuilt under new ones) and the fingerprints of closed verification windows.
+    derived_keys_destroyed: Count = 0
     projections_rebuilt: StrictBool
     verified: StrictBool
     restored_by: Actor
