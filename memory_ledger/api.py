@@ -31,6 +31,8 @@ from memory_ledger.errors import (
     StaleDerivation,
 )
 from memory_ledger.event_log import ERASED, EventLog
+from memory_ledger.feed.feed import ChangeFeed
+from memory_ledger.feed.subscribers import Subscribers
 from memory_ledger.forgetting.holds import Holds
 from memory_ledger.forgetting.redaction import RedactionRequest, rewrite_items
 from memory_ledger.forgetting.requests import ForgetRequests, RequestReport
@@ -129,6 +131,9 @@ class MemoryService:
         for factory in extra_store_factories():
             self.stores.register(factory(self))
         self.holds = Holds(self.ledger)
+        self.subscribers = Subscribers(self.ledger)
+        self.stores.add_provider(self.subscribers.stores)
+        self.feed = ChangeFeed(self.log, self.engine, self.subscribers, self.runner.catch_up)
         self.requests = ForgetRequests(self, self.ledger)
         # A request interrupted by a crash is finished before anything else happens.
         self.requests.resume_unfinished()
@@ -248,6 +253,7 @@ class MemoryService:
         return self.requests.resume_blocked()
 
     def close(self) -> None:
+        self.feed.close()
         self.vectors.close()
         self.ledger.close()
         self.engine.dispose()
@@ -321,6 +327,12 @@ class MemoryLedger:
             item = self._owned(ref.item_id)
             state = _unusable_state(item, ref.version, self.service.retention, self.service.clock())
             if state is not None:
+                log.warning(  # ids and the state's code only: never the write's content
+                    "refused a derived write in %s: input %s is %s",
+                    self.namespace,
+                    ref.item_id,
+                    state,
+                )
                 raise StaleDerivation(
                     f"derived write refused: input {ref.item_id} (read at version {ref.version}) "
                     f"is now {state}; nothing was stored"

@@ -114,3 +114,11 @@ class ProjectionMismatch(IntegrityError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, "projection_mismatch", "memory-ledger rebuild")
+
+
+class CursorGone(MemoryLedgerError):
+    """A change-feed cursor the feed cannot continue from (the store was restored from a
+    backup since, or the cursor is not one of this store's): resynchronise from a
+    snapshot of the namespace, which carries the cursor to continue from."""
+
+    exit_code = 9

@@ -229,6 +229,7 @@ class EventLog:
         *,
         missing_ok: bool = False,
         also_destroy: Sequence[KeyDestruction] = (),
+        request_id: str | None = None,
     ) -> dict[str, int]:
         """Append an `Erased` event to each live item and destroy its keys (and the keys
         `also_destroy` names), in one transaction; items already erased are skipped
@@ -242,7 +243,7 @@ class EventLog:
             raise NotFound(f"no memory item {missing[0]}")
         pending = [item for item in found.values() if not item.erased]
         for item in pending:
-            item.erase(reason=reason, request_id=None)
+            item.erase(reason=reason, request_id=request_id)
         if not pending and not also_destroy:
             return {}
         destroy = [KeyDestruction(str(i.id), None) for i in pending]
@@ -284,6 +285,48 @@ class EventLog:
             if isinstance(item, MemoryItem):
                 out[item_id] = item
         return out
+
+    def first_events(self, item_ids: Sequence[UUID]) -> dict[UUID, Any]:
+        """Each item's `Recorded` event, decoded (its namespace and kind never change), in
+        one query per 500 ids; items the log does not hold are absent."""
+        p = self.key_sql.param
+        sqlite = self.settings.postgres is None
+        out: dict[UUID, Any] = {}
+        with self.recorder.datastore.transaction(commit=False) as cursor:
+            for start in range(0, len(item_ids), 500):
+                chunk = item_ids[start : start + 500]
+                cursor.execute(
+                    "SELECT originator_id, originator_version, topic, state "
+                    f"FROM {self.events_table} WHERE originator_version = 1 AND originator_id "
+                    f"IN ({', '.join([p] * len(chunk))})",
+                    tuple(i.hex if sqlite else i for i in chunk),
+                )
+                for row in cursor.fetchall():
+                    ident, version, topic, state = values(row)
+                    item_id = UUID(_uuid_text(ident))
+                    stored = StoredEvent(item_id, int(version), str(topic), bytes(state))
+                    out[item_id] = self.app.mapper.to_domain_event(stored)
+        return out
+
+    def meta(self, name: str) -> str | None:
+        """A row of the store's meta table (the key check, the feed's epoch, cursors)."""
+        table, p = self.key_sql.meta_table, self.key_sql.param
+        with self.recorder.datastore.transaction(commit=False) as cursor:
+            cursor.execute(f"SELECT value FROM {table} WHERE name = {p}", (name,))
+            rows = cursor.fetchall()
+        return str(values(rows[0])[0]) if rows else None
+
+    def set_meta(self, rows: dict[str, str], *, replace: bool = True) -> None:
+        """Write meta rows in one transaction; with `replace=False`, only missing ones."""
+        table, p = self.key_sql.meta_table, self.key_sql.param
+        action = "UPDATE SET value = excluded.value" if replace else "NOTHING"
+        with self.recorder.datastore.transaction(commit=True) as cursor:
+            for name, value in rows.items():
+                cursor.execute(
+                    f"INSERT INTO {table} (name, value) VALUES ({p}, {p}) "
+                    f"ON CONFLICT (name) DO {action}",
+                    (name, value),
+                )
 
     def events_of(self, item_id: UUID) -> list[Any]:
         """Every event of one item, decoded (sealed fields stay sealed)."""

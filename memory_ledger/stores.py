@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     from projections.base import Projection
 
 log = logging.getLogger("memory_ledger.stores")
+#: The data map's name for a registered subscriber (memory_ledger/feed/subscribers.py).
+SUBSCRIBER_PREFIX = "subscriber:"
 
 
 @dataclass(frozen=True)
@@ -124,9 +126,12 @@ class EventLogStore:
         #: Log positions of the tombstones the last `erase` appended, for the ledger.
         self.tombstones: dict[str, int] = {}
 
-    def erase(self, item_ids: Sequence[str], reason: str = "user_request") -> Receipt:
-        """Tombstone the items; `reason` (the request's basis) is all a tombstone says."""
-        self.tombstones = self.service.log.tombstone(item_ids, reason)
+    def erase(
+        self, item_ids: Sequence[str], reason: str = "user_request", request_id: str | None = None
+    ) -> Receipt:
+        """Tombstone the items; `reason` (the request's basis) and the request's id are
+        all a tombstone says (the change feed's erasure notices carry both)."""
+        self.tombstones = self.service.log.tombstone(item_ids, reason, request_id=request_id)
         return Receipt(
             self.name,
             "tombstoned",
@@ -334,6 +339,9 @@ class StoreRegistry:
 
     def __init__(self) -> None:
         self._stores: dict[str, Store] = {}
+        #: Stores whose set changes while a process runs (subscribers, registered in
+        #: the ledger by any process): asked each time the data map is read.
+        self._providers: list[Callable[[], Iterable[Store]]] = []
 
     def register(self, store: Store) -> None:
         if not isinstance(store, Store):
@@ -342,14 +350,25 @@ class StoreRegistry:
             raise ValueError(f"a store named {store.name!r} is already registered")
         self._stores[store.name] = store
 
+    def add_provider(self, provider: Callable[[], Iterable[Store]]) -> None:
+        """Stores read afresh at every use, after the registered ones."""
+        self._providers.append(provider)
+
+    def _all(self) -> dict[str, Store]:
+        found = dict(self._stores)
+        for provider in self._providers:
+            for store in provider():
+                found.setdefault(store.name, store)
+        return found
+
     def __iter__(self):  # type: ignore[no-untyped-def]
-        return iter(list(self._stores.values()))
+        return iter(list(self._all().values()))
 
     def names(self) -> list[str]:
-        return list(self._stores)
+        return list(self._all())
 
     def get(self, name: str) -> Store:
-        return self._stores[name]
+        return self._all()[name]
 
 
 def default_registry(service: MemoryService) -> StoreRegistry:

@@ -35,7 +35,7 @@ import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -45,6 +45,7 @@ from memory_ledger.config import Settings
 from memory_ledger.crypto import MasterKey
 from memory_ledger.errors import ConfigurationError
 from memory_ledger.event_log import EventLog
+from memory_ledger.feed.feed import EPOCH, EPOCH_START
 from memory_ledger.forgetting.residue_check import RESIDUE_KEY_PREFIX
 from memory_ledger.keystore import KeyDestruction
 from memory_ledger.ledger import EntryType, LedgerEntry, LifecycleLedger
@@ -225,8 +226,17 @@ def restore(
                 counted = {"items": len(live), "keys": len(keys)}
                 save_state()
             service.log.tombstone(
-                result.erase_again, REPLAY_REASON, missing_ok=True, also_destroy=keys
+                result.erase_again,
+                REPLAY_REASON,
+                missing_ok=True,
+                also_destroy=keys,
+                request_id=result.restore_id,
             )
+            # A new epoch for the change feed: cursors taken before name positions this
+            # copy does not have (feed.py); the feed says where the restore reopened it.
+            stamp = canonical_time(datetime.now(UTC))
+            epoch = {EPOCH: result.restore_id, EPOCH_START: f"{service.log.max_position()} {stamp}"}
+            service.log.set_meta(epoch)
             mark("replayed")
         result.erased_again = int(counted.get("items", 0))
         result.derived_keys_destroyed = int(counted.get("keys", 0))

@@ -191,19 +191,25 @@ def requests(data_dir: DataDir = None, url: Url = None, as_json: Json = False) -
                 "status": r.status,
                 "scope": r.scope,
                 "targets": len(r.targets) + len(r.cascaded),
+                "waiting_for": service.subscribers.waiting(r),
             }
             for r in rows
         ]
 
         def human() -> None:
-            table = Table("request", "namespace", "scope", "targets", "status")
+            table = Table("request", "namespace", "scope", "targets", "status", "waiting for")
             for d in data:
+                waits = [
+                    f"{w['subscriber']}{' (OVERDUE)' if w['overdue'] else ''}"
+                    for w in d["waiting_for"]
+                ]
                 table.add_row(
                     shown(d["request_id"]),
                     shown(d["namespace"]),
                     shown(d["scope"].get("kind", "")),
                     shown(d["targets"]),
                     shown(d["status"]),
+                    shown(", ".join(waits)),
                 )
             out.print(table)
 

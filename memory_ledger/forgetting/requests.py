@@ -53,8 +53,15 @@ from memory_ledger.forgetting.scope import (
     resolve,
 )
 from memory_ledger.forgetting.target_check import confirm_targets, identifiers_repeating
+from memory_ledger.ledger import EntryType
 from memory_ledger.policy.retention import attributes_of
-from memory_ledger.stores import EventLogStore, Receipt, RedactingStore, redact_at
+from memory_ledger.stores import (
+    SUBSCRIBER_PREFIX,
+    EventLogStore,
+    Receipt,
+    RedactingStore,
+    redact_at,
+)
 from memory_ledger.times import canonical_time
 from memory_ledger.write_policy import parse_input
 from projections.cells import Cells
@@ -456,8 +463,14 @@ class ForgetRequests:
         doomed = KeyBytes.capture(log_, [*targets, *report.history, *report.mentions, *index_keys])
         if report.mentions:  # first: once the targets are erased, their values are gone
             receipts.append(self._redact_mentions(report.mentions, texts))
+        acked = {  # a retired subscriber's pending ack ended with an operator's entry
+            f"{SUBSCRIBER_PREFIX}{e.payload['subscriber']}"
+            for e in self.ledger.entries(report.request_id)
+            if e.entry_type is EntryType.ACK
+        }
+        names = self.service.stores.names()
         missing = [
-            s for s in report.failed_stores if s not in self.service.stores.names() and s != "files"
+            s for s in report.failed_stores if s not in names and s != "files" and s not in acked
         ]
         while True:
             fanned = [
@@ -510,7 +523,9 @@ class ForgetRequests:
         return self._finish(report, receipts)
 
     def _erase_everywhere(self, report: RequestReport, store: Any, targets: list[str]) -> Receipt:
-        receipt = _erase_at(store, targets, report.basis)
+        if hasattr(store, "erase_for"):  # a subscriber: its receipt is its acknowledgement
+            return store.erase_for(report.request_id, report.namespace, targets)  # type: ignore[no-any-return]
+        receipt = _erase_at(store, targets, report.basis, report.request_id)
         tombstones = getattr(store, "tombstones", {}).items()
         if tombstones:  # recorded at once: restore replays them from the ledger
             self.ledger.append_many(
@@ -837,10 +852,12 @@ class ForgetRequests:
                 raise NotFound(f"no memory item {item_id}")
 
 
-def _erase_at(store: Any, targets: list[str], basis: str = "user_request") -> Receipt:
+def _erase_at(
+    store: Any, targets: list[str], basis: str = "user_request", request_id: str | None = None
+) -> Receipt:
     try:
         if isinstance(store, EventLogStore):  # its tombstones say why the items went
-            return store.erase(targets, reason=basis)
+            return store.erase(targets, reason=basis, request_id=request_id)
         return store.erase(targets)  # type: ignore[no-any-return]
     except Exception as exc:  # a failed store leaves the request partial, never half-done
         log.warning("store %s failed during erasure: %s", store.name, type(exc).__name__)

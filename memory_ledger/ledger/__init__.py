@@ -108,6 +108,12 @@ class EntryType(StrEnum):
     BACKUP_DESTROYED = "backup_destroyed"
     #: A restore drill and its outcome (`drill-...`).
     DRILL = "drill"
+    #: A subscriber that keeps copies registered (`sub-<name>`), and later retired.
+    SUBSCRIBER = "subscriber"
+    SUBSCRIBER_RETIRED = "subscriber_retired"
+    #: A subscriber's acknowledgement that it dropped a request's targets (or, when it
+    #: was retired with the acknowledgement pending, the operator's receipt saying so).
+    ACK = "ack"
 
 
 #: Entry types that start an id of their own; every other type follows one of these.
@@ -119,6 +125,7 @@ _FIRST_TYPES = (
     EntryType.RESTORE,
     EntryType.BACKUP,
     EntryType.DRILL,
+    EntryType.SUBSCRIBER,
 )
 
 
@@ -401,6 +408,32 @@ class DrillPayload(_Payload):
     run_by: Actor
 
 
+class SubscriberPayload(_Payload):
+    """A subscriber that keeps copies of the namespaces it names (a namespace covers its
+    sub-namespaces; a tenant, all of its namespaces), and the hours it has to
+    acknowledge an erasure before the request shows it overdue."""
+
+    name: Code
+    namespaces: Annotated[tuple[LedgerNamespace | LedgerId, ...], Field(min_length=1)]
+    deadline_hours: Annotated[int, Field(strict=True, ge=1, le=24 * 366)]
+    added_by: Actor
+
+
+class SubscriberRetiredPayload(_Payload):
+    name: Code
+    retired_by: Actor
+
+
+class AckPayload(_Payload):
+    """A subscriber dropped a request's targets (`by` is the subscriber), or was retired
+    before it did (`retired`: `by` is the operator, and nothing was confirmed)."""
+
+    subscriber: Code
+    targets: Count
+    by: Actor
+    retired: StrictBool = False
+
+
 PAYLOAD_MODELS: dict[EntryType, type[_Payload]] = {
     EntryType.REQUEST: RequestPayload,
     EntryType.RESOLVED: ResolvedPayload,
@@ -418,6 +451,9 @@ PAYLOAD_MODELS: dict[EntryType, type[_Payload]] = {
     EntryType.BACKUP: BackupPayload,
     EntryType.BACKUP_DESTROYED: BackupDestroyedPayload,
     EntryType.DRILL: DrillPayload,
+    EntryType.SUBSCRIBER: SubscriberPayload,
+    EntryType.SUBSCRIBER_RETIRED: SubscriberRetiredPayload,
+    EntryType.ACK: AckPayload,
 }
 _REQUEST_ID: TypeAdapter[str] = TypeAdapter(LedgerId)
 

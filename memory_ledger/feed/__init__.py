@@ -1,0 +1,2 @@
+"""Services subscribe: the change feed (feed.py) and the subscribers that keep copies
+and acknowledge erasures (subscribers.py)."""
