@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from memory_ledger.api import MemoryService
 from memory_ledger.config import number_from_env
 from memory_ledger.errors import InvalidWrite, MemoryLedgerError
+from memory_ledger.feed.hosts import catch_up_vectors
 from projections.events import Progress
 
 if TYPE_CHECKING:  # imported when a scheduler starts: the CLI reads the bounds below
@@ -85,7 +86,7 @@ def catch_up_all(service: MemoryService, progress: Progress | None = None) -> di
     failed: list[tuple[str, MemoryLedgerError]] = []
     for code, label, step in (
         ("events", "projection catch-up", lambda: service.runner.catch_up(progress)),
-        ("vector_events", "vector index catch-up", service.vectors.catch_up),
+        ("vector_events", "vector index catch-up", lambda: catch_up_vectors(service)),
     ):
         try:
             counts[code] = step()
@@ -155,4 +156,4 @@ def run_catchup_job(
     log.info("projection catch-up every %ss", interval)
     run_foreground(service, names, every, duration)
     service.runner.catch_up()
-    service.vectors.catch_up()
+    catch_up_vectors(service)

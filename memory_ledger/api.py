@@ -32,6 +32,7 @@ from memory_ledger.errors import (
 )
 from memory_ledger.event_log import ERASED, EventLog
 from memory_ledger.feed.feed import ChangeFeed
+from memory_ledger.feed.hosts import host_name
 from memory_ledger.feed.subscribers import Subscribers
 from memory_ledger.forgetting.holds import Holds
 from memory_ledger.forgetting.redaction import RedactionRequest, rewrite_items
@@ -131,7 +132,8 @@ class MemoryService:
         for factory in extra_store_factories():
             self.stores.register(factory(self))
         self.holds = Holds(self.ledger)
-        self.subscribers = Subscribers(self.ledger)
+        local = host_name(settings.data_dir) if settings.postgres is not None else None
+        self.subscribers = Subscribers(self.ledger, local)
         self.stores.add_provider(self.subscribers.stores)
         self.feed = ChangeFeed(self.log, self.engine, self.subscribers, self.runner.catch_up)
         self.requests = ForgetRequests(self, self.ledger)

@@ -8,6 +8,7 @@ forget in them stays `partial`, naming it, until it acknowledges.
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import secrets
@@ -309,3 +310,44 @@ def _provenance() -> dict:
     from factories import provenance
 
     return provenance(turn="t2")
+
+
+@pytest.mark.parametrize("backend", ["postgresql"])
+def test_a_forget_completes_only_when_every_hosts_vector_index_dropped_the_vectors(
+    settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two hosts (two data directories, so two vector indexes) on one database: the
+    forget waits for the other host, named, until its catch-up dropped the vectors."""
+    from jobs.projection_catchup import catch_up_all
+    from memory_ledger.crypto import MASTER_KEY_ENV, MasterKey
+
+    master = MasterKey.generate()  # every host of a deployment has the master key
+    monkeypatch.setenv(MASTER_KEY_ENV, base64.b64encode(master.material).decode())
+    other = Settings(tmp_path / "host-b", settings.postgres)
+
+    def other_host_catches_up() -> None:  # another process, with its own data directory
+        where = cli_location(other)
+        code, output = cli("jobs", "run-once", "projection-catchup", *where, "--json")
+        assert code == 0, output
+
+    with MemoryService(settings) as here:
+        alice = here.for_principal(ALICE)
+        secret = alice.remember(fact("locker", "code 4471")).item_id
+        alice.remember(fact("city", "Hangzhou"))
+        catch_up_all(here)  # this host's index holds vectors: it registers
+        other_host_catches_up()  # the other's too
+        hosts = sorted(s.name for s in here.subscribers.active() if s.every_namespace)
+        [theirs] = [h for h in hosts if h != here.subscribers.local]
+        assert len(hosts) == 2
+        report = alice.forget(secret)
+        assert report.status == "partial" and report.failed_stores == [f"subscriber:{theirs}"]
+        own = f"subscriber:{here.subscribers.local}"
+        assert [r.action for r in report.receipts if r.store == own] == ["dropped_here"]
+        code, output = cli("requests", *cli_location(settings), "--json")
+        [row] = [r for r in json.loads(output) if r["request_id"] == report.request_id]
+        waiting = [w["subscriber"] for w in row["waiting_for"]]
+        assert code == 0 and waiting == [theirs]  # named, while it has not caught up
+        other_host_catches_up()  # it drops the vectors, and acknowledges
+        assert here.ledger.latest_status(report.request_id) == "completed"
+    with MemoryService(other) as there:
+        assert there.stores.get("vector_index").verify_absent([secret]).absent

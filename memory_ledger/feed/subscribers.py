@@ -46,6 +46,7 @@ class Subscriber:
     deadline_hours: int
     added_by: str
     added_at: str
+    every_namespace: bool = False
 
     @property
     def store_name(self) -> str:
@@ -53,6 +54,8 @@ class Subscriber:
 
     def holds(self, namespace: str) -> bool:
         """Whether it keeps copies of this namespace (a tenant covers all of its own)."""
+        if self.every_namespace:
+            return True
         return any(namespace == n or namespace.startswith(n + "/") for n in self.namespaces)
 
     def to_dict(self) -> dict[str, Any]:
@@ -66,8 +69,10 @@ def _parse(text: str) -> datetime:
 class Subscribers:
     """The registered subscribers, and their acknowledgements, from the ledger."""
 
-    def __init__(self, ledger: LifecycleLedger) -> None:
+    def __init__(self, ledger: LifecycleLedger, local: str | None = None) -> None:
         self.ledger = ledger
+        #: This host's own name as a subscriber (its vector index: hosts.py), if any.
+        self.local = local
 
     def active(self) -> list[Subscriber]:
         found: dict[str, Subscriber] = {}
@@ -81,6 +86,7 @@ class Subscribers:
                     int(p["deadline_hours"]),
                     p["added_by"],
                     entry.recorded_at,
+                    bool(p.get("every_namespace", False)),
                 )
             else:
                 found.pop(p["name"], None)
@@ -99,6 +105,7 @@ class Subscribers:
         *,
         added_by: str,
         deadline_hours: int = DEFAULT_DEADLINE_HOURS,
+        every_namespace: bool = False,
     ) -> Subscriber:
         if not (isinstance(name, str) and _NAME.fullmatch(name)):
             raise InvalidWrite(
@@ -110,7 +117,7 @@ class Subscribers:
         if not 1 <= deadline_hours <= MAX_DEADLINE_HOURS:
             raise InvalidWrite(f"deadline_hours must be from 1 to {MAX_DEADLINE_HOURS}")
         spaces = tuple(dict.fromkeys(namespaces))
-        if not spaces:
+        if not spaces and not every_namespace:
             raise InvalidWrite("a subscriber holds at least one namespace; nothing was added")
         for namespace in spaces:
             if not (is_namespace(namespace) or is_namespace_part(namespace)):
@@ -127,10 +134,13 @@ class Subscribers:
             "namespaces": list(spaces),
             "deadline_hours": deadline_hours,
             "added_by": added_by,
+            "every_namespace": every_namespace,
         }
         entry_id = f"sub-{name}-{len(self._registrations(name)) + 1}"
         entry = self.ledger.append(entry_id, EntryType.SUBSCRIBER, payload)  # validates it
-        return Subscriber(name, spaces, deadline_hours, added_by, entry.recorded_at)
+        return Subscriber(
+            name, spaces, deadline_hours, added_by, entry.recorded_at, every_namespace
+        )
 
     def _registrations(self, name: str) -> list[str]:
         entries = self.ledger.entries_of_type(EntryType.SUBSCRIBER)
@@ -238,6 +248,13 @@ class SubscriberStore:
         if not self.subscriber.holds(namespace):
             return Receipt(self.name, "not_held", len(item_ids), "ok", {})
         acked = self.subscribers.acked(self.subscriber, request_id)
+        if self.subscriber.name == self.subscribers.local:
+            # This host: its vector index dropped them in this fan-out (vector_index), and
+            # says so in the ledger, where a retry run by another host finds it.
+            if acked is None:
+                name = self.subscriber.name
+                self.subscribers._record_ack(self.subscriber, request_id, len(item_ids), name)
+            return Receipt(self.name, "dropped_here", len(item_ids), "ok", {})
         if acked is not None:
             return Receipt(self.name, "acknowledged", len(item_ids), "ok", {})
         deadline = self.subscribers.deadline(self.subscriber, request_id)

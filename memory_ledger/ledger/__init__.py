@@ -414,9 +414,17 @@ class SubscriberPayload(_Payload):
     acknowledge an erasure before the request shows it overdue."""
 
     name: Code
-    namespaces: Annotated[tuple[LedgerNamespace | LedgerId, ...], Field(min_length=1)]
+    namespaces: Annotated[tuple[LedgerNamespace | LedgerId, ...], Field(max_length=1000)]
     deadline_hours: Annotated[int, Field(strict=True, ge=1, le=24 * 366)]
     added_by: Actor
+    #: A host's vector index (memory_ledger/feed/hosts.py): a copy of every namespace.
+    every_namespace: StrictBool = False
+
+    @model_validator(mode="after")
+    def _holds_something(self) -> SubscriberPayload:
+        if not self.namespaces and not self.every_namespace:
+            raise ValueError("a subscriber holds at least one namespace")
+        return self
 
 
 class SubscriberRetiredPayload(_Payload):
