@@ -38,7 +38,12 @@ from sqlalchemy import (
 from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 
 from memory_ledger.config import SQLITE_HEADER, Settings
-from memory_ledger.errors import BackendUnavailable, MemoryLedgerError, ProjectionsDamaged
+from memory_ledger.errors import (
+    BackendUnavailable,
+    InvalidWrite,
+    MemoryLedgerError,
+    ProjectionsDamaged,
+)
 from memory_ledger.event_log import EventLog
 from memory_ledger.forgetting.residue import checkpoint_evidence
 from projections.base import Projection, metadata
@@ -61,7 +66,6 @@ tracking = Table(
 )
 
 DEFAULT_BATCH = 1000
-LOCK_ROW = "__runner_lock__"
 
 
 def all_projections(log: EventLog | None = None) -> list[Projection]:
@@ -162,7 +166,7 @@ class ProjectionRunner:
     def _ensure_tracking_rows(self) -> None:
         with self.engine.begin() as conn:
             present = set(conn.execute(select(tracking.c.name)).scalars())
-            wanted = [LOCK_ROW, *(p.name for p in self.projections)]
+            wanted = [p.name for p in self.projections]
             missing = [{"name": n, "position": 0} for n in wanted if n not in present]
             if missing:
                 try:
@@ -178,18 +182,32 @@ class ProjectionRunner:
         return {p.name: int(found.get(p.name, 0)) for p in self.projections}
 
     def _lock(self, conn: Connection) -> dict[str, int]:
-        """Serialise runners across processes, then read positions under the lock.
+        """Serialise runners of the same projections across processes, then read the
+        positions under the lock.
 
-        A no-op UPDATE of one sentinel row takes SQLite's write lock or a PostgreSQL row
-        lock before we read; one row, so two runners can never deadlock on lock order,
-        and never apply the same batch twice.
+        A no-op UPDATE of each of this runner's projections' tracking rows, one at a
+        time in name order, takes SQLite's write lock or PostgreSQL row locks before we
+        read: two runners sharing a projection never apply the same batch twice, and,
+        all taking rows in the same order, never deadlock; runners of different
+        projections (`memory-ledger run --projection NAME`, one process each) go side
+        by side on PostgreSQL.
         """
-        conn.execute(
-            tracking.update()
-            .where(tracking.c.name == LOCK_ROW)
-            .values(position=tracking.c.position)
-        )
+        for name in sorted(p.name for p in self.projections):
+            conn.execute(
+                tracking.update()
+                .where(tracking.c.name == name)
+                .values(position=tracking.c.position)
+            )
         return self.positions(conn)
+
+    def only(self, names: Sequence[str]) -> ProjectionRunner:
+        """A runner of just the named projections, on the same log and database."""
+        unknown = sorted(set(names) - {p.name for p in self.projections})
+        if unknown:
+            known = [p.name for p in self.projections]
+            raise InvalidWrite(f"unknown projection(s) {unknown}; known: {known}")
+        chosen = [p for p in self.projections if p.name in names]
+        return ProjectionRunner(self.log, self.engine, chosen, self.batch_size)
 
     def catch_up(self, progress: Progress | None = None) -> int:
         """Apply every event not yet applied; returns how many notifications were read.

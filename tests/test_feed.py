@@ -16,6 +16,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -351,3 +352,44 @@ def test_a_forget_completes_only_when_every_hosts_vector_index_dropped_the_vecto
         assert here.ledger.latest_status(report.request_id) == "completed"
     with MemoryService(other) as there:
         assert there.stores.get("vector_index").verify_absent([secret]).absent
+
+
+def test_projection_runners_in_their_own_processes_acknowledge_like_subscribers(
+    settings: Settings, where: list[str]
+) -> None:
+    """`run --projection NAME`, one process per projection, side by side: each tracks
+    its own position, registers, and a forget waits for each to pass its tombstones."""
+    with MemoryService(settings) as service:
+        alice = service.for_principal(ALICE)
+        secret = alice.remember(fact("locker", "code 4471")).item_id
+    runners = [
+        subprocess.Popen(
+            [sys.executable, "-m", "memory_ledger.cli", "run", "--projection", name,
+             "--interval", "0.2", "--duration", "8", *where],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        )
+        for name in ("facts", "catalog")
+    ]  # fmt: skip
+    try:
+        with MemoryService(settings) as service:
+            deadline = time.monotonic() + 30
+            names: set[str] = set()
+            while names != {"runner-facts", "runner-catalog"} and time.monotonic() < deadline:
+                names = {s.name for s in service.subscribers.active()} & {
+                    "runner-facts",
+                    "runner-catalog",
+                }
+                time.sleep(0.1)
+            assert names == {"runner-facts", "runner-catalog"}
+            report = service.for_principal(ALICE).forget(secret)
+            # Partial until both runners' next ticks passed the tombstone (here the forget
+            # itself caught the tables up, so both acknowledge at their next tick).
+            while service.ledger.latest_status(report.request_id) != "completed":
+                assert time.monotonic() < deadline, service.requests.report(report.request_id)
+                time.sleep(0.1)
+            acks = [e for e in service.ledger.entries(report.request_id) if e.entry_type == "ack"]
+            assert {a.payload["subscriber"] for a in acks} >= {"runner-facts", "runner-catalog"}
+    finally:
+        for runner in runners:
+            runner.wait(30)
+    assert [r.returncode for r in runners] == [0, 0], [r.stderr.read() for r in runners]

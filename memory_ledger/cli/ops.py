@@ -163,18 +163,32 @@ def run(
             f"{MIN_CONSOLIDATE_EVERY:.10g} to {MAX_CONSOLIDATE_EVERY:.10g}.",
         ),
     ] = None,
+    projection: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--projection",
+            help="Run only this projection (repeatable), in this process, and nothing else.",
+        ),
+    ] = None,
     data_dir: DataDir = None,
     url: Url = None,
 ) -> None:
     """Keep projections caught up (and consolidate new turns) on a schedule (APScheduler),
     with the other lifecycle jobs on theirs (`jobs list`). SIGINT or SIGTERM: the running
-    jobs finish, one last catch-up runs, exit 0."""
+    jobs finish, one last catch-up runs, exit 0. With --projection, this process runs
+    just those projections (one process per projection is the scale-out shape)."""
     try:  # typer checks the ranges; this also refuses NaN and a zero duration
         check_schedule(interval, duration, consolidate_every)
     except InvalidWrite as exc:
         fail(exc, False)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("apscheduler").setLevel(logging.WARNING)  # not two lines per tick
+    if projection:
+        from jobs.projection_runner import run_projections
+
+        with open_service(data_dir, url, False) as service:
+            run_projections(service, projection, interval, duration)
+        return
     with open_service(data_dir, url, False) as service:
         run_catchup_job(
             service, interval=interval, duration=duration, consolidate_every=consolidate_every

@@ -26,14 +26,12 @@ from typing import TYPE_CHECKING
 from memory_ledger.errors import ConfigurationError, NotFound
 from memory_ledger.ledger import EntryType
 from memory_ledger.restoring import write_atomically
-from projections.events import decode_clear
 
 if TYPE_CHECKING:
     from memory_ledger.api import MemoryService
 
 HOST_FILE = "host.json"
 HOST_DEADLINE_HOURS = 1
-_BATCH = 1000
 
 
 def host_name(data_dir: Path) -> str:
@@ -55,57 +53,49 @@ def host_name(data_dir: Path) -> str:
 
 def catch_up_vectors(service: MemoryService) -> int:
     """Catch this host's vector index up; on PostgreSQL, then acknowledge every request
-    whose tombstones it has just applied (registering the host first, once it holds
-    vectors). Returns the notifications read."""
-    before = service.vectors.status()["position"]
+    waiting for this host whose tombstones the index has applied (registering the host
+    first, once it holds vectors). Returns the notifications read."""
     read = service.vectors.catch_up()
     if service.settings.postgres is None:
         return read
     status = service.vectors.status()
-    if status["rows"] == 0 and not _registered(service):
-        return read  # no copies here: nothing to wait for
-    if not _registered(service):
-        service.subscribers.add(
-            service.subscribers.local,  # type: ignore[arg-type]
-            [],
-            every_namespace=True,
-            added_by="host",
-            deadline_hours=HOST_DEADLINE_HOURS,
-        )
-    acknowledge_applied(service, before, status["position"])
+    name = str(service.subscribers.local)
+    if ensure_registered(service, name, holds_copies=status["rows"] > 0):
+        acknowledge_applied(service, name, status["position"])
     return read
 
 
-def _registered(service: MemoryService) -> bool:
+def ensure_registered(
+    service: MemoryService, name: str, *, holds_copies: bool, added_by: str = "host"
+) -> bool:
+    """Whether `name` is registered as a subscriber of every namespace, registering it
+    now if it holds copies. False: it holds none and is not registered."""
     try:
-        service.subscribers.get(str(service.subscribers.local))
+        service.subscribers.get(name)
+        return True
     except NotFound:
-        return False
+        if not holds_copies:
+            return False
+    service.subscribers.add(
+        name, [], every_namespace=True, added_by=added_by, deadline_hours=HOST_DEADLINE_HOURS
+    )
     return True
 
 
-def acknowledge_applied(service: MemoryService, before: int, after: int) -> list[str]:
-    """Ack (and run again) every unfinished request waiting for this host whose
-    tombstones lie in (before, after]: the index has dropped their vectors."""
-    name = str(service.subscribers.local)
+def acknowledge_applied(service: MemoryService, name: str, position: int) -> list[str]:
+    """Ack (and run again) every unfinished request waiting for subscriber `name` whose
+    tombstones lie at or before `position`, the log position its copy has applied."""
     subscriber = service.subscribers.get(name)
-    requests: set[str] = set()
-    position = before
-    while position < after:
-        batch = service.log.notifications(position, min(_BATCH, after - position))
-        if not batch:
-            break
-        for event in decode_clear(service.log, batch):
-            if event.name == "Erased" and event.attrs.get("request_id"):
-                requests.add(str(event.attrs["request_id"]))
-        position = batch[-1].id
     acked = []
-    statuses = service.ledger.latest_statuses()
-    for request_id in sorted(requests):
-        if statuses.get(request_id) != "partial":
+    for request_id, status in service.ledger.latest_statuses().items():
+        if status != "partial":
             continue
         if subscriber.store_name not in service.requests.report(request_id).failed_stores:
             continue
+        entries = service.ledger.entries(request_id)
+        placed = [e.payload["position"] for e in entries if e.entry_type is EntryType.TOMBSTONE]
+        if placed and max(placed) > position:
+            continue  # not applied yet: a later catch-up acknowledges it
         if service.subscribers.acked(subscriber, request_id) is None:
             service.ledger.append(
                 request_id,
