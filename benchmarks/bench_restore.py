@@ -98,7 +98,7 @@ def run(store: Store, items: int, erase: int, console: Console) -> dict[str, Any
         ledger = service.for_principal(Principal("acme", f"user{user}"))
         share = range(user, items, USERS)
         for start in range(0, len(share), 500):
-            writes = [_fact(i) for i in share[start : start + 500]]
+            writes = [note_fact(i) for i in share[start : start + 500]]
             ids += [(r.item_id, ledger) for r in ledger.remember_many(writes)]
     service.runner.catch_up()
     service.vectors.catch_up()
@@ -177,7 +177,8 @@ def _timed_tombstone(replay: dict[str, float]):  # type: ignore[no-untyped-def]
     return undo
 
 
-def _fact(i: int) -> dict:
+def note_fact(i: int) -> dict:
+    """Fact number `i` of a filled store (the restore, feed and tombstone benchmarks')."""
     return {
         "kind": "fact",
         "subject": "user",

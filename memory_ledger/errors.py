@@ -121,4 +121,4 @@ class CursorGone(MemoryLedgerError):
     backup since, or the cursor is not one of this store's): resynchronise from a
     snapshot of the namespace, which carries the cursor to continue from."""
 
-    exit_code = 9
+    exit_code = 11

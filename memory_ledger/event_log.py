@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.application import AggregateNotFoundError, Application, project_aggregate
+from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.persistence import Notification, StoredEvent
 from eventsourcing.utils import get_topic
 
@@ -262,50 +262,47 @@ class EventLog:
         `get` per item is two queries: its snapshot, then its events, so a restore's
         replay of thousands of tombstones paid thousands of round trips). Items the log
         does not hold are absent from the answer."""
+        stored: dict[UUID, list[StoredEvent]] = {}
+        for event in self._stored_events(item_ids, first_only=False):
+            stored.setdefault(event.originator_id, []).append(event)
+        out: dict[UUID, MemoryItem] = {}
+        mapper = self.app.mapper
+        for item_id, events in stored.items():
+            item: Any = None
+            for event in events:  # the library's projector asserts a runtime Protocol per
+                item = mapper.to_domain_event(event).mutate(item)  # event: a third of the cost
+            if isinstance(item, MemoryItem):
+                out[item_id] = item
+        return out
+
+    def first_events(self, item_ids: Sequence[UUID]) -> dict[UUID, Any]:
+        """Each item's `Recorded` event, decoded (its namespace and kind never change);
+        items the log does not hold are absent."""
+        return {
+            e.originator_id: self.app.mapper.to_domain_event(e)
+            for e in self._stored_events(item_ids, first_only=True)
+        }
+
+    def _stored_events(self, item_ids: Sequence[UUID], *, first_only: bool) -> list[StoredEvent]:
+        """The items' stored events (or only their first), in item and version order,
+        one query per 500 ids."""
         p = self.key_sql.param
         sqlite = self.settings.postgres is None
-        stored: dict[UUID, list[StoredEvent]] = {}
+        first = "originator_version = 1 AND " if first_only else ""
+        out: list[StoredEvent] = []
         with self.recorder.datastore.transaction(commit=False) as cursor:
             for start in range(0, len(item_ids), 500):
                 chunk = item_ids[start : start + 500]
                 cursor.execute(
                     "SELECT originator_id, originator_version, topic, state "
-                    f"FROM {self.events_table} WHERE originator_id IN "
+                    f"FROM {self.events_table} WHERE {first}originator_id IN "
                     f"({', '.join([p] * len(chunk))}) ORDER BY originator_id, originator_version",
                     tuple(i.hex if sqlite else i for i in chunk),
                 )
                 for row in cursor.fetchall():
                     ident, version, topic, state = values(row)
                     item_id = UUID(_uuid_text(ident))
-                    event = StoredEvent(item_id, int(version), str(topic), bytes(state))
-                    stored.setdefault(item_id, []).append(event)
-        out: dict[UUID, MemoryItem] = {}
-        for item_id, events in stored.items():
-            item = project_aggregate(None, (self.app.mapper.to_domain_event(e) for e in events))
-            if isinstance(item, MemoryItem):
-                out[item_id] = item
-        return out
-
-    def first_events(self, item_ids: Sequence[UUID]) -> dict[UUID, Any]:
-        """Each item's `Recorded` event, decoded (its namespace and kind never change), in
-        one query per 500 ids; items the log does not hold are absent."""
-        p = self.key_sql.param
-        sqlite = self.settings.postgres is None
-        out: dict[UUID, Any] = {}
-        with self.recorder.datastore.transaction(commit=False) as cursor:
-            for start in range(0, len(item_ids), 500):
-                chunk = item_ids[start : start + 500]
-                cursor.execute(
-                    "SELECT originator_id, originator_version, topic, state "
-                    f"FROM {self.events_table} WHERE originator_version = 1 AND originator_id "
-                    f"IN ({', '.join([p] * len(chunk))})",
-                    tuple(i.hex if sqlite else i for i in chunk),
-                )
-                for row in cursor.fetchall():
-                    ident, version, topic, state = values(row)
-                    item_id = UUID(_uuid_text(ident))
-                    stored = StoredEvent(item_id, int(version), str(topic), bytes(state))
-                    out[item_id] = self.app.mapper.to_domain_event(stored)
+                    out.append(StoredEvent(item_id, int(version), str(topic), bytes(state)))
         return out
 
     def meta(self, name: str) -> str | None:

@@ -250,7 +250,7 @@ def test_the_feed_and_subscriber_commands(service: MemoryService, where: list[st
     code, output = cli("feed", "--after", lines[-1]["cursor"], *where, "--json")
     assert code == 0 and output.strip() == ""
     code, output = cli("feed", "--after", "ep0.1.0", *where)
-    assert code == 9 and "Resynchronise" in output and "Traceback" not in output
+    assert code == 11 and "Resynchronise" in output and "Traceback" not in output
     code, output = cli("subscribers", "list", *where, "--json")
     assert json.loads(output)["subscribers"][0]["pending"] == [report.request_id]
     code, output = cli("ack", "crm", report.request_id, *where, "--json")

@@ -57,6 +57,7 @@ Url = Annotated[
     typer.Option("--url", envvar=URL_ENV, help="Database URL, e.g. postgresql://user@host/db."),
 ]
 Json = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+Actor = Annotated[str, typer.Option("--by", help="Who does this (an identifier), for the ledger.")]
 Namespace = Annotated[
     str,
     typer.Option(

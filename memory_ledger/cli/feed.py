@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from memory_ledger.cli.common import (
+    Actor,
     DataDir,
     Json,
     Url,
@@ -23,7 +24,6 @@ from memory_ledger.feed.subscribers import DEFAULT_DEADLINE_HOURS, MAX_DEADLINE_
 subscribers_app = typer.Typer(help="Subscribers that keep copies and acknowledge erasures.")
 app.add_typer(subscribers_app, name="subscribers")
 
-Actor = Annotated[str, typer.Option("--by", help="Who does this (an identifier), for the ledger.")]
 Subscriber = Annotated[
     str | None,
     typer.Option(

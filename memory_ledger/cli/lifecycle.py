@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from memory_ledger.cli.common import (
+    Actor,
     DataDir,
     Json,
     Namespace,
@@ -28,8 +29,6 @@ policy_app = typer.Typer(help="The retention policy: show it, diff a new version
 hold_app = typer.Typer(help="Legal holds: block every deletion in a scope until lifted.")
 app.add_typer(policy_app, name="policy")
 app.add_typer(hold_app, name="hold")
-
-Actor = Annotated[str, typer.Option("--by", help="Who does this (an identifier), for the ledger.")]
 
 
 @policy_app.command("show")
