@@ -61,7 +61,11 @@ _FOLLOW = textwrap.dedent("""
             if mode == "lag" and notice.type == "memory_recorded":
                 print(notice.item_id, time.time(), flush=True)
             elif mode == "ack" and notice.type == "item_erased":
-                service.subscribers.ack(service, name, notice.request_id)
+                try:
+                    service.subscribers.ack(service, name, notice.request_id)
+                except Exception as exc:
+                    print("ack failed", type(exc).__name__, exc, file=sys.stderr, flush=True)
+                    raise
             elif mode == "read" and notice.type == "memory_recorded":
                 last = time.time()
         if mode == "read":

@@ -102,6 +102,6 @@ def acknowledge_applied(service: MemoryService, name: str, position: int) -> lis
                 EntryType.ACK,
                 {"subscriber": name, "targets": 0, "by": name, "retired": False},
             )
-        service.requests.resume(request_id)
+        service.subscribers.settle(service, request_id)
         acked.append(request_id)
     return acked

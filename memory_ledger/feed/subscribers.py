@@ -36,6 +36,7 @@ MAX_SUBSCRIBERS = 200
 DEFAULT_DEADLINE_HOURS = 24
 AWAITING = "awaiting_ack"
 MAX_DEADLINE_HOURS = 24 * 366
+MAX_SETTLE = 5  # retries after an ack whose status another retry made stale
 _NAME = re.compile(r"[a-z][a-z0-9_-]{0,47}")
 
 
@@ -158,7 +159,7 @@ class Subscribers:
         )
         for request_id, targets in pending:
             self._record_ack(subscriber, request_id, targets, retired_by, retired=True)
-            service.requests.resume(request_id)
+            self.settle(service, request_id)
         return [request_id for request_id, _ in pending]
 
     def ack(self, service: MemoryService, name: str, request_id: str) -> dict[str, Any]:
@@ -174,13 +175,32 @@ class Subscribers:
         recorded = self.acked(subscriber, request_id) is None
         if recorded:
             self._record_ack(subscriber, request_id, len(report.all_targets), name)
-        status = service.requests.resume(request_id).status if recorded else report.status
+        status = self.settle(service, request_id) if recorded else report.status
         return {
             "subscriber": name,
             "request_id": request_id,
             "recorded": recorded,
             "status": status,
         }
+
+    def settle(self, service: MemoryService, request_id: str) -> str:
+        """Run the request again after an ack, and again while its latest status still
+        waits for a subscriber whose ack is recorded: acks of several subscribers run
+        their retries at once, and the one finishing last may have read the acks before
+        the others were written. The process that writes a status checks it afterwards,
+        so the last status written is never a stale one."""
+        status = service.requests.recheck(request_id).status
+        for _ in range(MAX_SETTLE):
+            report = service.requests.report(request_id)
+            acked = {
+                f"{SUBSCRIBER_PREFIX}{e.payload['subscriber']}"
+                for e in self.ledger.entries(request_id)
+                if e.entry_type is EntryType.ACK
+            }
+            if report.status != "partial" or not acked & set(report.failed_stores):
+                return report.status
+            status = service.requests.recheck(request_id).status
+        return status
 
     def _record_ack(
         self, subscriber: Subscriber, request_id: str, targets: int, by: str, retired: bool = False

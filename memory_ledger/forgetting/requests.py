@@ -348,6 +348,26 @@ class ForgetRequests:
             return self._execute_redaction(report, None)
         return self._execute(report)
 
+    def recheck(self, request_id: str) -> RequestReport:
+        """After an acknowledgement: if every store the request still waits for is a
+        registered subscriber, ask just them again (their receipt is their ack in the
+        ledger) and record the status; the other stores' receipts stand from the
+        attempt before. Anything else runs the request again (`resume`). Several
+        subscribers acknowledging at once then cost a ledger read each, not a fan-out
+        (with its VACUUMs) each."""
+        report = self.report(request_id)
+        if report.status != "partial":
+            return report
+        subscribers = {s.name: s for s in self.service.stores if hasattr(s, "erase_for")}
+        if not set(report.failed_stores) <= set(subscribers):
+            return self.resume(request_id)
+        targets = report.all_targets
+        receipts = [
+            subscribers[name].erase_for(request_id, report.namespace, targets)
+            for name in report.failed_stores
+        ]
+        return self._finish(report, receipts)
+
     def resume_unfinished(self) -> list[RequestReport]:
         unfinished = [
             r for r, status in self.ledger.latest_statuses().items() if status in UNFINISHED
