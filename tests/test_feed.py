@@ -393,3 +393,28 @@ def test_projection_runners_in_their_own_processes_acknowledge_like_subscribers(
         for runner in runners:
             runner.wait(30)
     assert [r.returncode for r in runners] == [0, 0], [r.stderr.read() for r in runners]
+
+
+def test_three_subscribers_acknowledging_at_once_complete_the_request(
+    service: MemoryService, where: list[str]
+) -> None:
+    """Concurrent acks: each retry reads the acks written so far, and the one writing
+    last may have read before the others were in; the request still ends completed."""
+    names = ["crm", "search", "cache"]
+    for name in names:
+        service.subscribers.add(name, ["acme/alice"], added_by="ops")
+    alice = service.for_principal(ALICE)
+    report = alice.forget(alice.remember(fact("city", "Hangzhou")).item_id)
+    assert sorted(report.failed_stores) == sorted(f"subscriber:{n}" for n in names)
+    acks = [
+        subprocess.Popen(
+            [sys.executable, "-m", "memory_ledger.cli", "ack", name, report.request_id, *where],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        for name in names
+    ]
+    assert [a.wait(60) for a in acks] == [0, 0, 0], [a.stderr.read() for a in acks]
+    assert service.ledger.latest_status(report.request_id) == "completed"
+    kinds = [e.entry_type for e in service.ledger.entries(report.request_id)]
+    assert kinds.count("ack") == 3
