@@ -3,6 +3,7 @@ list|add|retire` and `ack`. Thin: each calls memory_ledger/feed."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Annotated
 
 import typer
@@ -19,6 +20,7 @@ from memory_ledger.cli.common import (
     out,
     terminal_safe,
 )
+from memory_ledger.feed.feed import ChangeFeed, Notice
 from memory_ledger.feed.subscribers import DEFAULT_DEADLINE_HOURS, MAX_DEADLINE_HOURS
 
 subscribers_app = typer.Typer(help="Subscribers that keep copies and acknowledge erasures.")
@@ -76,7 +78,7 @@ def feed(
         if follow:
             notices = changes.subscribe(after, subscriber=subscriber, timeout=timeout)
         else:
-            notices = iter(_everything(changes, after, subscriber))
+            notices = _everything(changes, after, subscriber)
         last = after
         try:
             for notice in notices:
@@ -98,7 +100,7 @@ def feed(
             out.print(f"cursor: {last}", highlight=False)
 
 
-def _everything(changes, after, subscriber):  # type: ignore[no-untyped-def]
+def _everything(changes: ChangeFeed, after: str | None, subscriber: str | None) -> Iterator[Notice]:
     """Every notice there is now, page by page."""
     cursor = after
     while True:
