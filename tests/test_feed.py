@@ -21,21 +21,26 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from factories import cli, cli_location, fact, preference
+from factories import cli, cli_location, fact, preference, provenance
 
 from memory_ledger.api import MemoryService
 from memory_ledger.config import Settings
 from memory_ledger.errors import CursorGone, InvalidWrite, NotFound, StaleDerivation
+from memory_ledger.feed.feed import Notice
 from memory_ledger.principal import Principal
 
 ALICE = Principal("acme", "alice")
 BOB = Principal("acme", "bob")
 
 
-def _all(service: MemoryService, after: str | None = None, subscriber: str | None = None):  # type: ignore[no-untyped-def]
-    out, cursor = [], after
+def _all(
+    service: MemoryService, after: str | None = None, subscriber: str | None = None
+) -> list[Notice]:
+    """Every notice after `after`, read in pages of 3 (so paging is exercised)."""
+    out: list[Notice] = []
+    cursor = after
     while True:
-        page = service.feed.read(cursor, subscriber=subscriber, limit=3)  # small pages
+        page = service.feed.read(cursor, subscriber=subscriber, limit=3)
         out += page.notices
         cursor = page.cursor
         if page.caught_up:
@@ -46,7 +51,7 @@ def test_notices_come_in_log_order_and_resume_from_any_cursor(service: MemorySer
     alice = service.for_principal(ALICE)
     city = alice.remember(fact("city", "Hangzhou")).item_id
     alice.remember(preference("seat", "window"))
-    alice.update(city, {"value": "Ningbo", "provenance": _provenance()})
+    alice.update(city, {"value": "Ningbo", "provenance": provenance(turn="t2")})
     alice.suppress(city)
     alice.unsuppress(city)
     forgotten = alice.forget(city)
@@ -305,12 +310,6 @@ def _location(settings: Settings) -> list[str | None]:
     where = cli_location(settings)
     url = where[where.index("--url") + 1] if "--url" in where else None
     return [str(settings.data_dir), url]
-
-
-def _provenance() -> dict:
-    from factories import provenance
-
-    return provenance(turn="t2")
 
 
 @pytest.mark.parametrize("backend", ["postgresql"])
