@@ -42,7 +42,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from benchmarks.bench_core import BACKENDS, DEFAULT_PG_URL, Store, fresh_store
+from benchmarks.bench_core import Store, add_common_options, fresh_store, parse_common
 from benchmarks.bench_restore import note_fact
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "feed.json"
@@ -78,11 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--writes", type=int, default=200)
     parser.add_argument("--events", type=int, default=20_000)
     parser.add_argument("--forgets", type=int, default=20)
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--backends", default=",".join(BACKENDS))
-    parser.add_argument("--pg-url", default=DEFAULT_PG_URL)
+    add_common_options(parser)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    args = parser.parse_args(argv)
+    args = parse_common(parser, argv)
     if args.quick:
         args.writes, args.events, args.forgets = 50, 2_000, 5
     for name, low, high in (
@@ -92,16 +90,13 @@ def main(argv: list[str] | None = None) -> int:
     ):
         if not low <= getattr(args, name) <= high:
             parser.error(f"--{name} must be from {low:,} to {high:,}")
-    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
-    if not backends or any(b not in BACKENDS for b in backends):
-        parser.error(f"--backends takes a comma-separated list of {', '.join(BACKENDS)}")
     os.environ.setdefault("MEMORY_LEDGER_EMBEDDER", "hashing")
     from memory_ledger.crypto import MASTER_KEY_ENV, MasterKey
 
     os.environ[MASTER_KEY_ENV] = base64.b64encode(MasterKey.generate().material).decode()
     console = Console()
     results = []
-    for backend in backends:
+    for backend in args.backends:
         with fresh_store(backend, args.pg_url) as store:
             console.log(f"{backend}: lag, throughput, forget to completed ...")
             results.append(run(store, args.writes, args.events, args.forgets))

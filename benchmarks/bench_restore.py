@@ -33,7 +33,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from benchmarks.bench_core import BACKENDS, DEFAULT_PG_URL, Store, fresh_store, pg_connect
+from benchmarks.bench_core import Store, add_common_options, fresh_store, parse_common, pg_connect
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "restore.json"
 USERS = 20
@@ -43,22 +43,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_restore")
     parser.add_argument("--items", type=int, default=100_000)
     parser.add_argument("--erase", type=int, default=1_000)
-    parser.add_argument("--quick", action="store_true", help="5,000 items, 100 erased")
-    parser.add_argument("--backends", default=",".join(BACKENDS))
-    parser.add_argument("--pg-url", default=DEFAULT_PG_URL)
+    add_common_options(parser)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    args = parser.parse_args(argv)
+    args = parse_common(parser, argv)
     if args.quick:
         args.items, args.erase = 5_000, 100
     if not 1 <= args.erase <= args.items <= 10_000_000:
         parser.error("1 <= --erase <= --items <= 10,000,000")
-    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
-    if not backends or any(b not in BACKENDS for b in backends):
-        parser.error(f"--backends takes a comma-separated list of {', '.join(BACKENDS)}")
     os.environ.setdefault("MEMORY_LEDGER_EMBEDDER", "hashing")
     console = Console()
     results = []
-    for backend in backends:
+    for backend in args.backends:
         with fresh_store(backend, args.pg_url) as store:
             results.append(run(store, args.items, args.erase, console))
     table = Table(title="backup, restore and drill")

@@ -5,6 +5,7 @@ Run from the repository root:
 
     python -m benchmarks.bench_tombstones                 # 100,000 items, both backends
     python -m benchmarks.bench_tombstones --items 20000 --backends sqlite
+    python -m benchmarks.bench_tombstones --quick            # 10,000 items, 2 rounds
 
 A store of `--items` facts in one namespace; then rounds of 1,000 tombstones each,
 alternating between the baseline (each item read with `EventLog.get`: the library's
@@ -28,7 +29,7 @@ from uuid import UUID
 from rich.console import Console
 from rich.table import Table
 
-from benchmarks.bench_core import BACKENDS, DEFAULT_PG_URL, fresh_store
+from benchmarks.bench_core import add_common_options, fresh_store, parse_common
 from benchmarks.bench_restore import note_fact
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "tombstones.json"
@@ -39,19 +40,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_tombstones")
     parser.add_argument("--items", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=4)
-    parser.add_argument("--backends", default=",".join(BACKENDS))
-    parser.add_argument("--pg-url", default=DEFAULT_PG_URL)
+    add_common_options(parser)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    args = parser.parse_args(argv)
+    args = parse_common(parser, argv)
+    if args.quick:
+        args.items, args.rounds = 10_000, 2
     if not 1 <= args.rounds <= 20 or not 2 * ROUND * args.rounds <= args.items <= 5_000_000:
         parser.error("1 <= --rounds <= 20, and --items from 2,000 x rounds to 5,000,000")
-    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
-    if not backends or any(b not in BACKENDS for b in backends):
-        parser.error(f"--backends takes a comma-separated list of {', '.join(BACKENDS)}")
     os.environ.setdefault("MEMORY_LEDGER_EMBEDDER", "hashing")
     console = Console()
     results = []
-    for backend in backends:
+    for backend in args.backends:
         with fresh_store(backend, args.pg_url) as store:
             console.log(f"{backend}: filling {args.items:,} items ...")
             results.append({"backend": backend, **run(store.settings, args.items, args.rounds)})

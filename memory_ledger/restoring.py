@@ -16,12 +16,12 @@ the others).
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 from memory_ledger.config import Settings
 from memory_ledger.errors import ConfigurationError
+from projections.vector_files import write_atomic
 
 MARKER_FILE = "RESTORING.json"
 MARKER_TABLE = "memory_ledger_restoring"
@@ -74,7 +74,7 @@ class RestoreMarker:
         body = json.dumps(state)
         if self.settings.postgres is None:
             self.settings.data_dir.mkdir(parents=True, exist_ok=True)
-            write_atomically(self._file, body.encode("utf-8"))
+            write_atomic(self._file.parent, self._file.name, body.encode("utf-8"))
             return
         with self.settings.schema_lock(), self.settings._pg_connect() as conn:
             conn.execute(
@@ -115,13 +115,3 @@ def refuse_while_restoring(settings: Settings) -> None:
             "restore finishes; run `memory-ledger restore` with the same backup again to "
             "finish it"
         )
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """Write a file whole or not at all (a temporary beside it, synced, then renamed)."""
-    temporary = path.with_name(f".{path.name}.writing")
-    with open(temporary, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)

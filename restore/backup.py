@@ -44,9 +44,9 @@ from memory_ledger.config import Settings
 from memory_ledger.crypto import MasterKey
 from memory_ledger.errors import ConfigurationError, InvalidWrite
 from memory_ledger.ledger import EntryType, LifecycleLedger
-from memory_ledger.restoring import write_atomically
 from memory_ledger.times import AwareDatetime, canonical_time
 from memory_ledger.write_policy import StrictModel
+from projections.vector_files import write_atomic
 from restore import pg_snapshot
 
 FORMAT_VERSION = 1
@@ -162,7 +162,7 @@ def create(
         wrapped_file_key=base64.b64encode(master.wrap(backup_id, 1, file_key)).decode(),
         files=(ManifestFile(name=SEALED_EVENTS, sha256=_sha256(sealed), size=len(sealed)),),
     )
-    write_atomically(target / MANIFEST, manifest.model_dump_json(indent=2).encode())
+    write_atomic(target, MANIFEST, manifest.model_dump_json(indent=2).encode())
     from restore.store import register  # the data map's backups store reads the registry
 
     register(settings.data_dir, target)

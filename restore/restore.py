@@ -49,9 +49,10 @@ from memory_ledger.feed.feed import EPOCH, EPOCH_START
 from memory_ledger.forgetting.residue_check import RESIDUE_KEY_PREFIX
 from memory_ledger.keystore import KeyDestruction
 from memory_ledger.ledger import EntryType, LedgerEntry, LifecycleLedger
-from memory_ledger.restoring import RestoreMarker, write_atomically
+from memory_ledger.restoring import RestoreMarker
 from memory_ledger.times import canonical_time
 from projections.keyword_index import INDEX_KEY_PREFIX
+from projections.vector_files import write_atomic
 from projections.vector_index import VECTORS_DIR
 from restore import pg_snapshot
 from restore.backup import EVENTS_TABLES, Backup, open_verified
@@ -323,7 +324,7 @@ def _load(data: bytes, settings: Settings, master: MasterKey) -> None:
     if settings.postgres is None:
         for suffix in ("-wal", "-shm"):
             Path(f"{settings.events_path}{suffix}").unlink(missing_ok=True)
-        write_atomically(settings.events_path, data)
+        write_atomic(settings.data_dir, settings.events_path.name, data)
     else:
         with settings.schema_lock():
             EventLog(settings, master).close()  # the tables, on an empty database

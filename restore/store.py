@@ -25,7 +25,8 @@ from uuid import UUID
 from memory_ledger.errors import ConfigurationError, NotFound
 from memory_ledger.stores import Evidence, Receipt
 from memory_ledger.times import canonical_time
-from restore.backup import Backup, read_manifest, write_atomically
+from projections.vector_files import write_atomic
+from restore.backup import Backup, read_manifest
 
 if TYPE_CHECKING:
     from memory_ledger.api import MemoryService
@@ -117,4 +118,4 @@ def _paths(data_dir: Path) -> list[Path]:
 
 def _write(data_dir: Path, paths: list[Path]) -> None:
     listed = json.dumps({"backups": [str(p) for p in paths]}, indent=2)
-    write_atomically(Path(data_dir) / REGISTRY, listed.encode("utf-8"))
+    write_atomic(Path(data_dir), REGISTRY, listed.encode("utf-8"))

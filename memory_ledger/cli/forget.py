@@ -184,6 +184,7 @@ def requests(data_dir: DataDir = None, url: Url = None, as_json: Json = False) -
     """Every forget request in the lifecycle ledger, with its latest status."""
     with open_service(data_dir, url, as_json) as service:
         rows = [service.requests.report(r) for r in service.ledger.request_ids()]
+        active = service.subscribers.active()  # once, for every row
         data = [
             {
                 "request_id": r.request_id,
@@ -191,7 +192,7 @@ def requests(data_dir: DataDir = None, url: Url = None, as_json: Json = False) -
                 "status": r.status,
                 "scope": r.scope,
                 "targets": len(r.targets) + len(r.cascaded),
-                "waiting_for": service.subscribers.waiting(r),
+                "waiting_for": service.subscribers.waiting(r, active=active),
             }
             for r in rows
         ]

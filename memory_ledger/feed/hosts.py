@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from memory_ledger.errors import ConfigurationError, NotFound
 from memory_ledger.ledger import EntryType
-from memory_ledger.restoring import write_atomically
+from projections.vector_files import write_atomic
 
 if TYPE_CHECKING:
     from memory_ledger.api import MemoryService
@@ -47,7 +47,7 @@ def host_name(data_dir: Path) -> str:
         return found
     name = f"host-{secrets.token_hex(6)}"
     data_dir.mkdir(parents=True, exist_ok=True)
-    write_atomically(path, json.dumps({"host": name}).encode())
+    write_atomic(data_dir, HOST_FILE, json.dumps({"host": name}).encode())
     return name
 
 

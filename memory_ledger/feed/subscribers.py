@@ -226,11 +226,17 @@ class Subscribers:
                 out.append((request_id, len(report.all_targets)))
         return out
 
-    def waiting(self, report: Any, now: datetime | None = None) -> list[dict[str, Any]]:
-        """The subscribers an unfinished request waits for: name, deadline, overdue."""
+    def waiting(
+        self,
+        report: Any,
+        now: datetime | None = None,
+        active: Sequence[Subscriber] | None = None,
+    ) -> list[dict[str, Any]]:
+        """The subscribers an unfinished request waits for: name, deadline, overdue.
+        `active`: the registered subscribers, when the caller read them for many."""
         at = now or datetime.now(UTC)
         out = []
-        for subscriber in self.active():
+        for subscriber in self.active() if active is None else active:
             if report.status == "partial" and subscriber.store_name in report.failed_stores:
                 deadline = self.deadline(subscriber, report.request_id)
                 out.append(
