@@ -35,6 +35,13 @@ from memory_ledger.feed.feed import ChangeFeed
 from memory_ledger.feed.hosts import host_name
 from memory_ledger.feed.subscribers import Subscribers
 from memory_ledger.forgetting.holds import Holds
+from memory_ledger.forgetting.planning import (
+    ForgetPlan,
+    ForgetPlanning,
+    PlanOutcome,
+    PlansStore,
+    PlanStore,
+)
 from memory_ledger.forgetting.redaction import RedactionRequest, rewrite_items
 from memory_ledger.forgetting.requests import ForgetRequests, RequestReport
 from memory_ledger.forgetting.scope import MAX_SCOPE_ITEMS, ForgetScope
@@ -131,6 +138,9 @@ class MemoryService:
         self.stores = default_registry(self)
         for factory in extra_store_factories():
             self.stores.register(factory(self))
+        self.plans = PlanStore(self.engine, self.log)
+        self.stores.register(PlansStore(self.plans, lambda: self.clock()))
+        self.planning = ForgetPlanning(self.plans, lambda: self.clock())
         self.holds = Holds(self.ledger)
         local = host_name(settings.data_dir) if settings.postgres is not None else None
         self.subscribers = Subscribers(self.ledger, local)
@@ -476,6 +486,41 @@ class MemoryLedger:
         return self.service.requests.submit(
             self.namespace, scope, dry_run=dry_run, requested_by=self.principal.user
         )
+
+    # -- forget requests in words ------------------------------------------------------
+
+    def plan_forget(
+        self,
+        text: str,
+        *,
+        session_id: str | None = None,
+        turn_id: str | None = None,
+        timezone: str | None = None,
+    ) -> ForgetPlan:
+        """Read a user's request ("forget my old address", "把我的旧住址删掉") and plan
+        it: intent, scope, targets, what stays, or a clarifying question. Destroys
+        nothing and keeps no copy of the words. `session_id`/`turn_id` name the
+        conversation it was said in ("this conversation"; an update's provenance);
+        `timezone` (IANA) is whose "yesterday" it is (default UTC)."""
+        return self.service.planning.plan(
+            self, text, session_id=session_id, turn_id=turn_id, timezone=timezone
+        )
+
+    def choose_candidates(self, plan_id: str, item_ids: Sequence[str | UUID]) -> ForgetPlan:
+        """Answer a plan's clarification: a new plan for some of its candidates only."""
+        return self.service.planning.choose(self, plan_id, [str(i) for i in item_ids])
+
+    def execute_plan(self, plan_id: str) -> PlanOutcome:
+        """Carry out a confirmed plan, once; executing again after a crash resumes it."""
+        return self.service.planning.execute(self, plan_id)
+
+    def forget_plan(self, plan_id: str) -> ForgetPlan:
+        """A plan as stored (its labels only while it is open)."""
+        return self.service.planning.get(self, plan_id)
+
+    def plan_outcome(self, plan_id: str) -> PlanOutcome:
+        """Where an executed plan stands: its request's status, from the ledger."""
+        return self.service.planning.outcome(self, plan_id)
 
     # -- reads -------------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ not repaired), and a refusal never echoes the value, which may be free text.
 from __future__ import annotations
 
 import re
+import secrets
 from typing import Annotated, Any
 from uuid import UUID
 
@@ -85,3 +86,17 @@ def check_item_id(value: Any) -> UUID:
 
 
 ItemId = Annotated[UUID, BeforeValidator(check_item_id)]
+
+
+#: A forget request's id, and a forget plan's (forgetting/planning): a prefix and 16
+#: hex digits, random, so ids say nothing about what they name.
+REQUEST_ID = re.compile(r"req-[0-9a-f]{16}")
+PLAN_ID = re.compile(r"plan-[0-9a-f]{16}")
+
+
+def new_request_id() -> str:
+    return f"req-{secrets.token_hex(8)}"
+
+
+def new_plan_id() -> str:
+    return f"plan-{secrets.token_hex(8)}"

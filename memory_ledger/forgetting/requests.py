@@ -10,7 +10,6 @@ ever reported as done.
 from __future__ import annotations
 
 import logging
-import uuid
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
@@ -53,6 +52,7 @@ from memory_ledger.forgetting.scope import (
     resolve,
 )
 from memory_ledger.forgetting.target_check import confirm_targets, identifiers_repeating
+from memory_ledger.identifiers import new_request_id
 from memory_ledger.ledger import EntryType
 from memory_ledger.policy.retention import attributes_of
 from memory_ledger.stores import (
@@ -165,10 +165,14 @@ class ForgetRequests:
         dry_run: bool = False,
         requested_by: str = "api",
         basis: Basis = "user_request",
+        request_id: str | None = None,
+        plan_id: str | None = None,
     ) -> RequestReport:
         """File and carry out one erasure. `basis` says why (a user's request, a retention
         expiry, an operator): the ledger records it and the tombstones carry it; every
-        basis takes this same path, with the same fan-out, receipts and proof."""
+        basis takes this same path, with the same fan-out, receipts and proof. A request
+        that executes a confirmed plan (forgetting/planning) names it in `plan_id`, and
+        comes with its id chosen beforehand, so a retry after a crash finds it."""
         parsed = parse_scope(scope)
         loaded: dict[str, MemoryItem] = {}  # each item read from the log once per request
         if parsed.kind == "item":
@@ -184,19 +188,17 @@ class ForgetRequests:
             resolution = resolve(conn, namespace, parsed, self.service.log)
         if parsed.kind == "item":  # already-erased items stay in scope: a retry is harmless
             resolution = _with_erased_items(resolution, parsed)
-        request_id = f"req-{uuid.uuid4().hex[:16]}"
+        request_id = request_id or new_request_id()
         params = parsed.ledger_parameters()
+        filed = {
+            "namespace": namespace,
+            "scope": params,
+            "dry_run": dry_run,
+            "requested_by": requested_by,
+            "basis": basis,
+        }
         entries: list[tuple[str, dict[str, Any]]] = [
-            (
-                "request",
-                {
-                    "namespace": namespace,
-                    "scope": params,
-                    "dry_run": dry_run,
-                    "requested_by": requested_by,
-                    "basis": basis,
-                },
-            )
+            ("request", filed | ({"plan_id": plan_id} if plan_id else {}))
         ]
         report = RequestReport(
             request_id,
@@ -271,9 +273,12 @@ class ForgetRequests:
         *,
         dry_run: bool = False,
         requested_by: str = "api",
+        request_id: str | None = None,
+        plan_id: str | None = None,
     ) -> RequestReport:
         """A request to remove spans from items (see `redaction`), on the same path as a
-        forget: resolved, confirmed against the log, recorded, fanned out, verified."""
+        forget: resolved, confirmed against the log, recorded, fanned out, verified.
+        `request_id` and `plan_id` as for `submit`."""
         parsed = parse_input(RedactionRequest, request, "redaction", "nothing was changed")
         ids = [str(i) for i in parsed.item_ids]
         as_scope = parse_scope({"kind": "item", "item_ids": ids})
@@ -308,13 +313,13 @@ class ForgetRequests:
             for i in set(around) - set(ids)
             if _holds(log_.read(log_.get(UUID(i))), pattern)  # type: ignore[arg-type]
         )
-        request_id = f"req-{uuid.uuid4().hex[:16]}"
+        request_id = request_id or new_request_id()
         entry = {
             "namespace": namespace,
             "scope": parsed.ledger_parameters(),
             "dry_run": dry_run,
             "requested_by": requested_by,
-        }
+        } | ({"plan_id": plan_id} if plan_id else {})
         entries: list[tuple[str, dict[str, Any]]] = [("request", entry)]
         report = RequestReport(
             request_id, namespace, "pending", parsed.ledger_parameters(), ids, cascaded
@@ -854,7 +859,7 @@ class ForgetRequests:
                 loaded[str(item_id)] = item
             if item.namespace != namespace:
                 # Recorded (ids and a code only), then answered like a missing id.
-                request_id = f"req-{uuid.uuid4().hex[:16]}"
+                request_id = new_request_id()
                 request = {
                     "namespace": namespace,
                     "scope": scope.ledger_parameters(),

@@ -355,6 +355,14 @@ def carrier_turns(conn: Connection, namespace: str, targets: list[str]) -> list[
     return sorted(found - set(targets))
 
 
+def erased_with(conn: Connection, namespace: str, targets: list[str]) -> list[str]:
+    """Everything a request erases besides its targets, as execution will find it: the
+    turns they were taken from, and what was derived from either (a plan shows this)."""
+    turns = carrier_turns(conn, namespace, targets)
+    derived = derived_from(conn, namespace, sorted(set(targets) | set(turns)))
+    return sorted((set(turns) | set(derived)) - set(targets))
+
+
 def derived_from(conn: Connection, namespace: str, targets: list[str]) -> list[str]:
     """Items whose inputs include a target, transitively: they may embed its content."""
     c = catalog.c

@@ -42,6 +42,7 @@ from pydantic import (
     Field,
     StrictBool,
     StrictInt,
+    StringConstraints,
     TypeAdapter,
     ValidationError,
     model_validator,
@@ -54,7 +55,7 @@ from memory_ledger.errors import (
     InvalidWrite,
     MemoryLedgerError,
 )
-from memory_ledger.identifiers import Identifier, Namespace, is_identifier, is_namespace
+from memory_ledger.identifiers import PLAN_ID, Identifier, Namespace, is_identifier, is_namespace
 from memory_ledger.ledger.storage import (  # re-exported: part of this module's API
     COLUMNS,
     GENESIS_HASH,
@@ -253,6 +254,8 @@ class RequestPayload(_Payload):
     requested_by: Actor
     dry_run: StrictBool = False
     basis: Basis = "user_request"
+    #: The confirmed plan (forgetting/planning) this request executes, if any.
+    plan_id: Annotated[str, StringConstraints(pattern=PLAN_ID.pattern)] | None = None
 
 
 class ResolvedPayload(_Payload):

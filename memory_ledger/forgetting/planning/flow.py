@@ -1,0 +1,392 @@
+"""A forget request in words, from the words to the receipt, in separate calls.
+
+1. `plan` reads the request, matches it with the principal's items and stores a plan:
+   nothing is destroyed, and the request's words are not kept.
+2. `choose` answers a clarification: a narrower plan from some of its candidates (never
+   anything else).
+3. `execute` runs a plan the user confirmed, once (two confirmations racing: one runs),
+   through the one request path every erasure takes; a crash in between is resumed by
+   executing again, which finds the request by the id the plan chose for it.
+4. `outcome` answers from the request's actual status, never from the plan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, tzinfo
+from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from memory_ledger.errors import InvalidTransition, InvalidWrite, NotFound
+from memory_ledger.forgetting.planning.lexicon import lexicon
+from memory_ledger.forgetting.planning.planner import Draft, Planner
+from memory_ledger.forgetting.planning.plans import (
+    PLAN_TTL,
+    ForgetPlan,
+    PlanStore,
+    check_plan_id,
+    require_executable,
+)
+from memory_ledger.forgetting.planning.reading import LexiconReader, Reader, Reading
+from memory_ledger.forgetting.scope import parse_scope, resolve
+from memory_ledger.identifiers import IDENTIFIER_RULE, is_identifier, new_plan_id, new_request_id
+from memory_ledger.times import canonical_time
+
+if TYPE_CHECKING:
+    from memory_ledger.api import MemoryLedger
+
+MAX_REQUEST_CHARS = 2000
+MAX_CHOICES = 50
+
+
+@dataclass
+class PlanOutcome:
+    """What executing a plan did, from the request's real status. Ids and counts only."""
+
+    plan_id: str
+    intent: str | None
+    status: str  # the request's: pending | partial | completed | ... ; completed for the rest
+    request_id: str | None
+    message: str
+    targets: list[str]
+    #: Stores still to confirm, while the request is not completed.
+    remaining: list[str] = field(default_factory=list)
+    receipts: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def check_request_text(text: object) -> str:
+    if not isinstance(text, str):
+        raise InvalidWrite("a forget request is text", ["text: not a string"])
+    if not text.strip():
+        raise InvalidWrite("a forget request must not be empty", ["text: empty"])
+    if len(text) > MAX_REQUEST_CHARS:
+        raise InvalidWrite(
+            f"a forget request is at most {MAX_REQUEST_CHARS} characters; say it in fewer "
+            "words, or name the items",
+            ["text: too long"],
+        )
+    if "\x00" in text:
+        raise InvalidWrite("a forget request must not contain NUL", ["text: NUL"])
+    return text
+
+
+def zone_of(name: str | None) -> tzinfo:
+    if name is None:
+        return ZoneInfo("UTC")
+    try:
+        if not isinstance(name, str) or not name or len(name) > 64:
+            raise ValueError
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise InvalidWrite(
+            "unknown time zone: use an IANA name such as Europe/Oslo", ["timezone: unknown"]
+        ) from None
+
+
+def check_reading(reading: Reading) -> Reading:
+    """A reader's output, checked before it selects anything (a plugged-in reader is not
+    trusted more than a request): known intents, concepts and span kinds only."""
+    lex = lexicon()
+    if reading.intent not in (None, "delete", "stop_using", "update", "redact"):
+        raise InvalidWrite("the reader returned an unknown intent")
+    if reading.which not in (None, "current", "previous", "all"):
+        raise InvalidWrite("the reader returned an unknown version selector")
+    unknown = [c for c in reading.concepts if c not in lex.concept_predicates]
+    unknown += [s for s in reading.spans if s not in lex.spans]
+    if unknown:
+        raise InvalidWrite("the reader returned unknown concepts or span kinds")
+    if not all(is_identifier(c) for c in reading.categories):
+        raise InvalidWrite("the reader returned an invalid category")
+    if reading.window is not None and reading.window.since >= reading.window.until:
+        raise InvalidWrite("the reader returned an empty time window")
+    return reading
+
+
+class ForgetPlanning:
+    """Plans for one service: the store of plans, the reader, and the clock."""
+
+    def __init__(
+        self, plans: PlanStore, clock: Callable[[], datetime], reader: Reader | None = None
+    ) -> None:
+        self.plans = plans
+        self.clock = clock
+        self.reader = reader or LexiconReader()
+        self._lexicon_reader = LexiconReader()
+
+    def plan(
+        self,
+        ledger: MemoryLedger,
+        text: str,
+        *,
+        session_id: str | None = None,
+        turn_id: str | None = None,
+        timezone: str | None = None,
+    ) -> ForgetPlan:
+        text = check_request_text(text)
+        for name, value in (("session_id", session_id), ("turn_id", turn_id)):
+            if value is not None and not is_identifier(value):
+                raise InvalidWrite(f"invalid {name}: use {IDENTIFIER_RULE}", [f"{name}: invalid"])
+        zone = zone_of(timezone)
+        service = ledger.service
+        now = self.clock()
+        service.runner.catch_up()
+        self.plans.expire_due(ledger.namespace, now)
+        reading = check_reading(self.reader.read(text, now, zone))
+        if reading.everything and self.reader is not self._lexicon_reader:
+            # A whole-user scope only where the words say so, whoever read them.
+            reading.everything = self._lexicon_reader.read(text, now, zone).everything
+        with service.engine.connect() as conn:
+            planner = Planner(conn, service.log, service.vectors, ledger.namespace)
+            draft = planner.plan(reading, text, now, session_id)
+            versions = planner.pool_versions(draft.targets) if draft.intent == "update" else {}
+        plan = self._plan(ledger, draft, reading, now, session_id, turn_id)
+        plan.versions = versions
+        self.plans.save(plan, now, ledger.namespace)
+        return plan
+
+    def _plan(
+        self,
+        ledger: MemoryLedger,
+        draft: Draft,
+        reading: Reading,
+        now: datetime,
+        session_id: str | None,
+        turn_id: str | None,
+    ) -> ForgetPlan:
+        stores = self._stores(ledger, draft.intent) if draft.status == "planned" else []
+        if draft.intent == "update" and draft.new_value is None:
+            draft.new_value = reading.new_value
+        return ForgetPlan(
+            plan_id=new_plan_id(),
+            status=draft.status,
+            intent=draft.intent,
+            language=reading.language,
+            scope=draft.scope,
+            targets=draft.targets,
+            cascaded=draft.cascaded,
+            history=draft.history,
+            keeps=draft.keeps,
+            candidates=draft.candidates,
+            labels=draft.labels,
+            stores=stores,
+            question=draft.question,
+            message=_message(draft, reading.language),
+            expires_at=canonical_time(now + PLAN_TTL),
+            conclusion=draft.conclusion,
+            spans=draft.spans,
+            new_value=draft.new_value,
+            reason=draft.reason,
+            session_id=session_id,
+            turn_id=turn_id,
+            span_kinds=list(reading.spans),
+        )
+
+    @staticmethod
+    def _stores(ledger: MemoryLedger, intent: str | None) -> list[str]:
+        names = ledger.service.stores.names()
+        if intent in ("delete", "redact"):
+            return names
+        return ["event_log", *(p.name for p in ledger.service.runner.projections)]
+
+    def get(self, ledger: MemoryLedger, plan_id: str) -> ForgetPlan:
+        return self.plans.load(ledger.namespace, plan_id, self.clock())
+
+    def choose(self, ledger: MemoryLedger, plan_id: str, item_ids: Sequence[str]) -> ForgetPlan:
+        """A narrower plan: some of a clarification's candidates, and nothing else."""
+        now = self.clock()
+        asked = self.plans.load(ledger.namespace, plan_id, now)
+        if asked.state != "open" or asked.status != "needs_clarification":
+            raise InvalidTransition(
+                f"plan {plan_id} is not waiting for a choice ({asked.state}, {asked.status})"
+            )
+        if isinstance(item_ids, str) or not item_ids or len(item_ids) > MAX_CHOICES:
+            raise InvalidWrite(
+                f"choose 1 to {MAX_CHOICES} of the plan's candidates", ["item_ids: invalid"]
+            )
+        offered = [c["item_id"] for c in asked.candidates]
+        chosen = list(dict.fromkeys(str(i) for i in item_ids))
+        if any(i not in offered for i in chosen):
+            raise InvalidWrite(
+                "only the plan's own candidates can be chosen; nothing was planned",
+                ["item_ids: not a candidate"],
+            )
+        reading = Reading(asked.language, asked.intent)  # type: ignore[arg-type]
+        reading.conclusion = asked.conclusion
+        reading.spans = list(asked.span_kinds)
+        service = ledger.service
+        service.runner.catch_up()
+        with service.engine.connect() as conn:
+            planner = Planner(conn, service.log, service.vectors, ledger.namespace)
+            draft = planner.chosen(reading, chosen)
+            versions = planner.pool_versions(draft.targets) if draft.intent == "update" else {}
+        draft.new_value = asked.new_value
+        plan = self._plan(ledger, draft, reading, now, asked.session_id, asked.turn_id)
+        plan.versions = versions
+        self.plans.save(plan, now, ledger.namespace)
+        self.plans.close(plan_id, "withdrawn", now)  # answered: the question is done
+        return plan
+
+    def execute(self, ledger: MemoryLedger, plan_id: str) -> PlanOutcome:
+        check_plan_id(plan_id)
+        plan = self.get(ledger, plan_id)
+        if plan.state != "executing":
+            require_executable(plan)
+            request_id = new_request_id()
+            if not self.plans.claim(plan_id, request_id):
+                raced = self.get(ledger, plan_id)  # another confirmation took it just now
+                require_executable(raced)
+                raise InvalidTransition(
+                    f"plan {plan_id} is being executed as request {raced.request_id}; ask "
+                    "for its status"
+                )
+            plan.state, plan.request_id = "executing", request_id
+        # else: a run that stopped half way (a crash); executing again resumes it
+        outcome = self._run(ledger, plan)
+        self.plans.close(plan_id, "executed", self.clock())
+        return outcome
+
+    def _run(self, ledger: MemoryLedger, plan: ForgetPlan) -> PlanOutcome:
+        requests = ledger.service.requests
+        assert plan.request_id is not None
+        try:
+            report = requests.report(plan.request_id)  # a retry after a crash
+        except NotFound:
+            report = None
+        if report is not None:
+            if report.status in ("pending", "partial"):
+                report = requests.resume(plan.request_id)
+            return _from_report(plan, report)
+        by = ledger.principal.user
+        if plan.intent == "delete":
+            assert plan.scope is not None
+            scope = parse_scope(plan.scope)
+            if scope.kind != "item":
+                self._still_the_same(ledger, plan, scope)
+            report = requests.submit(
+                ledger.namespace, scope, requested_by=by, request_id=plan.request_id,
+                plan_id=plan.plan_id,
+            )  # fmt: skip
+            return _from_report(plan, report)
+        if plan.intent == "redact":
+            report = requests.submit_redaction(
+                ledger.namespace,
+                {"item_ids": plan.targets, "spans": plan.spans},
+                requested_by=by,
+                request_id=plan.request_id,
+                plan_id=plan.plan_id,
+            )
+            return _from_report(plan, report)
+        changed = (
+            self._stop_using(ledger, plan)
+            if plan.intent == "stop_using"
+            else self._update(ledger, plan)
+        )
+        message = lexicon().messages[f"{plan.language}_done"].format(count=changed)
+        return PlanOutcome(plan.plan_id, plan.intent, "completed", None, message, plan.targets)
+
+    def _still_the_same(self, ledger: MemoryLedger, plan: ForgetPlan, scope: Any) -> None:
+        """A scope is resolved again at execution: if it now means other items than the
+        user confirmed, the plan is stale, and nothing is erased."""
+        with ledger.service.engine.connect() as conn:
+            found = resolve(conn, ledger.namespace, scope, ledger.service.log)
+        if (found.status, set(found.targets), set(found.history)) != (
+            "resolved",
+            set(plan.targets),
+            set(plan.history),
+        ):
+            self.plans.close(plan.plan_id, "stale", self.clock())
+            raise InvalidTransition(
+                f"the memory changed since plan {plan.plan_id} was made; nothing was "
+                "erased; plan the request again"
+            )
+
+    @staticmethod
+    def _stop_using(ledger: MemoryLedger, plan: ForgetPlan) -> int:
+        changed = 0
+        for item_id in plan.targets:
+            if ledger.get(item_id).suppressed:
+                continue  # a retry: already done
+            if plan.conclusion:
+                try:
+                    ledger.forget_conclusion(item_id)
+                except InvalidTransition:
+                    ledger.suppress(item_id)
+            else:
+                ledger.suppress(item_id)
+            changed += 1
+        return changed
+
+    def _update(self, ledger: MemoryLedger, plan: ForgetPlan) -> int:
+        if plan.new_value is None:
+            raise InvalidTransition(f"plan {plan.plan_id} has no new value")
+        changed = 0
+        for item_id in plan.targets:
+            if ledger.get(item_id).version > plan.versions.get(item_id, 0):
+                continue  # a retry after the update was saved
+            source = {"session_id": plan.session_id, "turn_id": plan.turn_id}
+            if not (plan.session_id or plan.turn_id):
+                source = {"tool_call_id": plan.plan_id}
+            ledger.update(
+                item_id,
+                {
+                    "value": plan.new_value,
+                    "provenance": {
+                        "writer": ledger.principal.user,
+                        "written_at": self.clock(),
+                        **{k: v for k, v in source.items() if v},
+                    },
+                },
+            )
+            changed += 1
+        return changed
+
+    def outcome(self, ledger: MemoryLedger, plan_id: str) -> PlanOutcome:
+        """The plan's answer now: the request's status as the ledger has it."""
+        plan = self.get(ledger, plan_id)
+        if plan.request_id is not None:
+            try:
+                return _from_report(plan, ledger.service.requests.report(plan.request_id))
+            except NotFound:
+                pass
+        status = "completed" if plan.state == "executed" else plan.state
+        return PlanOutcome(plan.plan_id, plan.intent, status, None, plan.message, plan.targets)
+
+
+def _from_report(plan: ForgetPlan, report: Any) -> PlanOutcome:
+    return PlanOutcome(
+        plan.plan_id,
+        plan.intent,
+        report.status,
+        report.request_id,
+        report.message,
+        list(report.all_targets),
+        [] if report.completed else list(report.failed_stores),
+        [r.to_dict() for r in report.receipts],
+    )
+
+
+def _message(draft: Draft, language: str) -> str:
+    words = lexicon().messages
+    if draft.status == "needs_clarification":
+        return draft.question or ""
+    if draft.status in ("not_a_request", "nothing_matched"):
+        return words[f"{language}_{draft.status}"]
+    labels = [draft.labels.get(i, i) for i in draft.targets[:5]]
+    more = len(draft.targets) - len(labels)
+    listing = "; ".join(labels) + (f" (+{more})" if more > 0 else "")
+    cascade = (
+        words[f"{language}_cascade"].format(count=len(draft.cascaded)) if draft.cascaded else ""
+    )
+    keeps = [k for k in draft.keeps if k not in draft.targets]
+    kept = words[f"{language}_keeps"].format(count=len(keeps)) if keeps else ""
+    return words[f"{language}_{draft.intent}"].format(
+        count=len(draft.targets) + len(draft.history),
+        cascade=cascade,
+        labels=listing,
+        keeps=kept,
+        spans=len(draft.spans),
+    )

@@ -1,0 +1,183 @@
+"""The default reader's vocabulary (lexicon.toml), loaded once and compiled.
+
+The words are data: a deployment that needs another phrasing changes the file, not the
+code. A phrase of ASCII letters matches whole words (so "forget" never matches inside
+"forgetful"); a phrase with CJK characters matches anywhere, since Chinese is written
+without spaces; a phrase starting with `re:` is a regular expression.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import tomllib
+import unicodedata
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+LEXICON_FILE = "lexicon.toml"
+
+
+def normalise(text: str) -> str:
+    """How a request is compared with the lexicon: NFKC (full-width forms, compatibility
+    characters), case folded, curly apostrophes straightened, runs of space as one."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    folded = folded.replace("\u2019", "'").replace("\u2018", "'")
+    return " ".join(folded.split())
+
+
+def _compile(phrase: str) -> re.Pattern[str]:
+    if phrase.startswith("re:"):
+        return re.compile(phrase[3:])
+    body = r"\s+".join(re.escape(part) for part in phrase.split())
+    if phrase.isascii():
+        return re.compile(rf"(?<![\w']){body}(?![\w])")
+    return re.compile(body)
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One phrase found in a request: which entry it belongs to, and where."""
+
+    entry: str
+    start: int
+    end: int
+
+    @property
+    def length(self) -> int:
+        return self.end - self.start
+
+
+class Phrases:
+    """Named lists of phrases; `find` returns every occurrence, `longest` the ones left
+    when overlapping matches are settled in favour of the longer one ("home address"
+    before "address", "work address" before "work")."""
+
+    def __init__(self, entries: dict[str, list[str]]) -> None:
+        self.entries = {
+            name: [_compile(p) for p in phrases] for name, phrases in entries.items() if phrases
+        }
+
+    def find(self, text: str) -> list[Hit]:
+        return [
+            Hit(name, m.start(), m.end())
+            for name, patterns in self.entries.items()
+            for pattern in patterns
+            for m in pattern.finditer(text)
+            if m.end() > m.start()
+        ]
+
+    def any(self, text: str) -> bool:
+        return any(p.search(text) for patterns in self.entries.values() for p in patterns)
+
+    def names(self, text: str) -> list[str]:
+        return sorted({h.entry for h in self.find(text)})
+
+
+def longest(hits: list[Hit]) -> list[Hit]:
+    """Non-overlapping hits, longest first, then leftmost."""
+    chosen: list[Hit] = []
+    for hit in sorted(hits, key=lambda h: (-h.length, h.start)):
+        if all(hit.end <= c.start or hit.start >= c.end for c in chosen):
+            chosen.append(hit)
+    return sorted(chosen, key=lambda h: h.start)
+
+
+@dataclass(frozen=True)
+class SpanKind:
+    """A kind of text a redaction removes ("the exact time"): its names and patterns."""
+
+    name: str
+    words: Phrases
+    patterns: tuple[re.Pattern[str], ...]
+
+    def spans_in(self, text: str) -> list[str]:
+        """The distinct spans of this kind in `text`, as written there, longest first."""
+        found: list[tuple[int, int]] = []
+        for pattern in self.patterns:
+            found += [(m.start(), m.end()) for m in pattern.finditer(text) if m.end() > m.start()]
+        kept: list[tuple[int, int]] = []  # a span inside a longer one is part of it
+        for start, end in sorted(found, key=lambda s: (s[0] - s[1], s[0])):
+            if all(end <= s or start >= e for s, e in kept):
+                kept.append((start, end))
+        spans = [text[s:e].strip(" ,.;") for s, e in sorted(kept)]
+        return list(dict.fromkeys(s for s in spans if s))
+
+
+@dataclass(frozen=True)
+class Lexicon:
+    intents: Phrases
+    conclusion: Phrases
+    not_a_request: Phrases
+    which: Phrases
+    everything: Phrases
+    sessions: Phrases
+    vague: Phrases
+    said: Phrases
+    partial: Phrases
+    relations: Phrases
+    concepts: Phrases
+    concept_predicates: dict[str, tuple[str, ...]]
+    categories: Phrases
+    kinds: Phrases
+    spans: dict[str, SpanKind]
+    questions: dict[str, str]
+    messages: dict[str, str]
+    stopwords: frozenset[str]
+    #: Every phrase that selects something, for telling selector words from content.
+    selectors: Phrases
+
+
+def _group(raw: dict[str, Any], name: str) -> Phrases:
+    return Phrases({k: list(v) for k, v in raw[name].items()})
+
+
+@functools.cache
+def lexicon() -> Lexicon:
+    text = resources.files(__package__).joinpath(LEXICON_FILE).read_text(encoding="utf-8")
+    raw = tomllib.loads(text)
+    concepts = raw["concepts"]
+    spans = {
+        name: SpanKind(
+            name,
+            Phrases({name: list(entry["words"])}),
+            # matched on the item's own text, as written: case is ignored, not folded
+            tuple(re.compile(p.removeprefix("re:"), re.IGNORECASE) for p in entry["patterns"]),
+        )
+        for name, entry in raw["spans"].items()
+    }
+    selector_lists: dict[str, list[str]] = {}
+    for group in ("which", "sessions", "vague", "relations", "categories", "kinds"):
+        for key, phrases in raw[group].items():
+            selector_lists[f"{group}.{key}"] = list(phrases)
+    for key, entry in concepts.items():
+        selector_lists[f"concepts.{key}"] = list(entry["words"])
+    for key, entry in raw["spans"].items():
+        selector_lists[f"spans.{key}"] = list(entry["words"])
+    for key in ("conclusion", "everything", "said", "not_a_request"):
+        selector_lists[key] = list(raw[key]["words"])
+    selector_lists["partial"] = list(raw["partial"]["keep"])
+    for key, phrases in raw["intents"].items():
+        selector_lists[f"intents.{key}"] = list(phrases)
+    return Lexicon(
+        intents=_group(raw, "intents"),
+        conclusion=Phrases({"conclusion": raw["conclusion"]["words"]}),
+        not_a_request=Phrases({"not_a_request": raw["not_a_request"]["words"]}),
+        which=_group(raw, "which"),
+        everything=Phrases({"everything": raw["everything"]["words"]}),
+        sessions=_group(raw, "sessions"),
+        vague=_group(raw, "vague"),
+        said=Phrases({"said": raw["said"]["words"]}),
+        partial=Phrases({"partial": raw["partial"]["keep"]}),
+        relations=_group(raw, "relations"),
+        concepts=Phrases({k: list(v["words"]) for k, v in concepts.items()}),
+        concept_predicates={k: tuple(v["predicates"]) for k, v in concepts.items()},
+        categories=_group(raw, "categories"),
+        kinds=_group(raw, "kinds"),
+        spans=spans,
+        questions=dict(raw["questions"]),
+        messages=dict(raw["messages"]),
+        stopwords=frozenset(raw["stopwords"]["en"]) | frozenset(raw["stopwords"]["zh"]),
+        selectors=Phrases(selector_lists),
+    )

@@ -1,0 +1,155 @@
+"""The principal's items as the planner sees them: clear attributes from the catalog,
+text from the event log (never a projection), decrypted in memory only and only for
+the few items a plan needs to look inside (labels, values, spans)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+from sqlalchemy import Connection, select
+
+from memory_ledger.event_log import ERASED
+from projections.catalog import catalog
+from projections.facts import facts
+
+if TYPE_CHECKING:
+    from memory_ledger.event_log import EventLog
+
+#: Texts one plan may decrypt: enough to label candidates and look for spans in the
+#: recent items of a heavy user, bounded so a plan costs the same at 100k items.
+MAX_TEXTS = 400
+PREVIEW_CHARS = 48
+
+
+@dataclass(frozen=True)
+class Row:
+    """One live item's clear attributes."""
+
+    item_id: str
+    kind: str
+    subject: str
+    predicate: str
+    category: str
+    origin: str
+    session_id: str | None
+    turn_id: str | None
+    written_at: str
+    valid_from: str
+    derived: bool
+    suppressed: bool
+    #: Facts: `current`, `conflict` or `superseded` (the newest version's standing).
+    status: str
+    valid_to: str | None
+
+    @property
+    def inferred(self) -> bool:
+        return self.origin == "inferred" or self.derived
+
+
+class Pool:
+    """The items of one namespace, loaded once per plan."""
+
+    def __init__(self, conn: Connection, log: EventLog, namespace: str) -> None:
+        self.log = log
+        self.namespace = namespace
+        c = catalog.c
+        query = select(
+            c.item_id, c.kind, c.subject, c.predicate, c.category, c.origin, c.session_id,
+            c.turn_id, c.written_at, c.valid_from, c.derived_from, c.suppressed,
+        ).where(c.namespace == namespace)  # fmt: skip
+        standing = self._standing(conn, namespace)
+        self.rows: list[Row] = []
+        for r in conn.execute(query):
+            status, valid_to = standing.get(r.item_id, ("current", None))
+            self.rows.append(
+                Row(
+                    r.item_id,
+                    r.kind,
+                    r.subject,
+                    r.predicate,
+                    r.category,
+                    r.origin,
+                    r.session_id,
+                    r.turn_id,
+                    r.written_at,
+                    r.valid_from,
+                    r.derived_from != "[]",
+                    bool(r.suppressed),
+                    status,
+                    valid_to,
+                )
+            )
+        self.rows.sort(key=lambda row: (row.written_at, row.item_id))
+        self.by_id = {row.item_id: row for row in self.rows}
+        self._texts: dict[str, str | None] = {}
+
+    @staticmethod
+    def _standing(conn: Connection, namespace: str) -> dict[str, tuple[str, str | None]]:
+        f = facts.c
+        newest: dict[str, tuple[int, str, str | None]] = {}
+        rows = conn.execute(
+            select(f.item_id, f.version, f.status, f.valid_to).where(f.namespace == namespace)
+        )
+        for item_id, version, status, valid_to in rows:
+            if item_id not in newest or version > newest[item_id][0]:
+                newest[item_id] = (version, status, valid_to)
+        return {i: (s, v) for i, (_, s, v) in newest.items()}
+
+    def texts(self, item_ids: list[str]) -> dict[str, str | None]:
+        """Each item's current text (value or content), read from the log; None if it
+        cannot be read (erased meanwhile). At most MAX_TEXTS per plan, newest first."""
+        wanted = [i for i in item_ids if i not in self._texts]
+        room = MAX_TEXTS - len(self._texts)
+        if wanted and room > 0:
+            wanted = sorted(wanted, key=lambda i: self.by_id[i].written_at, reverse=True)[:room]
+            items = self.log.get_many([UUID(i) for i in wanted])
+            keys = self.log.keys_for(wanted)
+            for ident in wanted:
+                item = items.get(UUID(ident))
+                text = None
+                if item is not None and not item.erased:
+                    fields = self.log.open_fields(keys, ident, item.key_generation, item.sealed)
+                    if fields is not ERASED:
+                        name = "content" if item.kind == "turn" else "value"
+                        text = fields.get(name)  # type: ignore[union-attr]
+                self._texts[ident] = text
+        return {i: self._texts.get(i) for i in item_ids}
+
+    def label(self, item_id: str, language: str) -> str:
+        """A short label a user can recognise: what it is, when, and a preview."""
+        row = self.by_id.get(item_id)
+        if row is None:
+            return item_id
+        text = self.texts([item_id]).get(item_id) or ""
+        preview = " ".join(text.split())
+        if len(preview) > PREVIEW_CHARS:
+            preview = preview[: PREVIEW_CHARS - 1] + "…"
+        day = row.written_at[:10]
+        if row.kind == "turn":
+            what = "对话" if language == "zh" else "message"
+            head = f"{what} {day}"
+        else:
+            who = "" if row.subject == "user" else f"{row.subject} "
+            head = f"{who}{row.predicate}"
+            if row.status == "superseded" or (row.valid_to and row.kind == "fact"):
+                until = (row.valid_to or "")[:10]
+                head += f" ({row.valid_from[:10]} – {until})" if until else f" (from {day})"
+            else:
+                head += f" ({day})"
+        return f'{head}: "{preview}"' if preview else head
+
+
+def candidate(pool: Pool, item_id: str, language: str) -> dict[str, Any]:
+    row = pool.by_id[item_id]
+    return {
+        "item_id": item_id,
+        "label": pool.label(item_id, language),
+        "kind": row.kind,
+        "subject": row.subject,
+        "predicate": row.predicate,
+        "written_at": row.written_at,
+        "valid_from": row.valid_from,
+        "valid_to": row.valid_to,
+    }

@@ -1,0 +1,229 @@
+"""What a forget request says, before it is matched with anything stored.
+
+A `Reading` is the request understood as selectors (intent, predicates by concept,
+subject, version, time, conversation, span kinds), with no item ids: the planner
+(planner.py) matches it with the user's items. Readers are pluggable behind `Reader`:
+the default `LexiconReader` is deterministic and offline (lexicon.toml and a few
+rules); a model-based reader can return a `Reading` too, and its output goes through
+the same planner, which only ever narrows (a reader cannot widen a scope by naming
+more than the request's items: everything it names is matched against the principal's
+own items, under the same rules).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, tzinfo
+from typing import Literal, Protocol
+
+from memory_ledger.forgetting.planning.lexicon import Hit, Lexicon, lexicon, longest, normalise
+from memory_ledger.forgetting.planning.when import Window, window_in
+
+Intent = Literal["delete", "stop_using", "update", "redact"]
+Which = Literal["current", "previous", "all"]
+_CJK = re.compile(r"[\u3400-\u9fff]")
+_WORD = re.compile(r"[\w'-]+|[\u3400-\u9fff]")
+
+
+@dataclass
+class Reading:
+    """A request as selectors. `intent` None: not a request to forget anything."""
+
+    language: Literal["en", "zh"]
+    intent: Intent | None
+    why_not: str = ""  # for a non-request: which rule said so (a code, never the text)
+    conclusion: bool = False
+    concepts: list[str] = field(default_factory=list)
+    #: Third parties named by relation ("my sister") or by name ("Bob"): words, lowered.
+    relations: list[str] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)
+    categories: list[str] = field(default_factory=list)
+    kinds: list[str] = field(default_factory=list)
+    which: Which | None = None
+    window: Window | None = None
+    session: Literal["this", "last"] | None = None
+    everything: bool = False
+    vague_one: bool = False
+    said: bool = False
+    spans: list[str] = field(default_factory=list)  # span kinds, for a redaction
+    new_value: str | None = None  # for an update
+    #: Words not spent on selectors: what the request is about, for content matching.
+    words: list[str] = field(default_factory=list)
+    #: The part after "about"/"关于": the topic, when the request names one.
+    topic: str = ""
+
+    @property
+    def selects(self) -> bool:
+        """Whether any selector beyond content words was read."""
+        return bool(
+            self.concepts or self.relations or self.names or self.categories or self.kinds
+            or self.window or self.session or self.everything
+        )  # fmt: skip
+
+
+class Reader(Protocol):
+    """Turns a request's words into a Reading. Offline readers and model-backed ones
+    share this interface; the planner validates whatever they return."""
+
+    def read(self, text: str, now: datetime, zone: tzinfo) -> Reading: ...
+
+
+class LexiconReader:
+    """The default reader: the bilingual lexicon plus a handful of rules."""
+
+    def __init__(self, words: Lexicon | None = None) -> None:
+        self.lex = words or lexicon()
+
+    def read(self, text: str, now: datetime, zone: tzinfo) -> Reading:
+        lex = self.lex
+        norm = normalise(text)
+        language: Literal["en", "zh"] = "zh" if _CJK.search(norm) else "en"
+        triggers = lex.intents.find(norm)
+        conclusion = lex.conclusion.any(norm)
+        if not triggers:
+            return Reading(language, None, "no_request_words")
+        if lex.not_a_request.any(norm) and not self._after_blocker(norm, triggers):
+            return Reading(language, None, "reminder_question_or_negation")
+        intent = self._intent(norm, triggers)
+        if intent is None:
+            return Reading(language, None, "no_request_words")
+        reading = Reading(language, intent)
+        spent: list[Hit] = list(triggers)
+        concepts = longest(lex.concepts.find(norm))
+        reading.concepts = list(dict.fromkeys(h.entry for h in concepts))
+        spent += concepts
+        relations = lex.relations.find(norm)
+        reading.relations = list(dict.fromkeys(h.entry for h in relations))
+        spent += relations
+        reading.categories = list(dict.fromkeys(h.entry for h in lex.categories.find(norm)))
+        reading.kinds = list(dict.fromkeys(h.entry for h in lex.kinds.find(norm)))
+        which = lex.which.find(norm)
+        if which:
+            reading.which = _which(which)
+            spent += which
+        reading.window = window_in(norm, now, zone)
+        sessions = lex.sessions.find(norm)
+        if sessions:
+            reading.session = "this" if any(h.entry == "this" for h in sessions) else "last"
+            spent += sessions
+        reading.everything = lex.everything.any(norm)
+        reading.said = lex.said.any(norm)
+        vague = lex.vague.find(norm)
+        reading.vague_one = any(h.entry == "one" for h in vague) and not any(
+            h.entry == "many" for h in vague
+        )
+        reading.conclusion = conclusion
+        if conclusion and intent == "delete":
+            # "Forget what you concluded": the inference is suppressed so it is not
+            # derived again; erasing its sources needs the user's explicit consent.
+            reading.intent = "stop_using"
+        if intent == "delete" and lex.partial.any(norm):
+            kinds = [k for k, kind in lex.spans.items() if kind.words.any(norm)]
+            if kinds and not (concepts and self._whole_value(norm, concepts, kinds)):
+                reading.intent = "redact"
+                reading.spans = kinds
+        if reading.intent == "update":
+            reading.new_value = _new_value(text)
+            if reading.new_value is None:
+                return Reading(language, None, "update_without_value")
+        reading.topic = _topic(norm)
+        reading.words = self._content_words(norm, spent)
+        return reading
+
+    def _after_blocker(self, norm: str, triggers: list[Hit]) -> bool:
+        """A reminder or a question in one clause, and a real request in another:
+        "never mind that, but delete my old phone number". The request counts when a
+        trigger appears in a clause of its own, after a separator, with no blocker."""
+        clauses = [c for c in re.split(r"[,.;!?，。；！？]|\bbut\b|但是|不过", norm) if c.strip()]
+        if len(clauses) < 2:
+            return False
+        for clause in clauses[1:]:
+            if self.lex.intents.any(clause) and not self.lex.not_a_request.any(clause):
+                return True
+        return False
+
+    def _intent(self, norm: str, triggers: list[Hit]) -> Intent | None:
+        found = {h.entry for h in triggers}
+        if "delete" in found and "stop_using" in found:
+            # "stop using it and delete it" erases; "don't use ... any more" alone does not
+            return "delete" if _delete_is_separate(norm, triggers) else "stop_using"
+        if "stop_using" in found:
+            return "stop_using"
+        if "delete" in found:
+            return "delete"
+        if "update" in found:
+            return "update"
+        return None
+
+    def _whole_value(self, norm: str, concepts: list[Hit], kinds: list[str]) -> bool:
+        """ "Delete my phone number" names a whole value, not a span inside another
+        item: a concept that names the same thing as the span kind, with no word that
+        makes it partial other than the concept's own."""
+        same = {"phone": "phone", "email": "email", "home_address": "street"}
+        named = {same.get(h.entry) for h in concepts}
+        partial_words = [h for h in self.lex.partial.find(norm)]
+        return set(kinds) <= named and not any(
+            re.search(r"but|keep|only|just|exact|保留|只|仅", norm[h.start : h.end])
+            for h in partial_words
+        )
+
+    def _content_words(self, norm: str, spent: list[Hit]) -> list[str]:
+        spans = [(h.start, h.end) for h in spent] + [
+            (h.start, h.end) for h in self.lex.selectors.find(norm)
+        ]
+        words = []
+        for m in _WORD.finditer(norm):
+            if any(s <= m.start() < e for s, e in spans):
+                continue
+            word = m.group(0).strip("'-")
+            if word and word not in self.lex.stopwords and not word.isdigit():
+                words.append(word)
+        return words
+
+
+def _which(hits: list[Hit]) -> Which:
+    names = {h.entry for h in hits}
+    if "previous" in names:
+        return "previous"
+    if "current" in names and "all" not in names:
+        return "current"
+    return "all"
+
+
+def _delete_is_separate(norm: str, triggers: list[Hit]) -> bool:
+    stop = [h for h in triggers if h.entry == "stop_using"]
+    return any(
+        h.entry == "delete" and all(h.end <= s.start or h.start >= s.end for s in stop)
+        for h in triggers
+    )
+
+
+_NEW_VALUE = [
+    re.compile(
+        r"\b(?:to|is now|are now|is|changed to|with|it's actually|actually it's)\s+(.+)$", re.I
+    ),
+    re.compile(r"(?:改成|改为|更新为|更新成|换成|更改为|修改为|现在是|变成|是)[:：]?\s*(.+)$"),
+]  # fmt: skip
+
+
+def _new_value(text: str) -> str | None:
+    """The value an update sets: what follows "to"/"is now"/"改成" in the request."""
+    for pattern in _NEW_VALUE:
+        matches = list(pattern.finditer(text.strip()))
+        if matches:
+            value = matches[-1].group(1).strip().rstrip("。.!！ ")
+            value = re.sub(r"[,，]?\s*(?:please|thanks|thank you|谢谢|吧|了)$", "", value).strip()
+            if value:
+                return value
+    return None
+
+
+_TOPIC = re.compile(
+    r"(?:\babout\b|\bregarding\b|\bconcerning\b|关于|有关)\s*(.+?)(?:[,.;!?，。；！？]|$)"
+)
+
+
+def _topic(norm: str) -> str:
+    m = _TOPIC.search(norm)
+    return m.group(1).strip() if m else ""
