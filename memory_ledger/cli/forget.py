@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -25,6 +26,7 @@ from memory_ledger.cli.common import (
     shown,
 )
 from memory_ledger.errors import InvalidWrite
+from memory_ledger.forgetting.planning import ForgetPlan, PlanOutcome
 from memory_ledger.forgetting.requests import RequestReport
 
 EXIT_FOR_STATUS = {
@@ -68,11 +70,40 @@ def forget(
         bool, typer.Option("--dry-run", help="Resolve only; erase nothing.")
     ] = False,
     resume: Annotated[str | None, typer.Option(help="Retry an unfinished request.")] = None,
+    request: Annotated[
+        str | None,
+        typer.Option(
+            "--request",
+            help="The user's request in words (English or Chinese): plan it, erase "
+            "nothing. With --session-id: the conversation it was said in.",
+        ),
+    ] = None,
+    plan: Annotated[
+        str | None,
+        typer.Option("--plan", help="Execute this confirmed plan (from --request)."),
+    ] = None,
+    choose: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--choose", help="With --plan: answer its clarification with these candidates."
+        ),
+    ] = None,
+    timezone: Annotated[
+        str | None, typer.Option(help="With --request: whose 'yesterday' (IANA name).")
+    ] = None,
     data_dir: DataDir = None,
     url: Url = None,
     as_json: Json = False,
 ) -> None:
-    """Erase by scope: resolve, fan out to every store, verify, record receipts."""
+    """Erase by scope: resolve, fan out to every store, verify, record receipts. Or, in
+    two steps: --request plans a request in words, --plan executes the plan."""
+    if request is not None or plan is not None:
+        others = (memory, subject, predicate, value, turn_id, tool_call_id, category)
+        if any(others) or sensitivity or since or until or everything or dry_run or resume:
+            fail(InvalidWrite("--request and --plan take no scope options"), as_json)
+        _in_words(namespace, request, plan, choose, session_id, timezone, data_dir, url, as_json)
+    if choose or timezone:
+        fail(InvalidWrite("--choose goes with --plan, --timezone with --request"), as_json)
     given = {
         "item": bool(memory),
         "predicate": bool(subject or predicate),
@@ -146,6 +177,73 @@ def redact(
         report = ledger.redact(item_ids, field or (), spans=span or (), dry_run=dry_run)
         emit(as_json, report.to_dict(), lambda: _print_request(report))
         raise typer.Exit(EXIT_FOR_STATUS.get(report.status, 1))
+
+
+PLAN_EXIT = {"planned": 0, "not_a_request": 0, "nothing_matched": 0, "needs_clarification": 8}
+
+
+def _in_words(
+    namespace: str,
+    request: str | None,
+    plan_id: str | None,
+    choose: list[str] | None,
+    session_id: str | None,
+    timezone: str | None,
+    data_dir: Path | None,
+    url: str | None,
+    as_json: bool,
+) -> None:
+    """`--request` plans (and destroys nothing); `--plan` executes, or with `--choose`
+    answers the plan's question with a narrower plan."""
+    if (request is None) == (plan_id is None):
+        fail(InvalidWrite("give --request or --plan, not both"), as_json)
+    if choose and plan_id is None:
+        fail(InvalidWrite("--choose goes with --plan"), as_json)
+    if plan_id is not None and (session_id or timezone):
+        fail(InvalidWrite("--session-id and --timezone go with --request"), as_json)
+    with open_ledger(namespace, data_dir, url, as_json) as ledger:
+        if request is not None or choose:
+            if request is not None:
+                made = ledger.plan_forget(request, session_id=session_id, timezone=timezone)
+            else:
+                made = ledger.choose_candidates(plan_id, choose or [])  # type: ignore[arg-type]
+            emit(as_json, made.to_dict(), lambda: _print_plan(made))
+            raise typer.Exit(PLAN_EXIT.get(made.status, 1))
+        outcome = ledger.execute_plan(plan_id)  # type: ignore[arg-type]
+        emit(as_json, outcome.to_dict(), lambda: _print_outcome(outcome))
+        raise typer.Exit(EXIT_FOR_STATUS.get(outcome.status, 1))
+
+
+def _print_plan(plan: ForgetPlan) -> None:
+    out.print(
+        f"plan [bold]{markup_safe(plan.plan_id)}[/]: {markup_safe(plan.status)}"
+        + (f" ({markup_safe(plan.intent)})" if plan.intent else "")
+    )
+    rows = [(i, "target") for i in plan.targets] + [(i, "erased with it") for i in plan.cascaded]
+    rows += [(i, "stays") for i in plan.keeps if i not in plan.targets]
+    if rows:
+        table = Table("item", "what happens", "label")
+        for item, what in rows:
+            table.add_row(shown(item), what, shown(plan.labels.get(item, "")))
+        out.print(table)
+    if plan.candidates:
+        table = Table("candidate item", "label")
+        for c in plan.candidates:
+            table.add_row(shown(c["item_id"]), shown(c.get("label", "")))
+        out.print(table)
+    out.print(shown(plan.question or plan.message))
+    if plan.status == "planned":
+        out.print(shown(f"to go ahead: memory-ledger forget NAMESPACE --plan {plan.plan_id}"))
+
+
+def _print_outcome(outcome: PlanOutcome) -> None:
+    out.print(
+        f"plan {markup_safe(outcome.plan_id)}: {markup_safe(outcome.status)}"
+        + (f", request {markup_safe(outcome.request_id)}" if outcome.request_id else "")
+    )
+    if outcome.remaining:
+        out.print(shown("still to confirm: " + ", ".join(outcome.remaining)))
+    out.print(shown(outcome.message))
 
 
 def _print_request(report: RequestReport) -> None:

@@ -244,7 +244,7 @@ class ForgetPlanning:
                     "for its status"
                 )
             plan.state, plan.request_id = "executing", request_id
-        # else: a run that stopped half way (a crash); executing again resumes it
+        # else: a run that stopped half way (a crash); executing again finishes it
         outcome = self._run(ledger, plan)
         self.plans.close(plan_id, "executed", self.clock())
         return outcome
@@ -257,9 +257,24 @@ class ForgetPlanning:
         except NotFound:
             report = None
         if report is not None:
-            if report.status in ("pending", "partial"):
-                report = requests.resume(plan.request_id)
+            # Filed already (by a run that stopped, or one still going): its status is
+            # the answer. An unfinished request is resumed by the service when it opens
+            # and by `forget --resume`, never by a second runner racing the first.
             return _from_report(plan, report)
+        try:
+            return self._file(ledger, plan)
+        except InvalidWrite:
+            try:  # the ledger refuses a second filing of the same request id
+                requests.report(plan.request_id)
+            except NotFound:
+                raise
+            raise InvalidTransition(
+                f"plan {plan.plan_id} is being executed as request {plan.request_id}; ask "
+                "for its status"
+            ) from None
+
+    def _file(self, ledger: MemoryLedger, plan: ForgetPlan) -> PlanOutcome:
+        requests = ledger.service.requests
         by = ledger.principal.user
         if plan.intent == "delete":
             assert plan.scope is not None
@@ -291,6 +306,7 @@ class ForgetPlanning:
     def _still_the_same(self, ledger: MemoryLedger, plan: ForgetPlan, scope: Any) -> None:
         """A scope is resolved again at execution: if it now means other items than the
         user confirmed, the plan is stale, and nothing is erased."""
+        ledger.service.runner.catch_up()
         with ledger.service.engine.connect() as conn:
             found = resolve(conn, ledger.namespace, scope, ledger.service.log)
         if (found.status, set(found.targets), set(found.history)) != (
