@@ -290,6 +290,8 @@ class ToolSpec:
     description: str
     model: type[StrictModel]
     outcome: str
+    #: MCP hints for a host's approval prompts. Planning is not read-only (a plan is
+    #: recorded) but destroys nothing; only forget and execute_forget erase.
     read_only: bool = False
     destructive: bool = False
 
@@ -321,7 +323,6 @@ TOOLS: tuple[ToolSpec, ...] = (
         "choose_forget_candidates.",
         PlanForgetArgs,
         "nothing was planned",
-        read_only=True,
     ),
     ToolSpec(
         "execute_forget",
@@ -337,7 +338,6 @@ TOOLS: tuple[ToolSpec, ...] = (
         "narrower plan; nothing is destroyed.",
         ChooseForgetCandidatesArgs,
         "nothing was planned",
-        read_only=True,
     ),
     ToolSpec(
         "forget",
@@ -403,7 +403,9 @@ def _clean(node: Any, defs: Mapping[str, Any]) -> Any:
     if not isinstance(node, dict):
         return node
     if "$ref" in node:
-        target = defs[node["$ref"].rsplit("/", 1)[-1]]
+        # A referenced model's docstring is for developers, like the root's.
+        target = dict(defs[node["$ref"].rsplit("/", 1)[-1]])
+        target.pop("description", None)
         return _clean({**target, **{k: v for k, v in node.items() if k != "$ref"}}, defs)
     out: dict[str, Any] = {}
     for key, value in node.items():
