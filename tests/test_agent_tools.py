@@ -423,10 +423,7 @@ def test_export_holds_everything_live_with_versions_and_erased_items_by_id_only(
 
 # -- forget planning (memory_ledger's planning API, built in main) --------------------
 
-PLANNING = pytest.mark.xfail(strict=False, reason="planning lands in main")
 
-
-@PLANNING
 def test_plan_then_execute_forget(tools: AgentTools, alice: MemoryLedger) -> None:
     address = ok(tools.call("remember", fact_args("home_address", "18 Haisong Road")))["item_id"]
     plan = ok(tools.call("plan_forget", {"text": "Forget my home address", "turn_id": "t5"}))
@@ -441,13 +438,13 @@ def test_plan_then_execute_forget(tools: AgentTools, alice: MemoryLedger) -> Non
     refused(tools.call("execute_forget", {"plan_id": plan["plan_id"]}), "invalid_transition")
 
 
-@PLANNING
 def test_a_clarification_is_answered_with_candidates(
     tools: AgentTools, alice: MemoryLedger
 ) -> None:
     home = ok(tools.call("remember", fact_args("home_address", "18 Haisong Road")))["item_id"]
-    work = ok(tools.call("remember", fact_args("work_address", "7 Binjiang Avenue")))["item_id"]
-    plan = ok(tools.call("plan_forget", {"text": "forget my address"}))
+    work = ok(tools.call("remember", fact_args("home_address", "7 Binjiang Avenue")))["item_id"]
+    ok(tools.call("remember", fact_args("home_address", "2 Jiefang Road")))
+    plan = ok(tools.call("plan_forget", {"text": "forget my old address"}))
     assert plan["status"] == "needs_clarification" and plan["question"]
     assert {c["item_id"] for c in plan["candidates"]} >= {home, work}
     refused(tools.call("execute_forget", {"plan_id": plan["plan_id"]}), "invalid_transition")
@@ -459,13 +456,13 @@ def test_a_clarification_is_answered_with_candidates(
     assert alice.get(work).erased and not alice.get(home).erased
 
 
-@PLANNING
 def test_another_namespaces_plan_is_not_found(tools: AgentTools, bob: MemoryLedger) -> None:
     bobs = AgentTools(bob, writer=WRITER)
     bobs.call("remember", fact_args("home_address", "1 Main Street"))
     plan = ok(bobs.call("plan_forget", {"text": "forget my home address"}))
     refused(tools.call("execute_forget", {"plan_id": plan["plan_id"]}), "not_found")
-    refused(tools.call("execute_forget", {"plan_id": "plan-0123abcd"}), "not_found")
+    refused(tools.call("execute_forget", {"plan_id": "plan-0123456789abcdef"}), "not_found")
+    refused(tools.call("execute_forget", {"plan_id": "plan-0123abcd"}), "invalid_input")
 
 
 def test_error_codes_follow_the_exception() -> None:

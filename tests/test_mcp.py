@@ -154,7 +154,7 @@ def test_list_remember_context_and_forget_over_stdio(tmp_path: Path) -> None:
         unknown = await _call(session, "drop_everything", {})
         assert unknown["error"]["code"] == "unknown_tool"
 
-        # the fallback until forget planning lands: forget by id
+        # forget by id, for ids the user named
         report = await _call(session, "forget", {"item_ids": [city["item_id"]]})
         assert report["status"] == "completed" and report["targets"] == [city["item_id"]]
         assert report["message"].startswith("Done:")
@@ -164,12 +164,33 @@ def test_list_remember_context_and_forget_over_stdio(tmp_path: Path) -> None:
         remaining = await _call(session, "list_memories", {})
         assert [m["item_id"] for m in remaining["memories"]] == [seat["item_id"]]
 
+        # a forget in words: plan (nothing erased), confirm, execute, answered from the request
+        phone = await _call(session, "remember", _fact("phone", "138 0000 1111"))
+        plan = await _call(session, "plan_forget", {"text": "please delete my phone number"})
+        assert (plan["status"], plan["intent"], plan["targets"]) == (
+            "planned",
+            "delete",
+            [phone["item_id"]],
+        )
+        assert "138 0000 1111" in plan["labels"][phone["item_id"]]  # the user sees what
+        still = await _call(session, "list_memories", {})
+        assert phone["item_id"] in [m["item_id"] for m in still["memories"]]
+        done = await _call(session, "execute_forget", {"plan_id": plan["plan_id"]})
+        assert done["status"] == "completed" and done["request_id"].startswith("req-")
+        assert "138 0000 1111" not in json.dumps(done)
+        again = await _call(session, "execute_forget", {"plan_id": plan["plan_id"]})
+        assert again["error"]["code"] == "invalid_transition"
+        asked = await _call(session, "plan_forget", {"text": "where do I live?"})
+        assert asked["status"] == "not_a_request" and not asked["targets"]
+        seen["phone"] = phone["item_id"]
+
     _run(params, tmp_path / "server.log", body)
 
     # What the server did, read back through the Python API: in acme/alice only.
     with MemoryService.open(data_dir) as service:
         alice = service.for_principal(Principal("acme", "alice"))
         assert alice.get(seen["city"]).erased
+        assert alice.get(seen["phone"]).erased
         [kept] = alice.recall()
         assert kept.item_id == seen["seat"] and kept.provenance["writer"] == "desktop-agent"
         bob = service.for_principal(Principal("acme", "bob"))

@@ -27,7 +27,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, Strict, StrictBool, StrictStr, WithJsonSchema
+from pydantic import (
+    ConfigDict,
+    Field,
+    Strict,
+    StrictBool,
+    StrictStr,
+    StringConstraints,
+    WithJsonSchema,
+)
 
 from memory_ledger import times
 from memory_ledger.api import MemoryLedger
@@ -38,8 +46,9 @@ from memory_ledger.errors import (
     NotFound,
     StaleDerivation,
 )
+from memory_ledger.forgetting.planning.flow import MAX_REQUEST_CHARS
 from memory_ledger.forgetting.scope import MAX_SCOPE_ITEMS
-from memory_ledger.identifiers import IDENTIFIER_PATTERN, ItemId, is_identifier
+from memory_ledger.identifiers import IDENTIFIER_PATTERN, PLAN_ID, ItemId, is_identifier
 from memory_ledger.ledger import EntryType
 from memory_ledger.retrieval.context import (
     MAX_CONTEXT_LIMIT,
@@ -93,10 +102,13 @@ ScopeArg = Annotated[
 ]
 Count = Annotated[int, Strict()]
 #: A plan id as `plan_forget` returns it (`plan-<hex>`).
-PlanId = Annotated[Identifier, WithJsonSchema({"type": "string", "pattern": "^plan-[0-9a-f]+$"})]
+PlanId = Annotated[
+    str,
+    StringConstraints(strict=True, pattern=f"^{PLAN_ID.pattern}$"),
+    WithJsonSchema({"type": "string", "pattern": f"^{PLAN_ID.pattern}$"}),
+]
 #: What the user said when asking to forget: free text, read by the planner, never stored
 #: in clear by it.
-MAX_REQUEST_CHARS = MAX_QUERY_CHARS
 #: How many memories one `list_memories` call returns at most: a model's context is not
 #: the place for ten thousand rows (`export` returns everything).
 MAX_LIST_LIMIT = MAX_CONTEXT_LIMIT
@@ -218,6 +230,9 @@ class PlanForgetArgs(StrictModel):
     )
     session_id: Ident | None = Field(None, description="The session the request was made in.")
     turn_id: Ident | None = Field(None, description="The turn the request was made in.")
+    timezone: Annotated[str, Strict(), Field(min_length=1, max_length=64)] | None = Field(
+        None, description="The user's IANA time zone, for 'yesterday' (default UTC)."
+    )
 
 
 class ExecuteForgetArgs(StrictModel):
@@ -594,17 +609,17 @@ class AgentTools:
         return out
 
     def _plan_forget(self, args: PlanForgetArgs) -> dict[str, Any]:
-        plan = self.ledger.plan_forget(  # type: ignore[attr-defined]
-            args.text, session_id=args.session_id, turn_id=args.turn_id
+        plan = self.ledger.plan_forget(
+            args.text, session_id=args.session_id, turn_id=args.turn_id, timezone=args.timezone
         )
-        return plan.to_dict()  # type: ignore[no-any-return]
+        return plan.to_dict()
 
     def _execute_forget(self, args: ExecuteForgetArgs) -> dict[str, Any]:
-        return self.ledger.execute_plan(args.plan_id).to_dict()  # type: ignore[attr-defined,no-any-return]
+        return self.ledger.execute_plan(args.plan_id).to_dict()
 
     def _choose_forget_candidates(self, args: ChooseForgetCandidatesArgs) -> dict[str, Any]:
         ids = [str(i) for i in args.item_ids]
-        return self.ledger.choose_candidates(args.plan_id, ids).to_dict()  # type: ignore[attr-defined,no-any-return]
+        return self.ledger.choose_candidates(args.plan_id, ids).to_dict()
 
     def _forget(self, args: ForgetArgs) -> dict[str, Any]:
         return self.ledger.forget(*args.item_ids).to_dict()
