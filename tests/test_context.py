@@ -200,3 +200,29 @@ def test_a_preference_scope_rival_that_is_no_hit_still_wins(alice: MemoryLedger)
     query = "window seat on long flights"
     assert general not in _ids(alice.context(query, session="s-9", rank="keyword"))
     assert general in _ids(alice.context(query, session="s-1", rank="keyword"))
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["Summarise what you know about me", "what do you know about me?", "总结一下你对我的了解"],
+)
+def test_a_query_about_the_user_as_a_whole_gets_the_profile_summary(
+    alice: MemoryLedger, query: str
+) -> None:
+    city = alice.remember(fact("home_city", "Hangzhou")).item_id
+    alice.remember(preference("seat", "window seat"))
+    context = alice.context(query)
+    summary = alice.summary()
+    assert summary is not None and context.summary == summary.to_dict()
+    assert context.render().startswith("[profile summary · derived from 2 item(s)]")
+    assert "Hangzhou" in context.render() and context.tokens <= context.token_budget
+    alice.forget(city)  # the summary follows what is live
+    after = alice.context(query)
+    assert after.summary is not None and "Hangzhou" not in after.render()
+
+
+def test_a_query_about_one_thing_gets_no_summary(alice: MemoryLedger) -> None:
+    alice.remember(fact("home_city", "Hangzhou"))
+    assert alice.context("which city do I live in").summary is None
+    small = alice.context("summarise what you know about me", token_budget=20)  # no room
+    assert small.summary is None and small.tokens <= 20

@@ -21,16 +21,19 @@ import hashlib
 import hmac
 import json
 import math
+import tomllib
 import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime
+from importlib import resources
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, Strict, StrictBool, StringConstraints, model_validator
 from sqlalchemy import Connection, Float, Text, bindparam, literal, select, tuple_, union_all
 
 from memory_ledger.errors import InvalidWrite
+from memory_ledger.phrases import Phrases, normalise
 from memory_ledger.policy.retention import RetentionPolicy
 from memory_ledger.retrieval.instruction_like import FLAG
 from memory_ledger.times import canonical_time
@@ -51,6 +54,7 @@ if TYPE_CHECKING:
     from memory_ledger.api import MemoryLedger
 
 MAX_QUERY_CHARS = 2000
+PROFILE_QUERIES = "profile_queries.toml"
 ITEM_OVERHEAD_TOKENS = 8  # the label and separators each item costs in the rendering
 # The bounds of the two read requests, one place for the API and the CLI's options.
 MIN_TOKEN_BUDGET = ITEM_OVERHEAD_TOKENS + 1
@@ -144,9 +148,18 @@ class Context:
     #: The earliest time one of its items expires under the retention policy: a cached
     #: copy is never served past it (memory_ledger/retrieval/context_cache.py).
     valid_until: str | None = None
+    #: For a query about the user as a whole ("summarise what you know about me"): the
+    #: profile summary (`Summary.to_dict()`: its text and the inputs it was built from).
+    summary: dict[str, Any] | None = None
 
     def render(self) -> str:
-        return "\n".join(item.render() for item in self.items)
+        lines = [item.render() for item in self.items]
+        if self.summary is not None:
+            inputs = len(self.summary["inputs"])
+            lines.insert(
+                0, f"[profile summary · derived from {inputs} item(s)] {self.summary['text']}"
+            )
+        return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -243,9 +256,40 @@ def _build(ledger: MemoryLedger, request: ContextRequest) -> Context:
             )
         valid_until = _first_expiry(conn, service.retention, [i.item_id for i in items])
     embedder = service.vectors.embedder.name if request.rank != "keyword" else "none"
+    summary = _profile(ledger, request.query, request.token_budget - used)
     return Context(
-        items, request.token_budget, used, omitted, request.rank, embedder, None, None, valid_until
+        items,
+        request.token_budget,
+        used + (estimate_tokens(summary["text"]) + ITEM_OVERHEAD_TOKENS if summary else 0),
+        omitted,
+        request.rank,
+        embedder,
+        None,
+        None,
+        valid_until,
+        summary,
     )
+
+
+@functools.cache
+def _profile_phrases() -> Phrases:
+    text = resources.files(__package__).joinpath(PROFILE_QUERIES).read_text(encoding="utf-8")
+    return Phrases({"profile": tomllib.loads(text)["phrases"]})
+
+
+def asks_about_the_user(query: str) -> bool:
+    """Whether a query is about the user as a whole, not one thing about them."""
+    return _profile_phrases().any(normalise(query))
+
+
+def _profile(ledger: MemoryLedger, query: str, room: int) -> dict[str, Any] | None:
+    """The profile summary, for a query about the user as a whole, if it fits."""
+    if not asks_about_the_user(query):
+        return None
+    summary = ledger.summary()
+    if summary is None or estimate_tokens(summary.text) + ITEM_OVERHEAD_TOKENS > room:
+        return None
+    return summary.to_dict()
 
 
 def _first_expiry(conn: Connection, policy: RetentionPolicy, item_ids: list[str]) -> str | None:

@@ -23,11 +23,12 @@ from uuid import UUID
 
 from sqlalchemy import Connection
 
-from memory_ledger.forgetting.planning.lexicon import Lexicon, lexicon, normalise
+from memory_ledger.forgetting.planning.lexicon import Lexicon, lexicon
 from memory_ledger.forgetting.planning.pool import Pool, Row, candidate
 from memory_ledger.forgetting.planning.reading import Reading
 from memory_ledger.forgetting.scope import ForgetScope, erased_with, resolve
 from memory_ledger.forgetting.scope import normalized as value_key
+from memory_ledger.phrases import normalise
 from memory_ledger.times import canonical_time
 
 if TYPE_CHECKING:

@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
 from typing import Literal, Protocol
 
-from memory_ledger.forgetting.planning.lexicon import Hit, Lexicon, lexicon, longest, normalise
+from memory_ledger.forgetting.planning.lexicon import Lexicon, lexicon
 from memory_ledger.forgetting.planning.when import Window, window_in
+from memory_ledger.phrases import Hit, longest, normalise
 
 Intent = Literal["delete", "stop_using", "update", "redact"]
 Which = Literal["current", "previous", "all"]
