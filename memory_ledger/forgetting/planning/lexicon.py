@@ -51,6 +51,12 @@ class Lexicon:
     said: Phrases
     partial: Phrases
     relations: Phrases
+    relation_words: dict[str, tuple[str, ...]]
+    #: The user's own predicates that name a relation's person (sister: sibling, ...).
+    relation_predicates: dict[str, tuple[str, ...]]
+    #: Words that ask for every match (`all`) or for one thing (`one`).
+    number: Phrases
+    #: Concepts: a plural form's hits are named `<concept>#many` ("allergies").
     concepts: Phrases
     concept_predicates: dict[str, tuple[str, ...]]
     categories: Phrases
@@ -59,12 +65,36 @@ class Lexicon:
     questions: dict[str, str]
     messages: dict[str, str]
     stopwords: frozenset[str]
+    #: Chinese function words and phrases, masked as phrases (no spaces to split on).
+    zh_stopwords: Phrases
     #: Every phrase that selects something, for telling selector words from content.
     selectors: Phrases
 
 
 def _group(raw: dict[str, Any], name: str) -> Phrases:
     return Phrases({k: list(v) for k, v in raw[name].items()})
+
+
+def plural(word: str) -> str:
+    """The regular English plural of the last word of a phrase."""
+    if word.endswith(("s", "x", "ch", "sh")):
+        return word + "es"
+    if word.endswith("y") and word[-2:-1] not in "aeiou":
+        return word[:-1] + "ies"
+    return word + "s"
+
+
+def _with_plurals(entries: dict[str, list[str]]) -> dict[str, list[str]]:
+    """Each concept's singular phrases, and its plural ones as `<concept>#many`: the
+    listed plurals and the regular plural of every ASCII phrase, so "conditions" is
+    read as "condition", and known to ask for all of them."""
+    out: dict[str, list[str]] = {}
+    for name, words in entries.items():
+        made = {plural(w) for w in words if w.isascii() and w[-1:].isalpha()}
+        many = [w for w in words if w in made] + sorted(made - set(words))
+        out[name] = [w for w in words if w not in made]
+        out[f"{name}#many"] = many
+    return out
 
 
 @functools.cache
@@ -105,7 +135,10 @@ def lexicon() -> Lexicon:
         said=Phrases({"said": raw["said"]["words"]}),
         partial=Phrases({"partial": raw["partial"]["keep"]}),
         relations=_group(raw, "relations"),
-        concepts=Phrases({k: list(v["words"]) for k, v in concepts.items()}),
+        relation_words={k: tuple(v) for k, v in raw["relations"].items()},
+        relation_predicates={k: tuple(v) for k, v in raw["relation_predicates"].items()},
+        number=_group(raw, "number"),
+        concepts=Phrases(_with_plurals({k: list(v["words"]) for k, v in concepts.items()})),
         concept_predicates={k: tuple(v["predicates"]) for k, v in concepts.items()},
         categories=_group(raw, "categories"),
         kinds=_group(raw, "kinds"),
@@ -113,5 +146,6 @@ def lexicon() -> Lexicon:
         questions=dict(raw["questions"]),
         messages=dict(raw["messages"]),
         stopwords=frozenset(raw["stopwords"]["en"]) | frozenset(raw["stopwords"]["zh"]),
+        zh_stopwords=Phrases({"zh": raw["stopwords"]["zh"]}),
         selectors=Phrases(selector_lists),
     )

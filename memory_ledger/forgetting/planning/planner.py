@@ -42,7 +42,11 @@ MAX_CANDIDATES = 8
 MIN_MATCH = 0.35
 CLEAR_LEAD = 0.85
 _POSSESSIVE_EN = re.compile(r"\b([a-z][a-z-]{1,30})'s\b")
-_POSSESSIVE_ZH = re.compile(r"([\u4e00-\u9fff]{1,4})的")
+_NAMES_ZH = [
+    re.compile(r"((?:小|老|阿)[\u4e00-\u9fff])(?:的|$)"),  # 小李, 老王, 阿明
+    re.compile(r"([\u4e00-\u9fff](?:医生|大夫|老师|律师|总|经理|先生|女士|小姐|阿姨|叔叔|师傅))的"),
+    re.compile(r"(?:朋友|同事|同学|室友|邻居|老板|表妹|表姐|表哥|表弟)([\u4e00-\u9fff]{2,3}?)的"),
+]
 _NOT_NAMES = {
     "it", "that", "this", "what", "there", "here", "who", "one", "let", "today", "yesterday",
     "everyone", "somebody", "someone", "user", "he", "she", "we", "mom", "dad",
@@ -105,6 +109,7 @@ class Planner:
         self.namespace = namespace
         self.lex = words or lexicon()
         self.pool = Pool(conn, log, namespace)
+        self._carriers: dict[str, str] | None = None
 
     # -- the entry point ------------------------------------------------------------------
 
@@ -121,6 +126,10 @@ class Planner:
         ):
             return self._finish(self._whole_namespace())
         subjects = self._subjects()
+        if reading.intent == "redact" and subjects == []:
+            # "the dentist's number from what I told you": words to find, not a subject
+            reading.words += [w for w in reading.relations if w.isascii()]
+            subjects = None
         if subjects is not None and not subjects:
             return Draft("nothing_matched", reading.intent, reason="third_party_not_found")
         if reading.intent == "redact":
@@ -133,47 +142,109 @@ class Planner:
 
     def _subjects(self) -> list[str] | None:
         """The third parties the request names (None: it names none, so it is about the
-        user). An empty list: it names someone who is not in this memory."""
+        user). An empty list: it names someone who is not in this memory. A name beats
+        a relation ("my friend Bob": Bob, not every friend)."""
         others = sorted({r.subject for r in self.pool.rows if r.subject != "user"})
         reading = self.reading
-        named: set[str] = set()
-        asked = bool(reading.relations)
-        for subject in others:
-            tokens = set(re.split(r"[_.:-]+", subject))
-            if tokens & set(reading.relations):
-                named.add(subject)
-            if any(
-                re.search(rf"(?<![\w]){re.escape(t)}(?![\w])", self.text)
-                for t in tokens
-                if len(t) > 2
-            ):
-                named.add(subject)
-        names = self._names_of(others)
-        for subject, name in names.items():
-            if name and name in self.text:
-                named.add(subject)
+        asked_names = self._possessive_names()
+        aliases = self._aliases(others, asked_names)
+        by_name = {s for s, names in aliases.items() if any(_mentions(self.text, n) for n in names)}
+        by_relation = {s for relation in reading.relations for s in self._related(relation, others)}
+        if by_name:
+            both = by_name & by_relation
+            return sorted(both or by_name)
+        if by_relation:
+            return sorted(by_relation)
+        if reading.relations or asked_names:
+            return []
+        return None
+
+    def _possessive_names(self) -> list[str]:
+        """Who the request says a thing belongs to, when it is not the user: "Carol's",
+        "小李的" (relation words and "my" set aside)."""
+        lex = self.lex
+        found = []
         for m in _POSSESSIVE_EN.finditer(self.text):
             word = m.group(1)
-            if word not in _NOT_NAMES and word not in self.lex.stopwords:
-                asked = True
-        for m in _POSSESSIVE_ZH.finditer(self.text):
-            word = m.group(1)
-            if word[-1:] in "我你" or word in _NOT_NAMES_ZH:
-                continue
-            known = any(word.endswith(w) or w.endswith(word) for w in names.values() if w)
-            if known or self.lex.relations.any(word):
-                asked = True
-        if not asked and not named:
-            return None
-        return sorted(named)
+            common = word in _NOT_NAMES or word in lex.stopwords
+            if not (common or lex.relations.any(word) or lex.concepts.any(word)):
+                found.append(word)
+        for pattern in _NAMES_ZH:  # Chinese has no capitals: names by their usual shapes
+            for m in pattern.finditer(self.text):
+                word = m.group(1)
+                if len(word) >= 2 and word not in _NOT_NAMES_ZH and not lex.concepts.any(word):
+                    found.append(word)
+        return found
 
-    def _names_of(self, subjects: list[str]) -> dict[str, str]:
-        """Third parties' names, from `name` facts about them (read from the log)."""
-        rows = [
-            r for r in self.pool.rows if r.subject in subjects and r.predicate in _NAME_PREDICATES
+    def _aliases(self, subjects: list[str], asked: list[str]) -> dict[str, set[str]]:
+        """What each third party is called: the parts of its identifier, its `name`
+        facts, the user's facts that name it, and a name the request gives that the
+        turns about it use ("小李" in "我朋友小李住在...")."""
+        out: dict[str, set[str]] = {
+            s: {t for t in re.split(r"[_.:-]+", s) if len(t) >= 3 and t not in _TITLES}
+            for s in subjects
+        }
+        named = [r for r in self.pool.rows if r.kind != "turn" and r.subject in out]
+        names = [r for r in named if r.predicate in _NAME_PREDICATES]
+        for row, text in self.pool.texts([r.item_id for r in names]).items():
+            if text:
+                out[self.pool.by_id[row].subject].add(normalise(text))
+        carriers = self._carrier_texts(named)
+        for subject, text in carriers.items():
+            out[subject] |= {n for n in asked if n in text}
+        return out
+
+    def _carrier_texts(self, rows: list[Row]) -> dict[str, str]:
+        """For each third party, the text of the turns its facts were taken from: how the
+        user spoke of them ("我朋友小李住在...")."""
+        if self._carriers is not None:
+            return self._carriers
+        sources: dict[tuple[str | None, str], set[str]] = {}
+        for r in rows:
+            if r.turn_id:
+                sources.setdefault((r.session_id, r.turn_id), set()).add(r.subject)
+        turns = [
+            r for r in self.pool.rows if r.kind == "turn" and (r.session_id, r.turn_id) in sources
         ]
-        texts = self.pool.texts([r.item_id for r in rows])
-        return {r.subject: normalise(texts[r.item_id] or "") for r in rows if texts.get(r.item_id)}
+        out: dict[str, str] = {}
+        for item_id, text in self.pool.texts([r.item_id for r in turns]).items():
+            row = self.pool.by_id[item_id]
+            for subject in sources[(row.session_id, row.turn_id or "")]:
+                out[subject] = out.get(subject, "") + " " + normalise(text or "")
+        self._carriers = out
+        return out
+
+    def _related(self, relation: str, subjects: list[str]) -> set[str]:
+        """The third parties a relation word names: by identifier ("sister"), or through
+        the user's own fact of that relation (user.sibling = "Kavya": kavya)."""
+        words = {w for w in self.lex.relation_words.get(relation, ()) if w.isascii()}
+        found = {s for s in subjects if set(re.split(r"[_.:-]+", s)) & (words | {relation})}
+        predicates = set(self.lex.relation_predicates.get(relation, ()))
+        facts = [  # "my partner" is the current one, not a partner superseded since
+            r
+            for r in self.pool.rows
+            if r.subject == "user" and r.predicate in predicates and r.status != "superseded"
+        ]
+        carriers = self._carrier_texts(
+            [r for r in self.pool.rows if r.kind != "turn" and r.subject in subjects]
+        )
+        for text in self.pool.texts([r.item_id for r in facts]).values():
+            value = normalise(text or "")
+            if len(value) >= 2:  # "王磊" is how the user's turns about wang_lei name him
+                found |= {s for s in subjects if value in carriers.get(s, "")}
+            found |= {
+                s
+                for s in subjects
+                if any(_mentions(value, t) for t in re.split(r"[_.:-]+", s) if len(t) >= 3)
+            }
+        return found
+
+    def _relation_facts(self) -> list[Row]:
+        """The user's own facts of the relations named: "my wife's name" is user.spouse."""
+        predicates = {
+            p for r in self.reading.relations for p in self.lex.relation_predicates.get(r, ())
+        }
+        return [r for r in self.pool.rows if r.subject == "user" and r.predicate in predicates]
 
     # -- what ---------------------------------------------------------------------------
 
@@ -183,29 +254,33 @@ class Planner:
         chosen: list[str] = []
         for concept in self.reading.concepts:
             exact = [p for p in self.lex.concept_predicates[concept] if p in present]
-            if exact:
-                chosen += [p for p in exact if p not in chosen]
-                continue
-            key = set(concept.split("_"))
-            chosen += [p for p in sorted(present) if set(p.split("_")) & key and p not in chosen]
-        words = set(self.reading.words)
+            if not exact:  # a writer's own name for it: "consumer_debt" for a debt
+                listed = [concept, *self.lex.concept_predicates[concept]]
+                tokens = {part for name in listed for part in name.split("_")} - _GENERIC
+                exact = sorted(p for p in present if set(p.split("_")) & tokens)
+            chosen += [p for p in exact if p not in chosen]
+        words = {w.removesuffix("s") for w in self.reading.words} | set(self.reading.words)
         for predicate in sorted(present):  # a predicate spelled out: "favourite colour"
             parts = [p for p in predicate.split("_") if p]
-            spelled = parts and all(p in words or p.rstrip("s") in words for p in parts)
-            if spelled and predicate not in chosen:
+            if parts and all(p in words for p in parts) and predicate not in chosen:
                 chosen.append(predicate)
         return chosen
 
     def _select(self, subjects: list[str] | None) -> Draft:
         reading = self.reading
-        rows = list(self.pool.rows)
-        rows = self._in_time(rows)
+        rows = self._in_time(list(self.pool.rows))
         if rows is None:
             return Draft("needs_clarification", reading.intent, question=self._q("no_session"))
         if reading.conclusion:
             rows = [r for r in rows if r.inferred]
-        facts_only = subjects is not None
         people = subjects or ["user"]
+        if "name" in reading.concepts and reading.relations and self._relation_facts():
+            predicates: list[str] = []
+            rows = self._relation_facts()
+            return self._things_or_ask(rows, whole=None)
+        if subjects is None and reading.number == "one" and not _first_person(self.text):
+            # "that phone number": whose is not said; any of them, and asked if several
+            people = sorted({r.subject for r in rows})
         predicates = self._predicates([r for r in rows if r.subject in people])
         if reading.concepts or predicates:
             rows = [
@@ -213,16 +288,23 @@ class Planner:
                 for r in rows
                 if r.kind != "turn" and r.subject in people and r.predicate in predicates
             ]
-            if not rows:
+            if rows:
+                return self._things_or_ask(rows, whole=(predicates, people))
+            if not (reading.said or reading.session or reading.window or reading.topic):
                 return Draft("nothing_matched", reading.intent, reason="no_such_value")
-            rows = self._by_value(rows)
-        elif facts_only:
+            # "what I said about my counselling": no such fact, but maybe such words
+            reading.words = [*reading.words, *(p for p in reading.phrases if p.isascii())]
+            reading.runs = [*reading.runs, *(p for p in reading.phrases if not p.isascii())]
+            reading.concepts = []
+            rows = self._in_time(list(self.pool.rows)) or []
+        if subjects is not None:
             rows = [r for r in rows if r.subject in people]
         elif reading.categories:
             categories = set(reading.categories)
             rows = [r for r in rows if r.category in categories]
             if not rows:
                 return Draft("nothing_matched", reading.intent, reason="no_such_category")
+            rows = self._by_words(rows)
         elif reading.kinds:
             kinds = {"preference": "preference", "turn": "turn"}
             rows = [r for r in rows if r.kind in {kinds[k] for k in reading.kinds}]
@@ -236,14 +318,113 @@ class Planner:
             rows = [r for r in rows if not r.suppressed and r.status != "superseded"]
         if not rows:
             return Draft("nothing_matched", reading.intent, reason="nothing_selected")
-        if reading.topic and (reading.window or reading.session or reading.vague_one):
-            rows = self._on_topic(rows)
-        if reading.vague_one and len(rows) > 1:
+        topical = reading.window or reading.session or reading.conclusion or reading.vague_one
+        narrowed = self._on_topic(rows) if topical else rows
+        if narrowed is None:
             return self._clarify(rows)
-        scope = self._scope(rows, predicates, people)
+        if reading.vague_one and len(narrowed) > 1:
+            return self._clarify(narrowed)
+        if narrowed != rows:
+            return self._explicit(_without_carriers(narrowed))
+        scope = self._scope(rows, [], people)
         if scope is not None:
             return self._resolved(scope, rows)
         return self._explicit(rows)
+
+    def _things_or_ask(self, rows: list[Row], whole: tuple[list[str], list[str]] | None) -> Draft:
+        """Items of named predicates: narrowed by what the request says of their values,
+        then by version; several different things where one was named are asked about."""
+        reading = self.reading
+        narrowed = self._by_anchor(rows)
+        if narrowed == rows:
+            narrowed = self._by_value(rows)
+        if narrowed == rows:
+            narrowed = self._by_words(rows)
+        if narrowed == rows and len(_things(rows)) + len(rows) > 2 and any(self._topic_words()):
+            # the request says more than the predicate ("大一住的宿舍地址"), and no value
+            # says it: by meaning, or asked; never all of them
+            ranked = self._on_topic(rows)
+            if ranked is None:
+                return self._clarify(rows)
+            narrowed = ranked
+        if reading.intent == "stop_using":
+            narrowed = [r for r in narrowed if not r.suppressed and r.status != "superseded"]
+            if not narrowed:
+                return Draft("nothing_matched", reading.intent, reason="nothing_in_use")
+        predicates, people = whole or ([], [])
+        single = len({(r.subject, r.predicate) for r in narrowed}) == 1
+        if (
+            narrowed == rows
+            and whole is not None
+            and len(predicates) == 1
+            and len(people) == 1
+            and reading.intent == "delete"
+            and not reading.conclusion
+        ):
+            things = _things(rows)
+            if len(things) > 1 and reading.number == "one" and reading.which is None:
+                return self._clarify([_face(t) for t in things])
+            scope = ForgetScope(
+                kind="predicate",
+                subject=people[0],
+                predicate=predicates[0],
+                which=reading.which or "all",
+            )
+            return self._resolved(scope, rows)
+        chosen = self._versions(narrowed)
+        if isinstance(chosen, Draft):
+            return chosen
+        things = _things(chosen)
+        if len(things) > 1 and reading.number == "one" and not (single and reading.which):
+            return self._clarify([_face(t) for t in things])
+        return self._explicit(chosen)
+
+    def _versions(self, rows: list[Row]) -> list[Row] | Draft:
+        which = self.reading.which
+        if which == "current":
+            rows = [r for r in rows if r.status in ("current", "conflict")]
+        elif which == "previous":
+            old = [r for r in rows if r.status == "superseded"]
+            if len(old) > 1 and self.reading.number != "all":
+                return self._clarify(old)
+            rows = old
+        if not rows:
+            return Draft("nothing_matched", self.reading.intent, reason="no_such_version")
+        return rows
+
+    def _by_words(self, rows: list[Row]) -> list[Row]:
+        """Narrow (never widen) to the items whose value has the request's own words:
+        "the Bristol address", "my cat allergy", "对虾过敏"."""
+        words, runs = self._topic_words()
+        words = [*words, *(p for p in self.reading.phrases if p.isascii())]
+        if not (words or runs) or len(rows) < 2:
+            return rows
+        texts = self.pool.texts([r.item_id for r in rows])
+        hit = []
+        for row in rows:
+            value = normalise(texts.get(row.item_id) or "")
+            if not value:
+                continue
+            if any(
+                _mentions(value, w) or _mentions(value, w.removesuffix("s")) for w in words
+            ) or any(_shares_chinese(value, run) for run in runs):
+                hit.append(row)
+        if any(r.kind != "turn" for r in hit):  # turns that repeat a fact's value are
+            hit = [r for r in hit if r.kind != "turn"]  # redacted with it (mentions)
+        return hit if hit else rows
+
+    def _by_anchor(self, rows: list[Row]) -> list[Row]:
+        """ "The jobs I had before Lumen": versions before (or after) the one named."""
+        for word, earlier in ((self.reading.before, True), (self.reading.after, False)):
+            if not word or len(rows) < 2:
+                continue
+            texts = self.pool.texts([r.item_id for r in rows])
+            anchors = [r for r in rows if _mentions(normalise(texts.get(r.item_id) or ""), word)]
+            if len(anchors) != 1:
+                continue
+            at = anchors[0].valid_from
+            return [r for r in rows if (r.valid_from < at if earlier else r.valid_from > at)]
+        return rows
 
     def _in_time(self, rows: list[Row]) -> list[Row] | None:
         reading = self.reading
@@ -269,7 +450,8 @@ class Planner:
         return max(sessions, key=lambda r: r.written_at).session_id if sessions else None
 
     def _by_value(self, rows: list[Row]) -> list[Row]:
-        """Members the request names by value ("forget that I am allergic to peanuts")."""
+        """Members the request names by value ("forget that I am allergic to peanuts"),
+        or, for "the one I gave you last time", the latest."""
         texts = self.pool.texts([r.item_id for r in rows])
         named = [
             r
@@ -282,12 +464,28 @@ class Planner:
             return [max(rows, key=lambda r: r.written_at)]
         return rows
 
-    def _on_topic(self, rows: list[Row]) -> list[Row]:
-        ranked = self._rank(self.reading.topic, rows)
-        if not ranked:
+    def _topic_words(self) -> tuple[list[str], list[str]]:
+        words = [w for w in self.reading.words if len(w) >= 3]
+        runs = [r for r in self.reading.runs if len(r) >= 2]
+        return words, runs
+
+    def _on_topic(self, rows: list[Row]) -> list[Row] | None:
+        """Narrow a selection (a conversation, a day) to what the request is about:
+        its words in the items' text first, then by meaning. None: the request names a
+        topic and nothing here is about it (asked, never taken as the whole day)."""
+        narrowed = self._by_words(rows)
+        if narrowed != rows:
+            return narrowed
+        reading = self.reading
+        words, runs = self._topic_words()
+        query = reading.topic or " ".join([*words, *runs])
+        if not query.strip():
             return rows
+        ranked = self._rank(query, rows)
+        if not ranked or ranked[0][1] < MIN_MATCH:
+            return None
         best = ranked[0][1]
-        return [r for r, s in ranked if s >= best * CLEAR_LEAD] if best >= MIN_MATCH else rows
+        return [r for r, s in ranked if s >= best * CLEAR_LEAD]
 
     def _rank(self, query: str, rows: list[Row]) -> list[tuple[Row, float]]:
         if self.vectors is None or not query.strip() or not rows:
@@ -300,15 +498,22 @@ class Planner:
 
     def _by_content(self, rows: list[Row]) -> Draft:
         """No selector matched: find the item by what the request says about it."""
-        query = self.reading.topic or " ".join(self.reading.words)
+        words, runs = self._topic_words()
+        query = self.reading.topic or " ".join([*words, *runs])
         if self.reading.intent == "stop_using":
-            rows = [r for r in rows if not r.suppressed]
-        ranked = self._rank(query, rows)
-        if not ranked or ranked[0][1] < MIN_MATCH:
-            return Draft("nothing_matched", self.reading.intent, reason="no_content_match")
-        best = ranked[0][1]
-        close = [r for r, s in ranked if s >= best * CLEAR_LEAD]
-        if len(close) > 1:
+            rows = [r for r in rows if not r.suppressed and r.status != "superseded"]
+        if not query.strip():
+            return Draft("nothing_matched", self.reading.intent, reason="nothing_named")
+        lexical = self._by_words(rows)
+        if lexical != rows:
+            close = _without_carriers(lexical)
+        else:
+            ranked = self._rank(query, rows)
+            if not ranked or ranked[0][1] < MIN_MATCH:
+                return Draft("nothing_matched", self.reading.intent, reason="no_content_match")
+            best = ranked[0][1]
+            close = _without_carriers([r for r, s in ranked if s >= best * CLEAR_LEAD])
+        if len(_things(close)) > 1 and self.reading.number != "all":
             return self._clarify(close)
         return self._explicit(close)
 
@@ -353,6 +558,13 @@ class Planner:
 
     def _resolved(self, scope: ForgetScope, rows: list[Row]) -> Draft:
         found = resolve(self.conn, self.namespace, scope, self.log)
+        if found.status == "needs_clarification" and self.reading.number == "all":
+            # "all my old addresses": every candidate, if each is a whole item
+            rows = [
+                self.pool.by_id[c.item_id] for c in found.candidates if c.item_id in self.pool.by_id
+            ]
+            if rows and all(r.status == "superseded" for r in rows):
+                return self._explicit(rows)
         if found.status == "needs_clarification":
             return self._clarify(
                 [
@@ -420,6 +632,18 @@ class Planner:
         rows = self._in_time(list(self.pool.rows)) or []
         if subjects:
             rows = [r for r in rows if r.subject in subjects or r.kind == "turn"]
+        people = subjects or ["user"]
+        predicates = self._predicates([r for r in rows if r.subject in people])
+        if predicates:  # "the flat number from my current address": in that fact
+            named = [
+                r
+                for r in rows
+                if r.kind != "turn" and r.predicate in predicates and r.subject in people
+            ]
+            chosen = self._versions(named) if named else []
+            if isinstance(chosen, Draft):
+                return chosen
+            rows = chosen or rows
         texts = self.pool.texts([r.item_id for r in rows])
         kinds = [self.lex.spans[k] for k in reading.spans]
         holding = [
@@ -429,22 +653,12 @@ class Planner:
         ]
         if not holding:
             return Draft("nothing_matched", "redact", reason="no_such_span")
-        topic = reading.topic or " ".join(reading.words)
-        if len(holding) > 1 and topic:
-            ranked = self._rank(topic, holding)
-            if ranked and ranked[0][1] >= MIN_MATCH:
-                best = ranked[0][1]
-                holding = [r for r, s in ranked if s >= best * CLEAR_LEAD]
         if len(holding) > 1:
-            # The same words said once as a turn and kept as a fact: one thing.
-            turns = [r for r in holding if r.kind == "turn"]
-            facts = [
-                r
-                for r in holding
-                if r.kind != "turn" and r.turn_id not in {t.turn_id for t in turns}
-            ]
-            if len(turns) + len(facts) > 1:
-                return self._clarify(holding)
+            holding = self._on_topic(holding) or holding
+        # A fact and the turn it was taken from: the fact; the redaction rewrites its turn.
+        holding = _without_carriers(holding)
+        if len(holding) > 1:
+            return self._clarify(holding)
         spans: list[str] = []
         for row in holding:
             for kind in kinds:
@@ -514,3 +728,72 @@ class Planner:
         shown = [*draft.targets[:50], *draft.keeps[:50], *draft.history[:50]]
         draft.labels = {i: self.pool.label(i, language) for i in shown if i in self.pool.by_id}
         return draft
+
+
+_TITLES = {"mr", "mrs", "ms", "dr", "prof", "the"}
+#: Parts of predicate names too common to say which concept a predicate is.
+_GENERIC = {
+    "work", "home", "number", "name", "time", "date", "current", "personal", "main",
+    "primary", "monthly", "annual", "id", "info", "status", "preference", "type", "next",
+    "new", "old", "favorite", "favourite", "office", "company", "business", "health",
+    "medical", "social", "policy", "account", "card", "mobile", "cell",
+}  # fmt: skip
+
+
+def _mentions(text: str, word: str) -> bool:
+    """`word` in `text`: as a whole word for Latin script, anywhere for Chinese."""
+    if not word:
+        return False
+    if word.isascii():
+        return re.search(rf"(?<![\w]){re.escape(word)}(?![\w])", text) is not None
+    return word in text
+
+
+def _shares_chinese(value: str, run: str) -> bool:
+    """A Chinese run of the request and a value say the same thing: one holds the
+    other, or they share a two-character word ("助学" in "国家助学贷款")."""
+    if len(run) >= 2 and run in value:
+        return True
+    if value in run and len(value) >= 1 and _is_chinese(value):
+        return True
+    return any(run[i : i + 2] in value for i in range(len(run) - 1))
+
+
+def _is_chinese(text: str) -> bool:
+    return all("\u3400" <= ch <= "\u9fff" for ch in text)
+
+
+def _things(rows: list[Row]) -> list[list[Row]]:
+    """Distinct things among items: each member of a set (several live values of one
+    predicate), each single-valued predicate with its versions, each turn."""
+    groups: dict[tuple[str, str], list[Row]] = {}
+    out: list[list[Row]] = []
+    for row in rows:
+        if row.kind == "turn":
+            out.append([row])
+        else:
+            groups.setdefault((row.subject, row.predicate), []).append(row)
+    for group in groups.values():
+        live = [r for r in group if r.status in ("current", "conflict")]
+        if len(live) > 1:
+            out += [[r] for r in live]
+        else:
+            out.append(group)
+    return out
+
+
+def _face(thing: list[Row]) -> Row:
+    """The item that stands for a thing in a question: its live version, or its latest."""
+    live = [r for r in thing if r.status in ("current", "conflict")]
+    return max(live or thing, key=lambda r: r.written_at)
+
+
+def _without_carriers(rows: list[Row]) -> list[Row]:
+    """Turns a selected fact was taken from go with the fact (cascade): not targets."""
+    sources = {(r.session_id, r.turn_id) for r in rows if r.kind != "turn" and r.turn_id}
+    return [r for r in rows if r.kind != "turn" or (r.session_id, r.turn_id) not in sources]
+
+
+def _first_person(text: str) -> bool:
+    """Whether the request speaks of the user's own things ("my", "我")."""
+    return re.search(r"\b(?:my|mine|me|i|i'm|i've|myself)\b|我", text) is not None

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from memory_ledger.forgetting.planning.lexicon import Lexicon, lexicon
 from memory_ledger.forgetting.planning.when import Window, window_in
@@ -24,7 +24,7 @@ from memory_ledger.phrases import Hit, longest, normalise
 Intent = Literal["delete", "stop_using", "update", "redact"]
 Which = Literal["current", "previous", "all"]
 _CJK = re.compile(r"[\u3400-\u9fff]")
-_WORD = re.compile(r"[\w'-]+|[\u3400-\u9fff]")
+_WORD = re.compile(r"[^\W_\u3400-\u9fff][^\W\u3400-\u9fff]*(?:['-][^\W\u3400-\u9fff]+)*")
 
 
 @dataclass
@@ -53,6 +53,16 @@ class Reading:
     words: list[str] = field(default_factory=list)
     #: The part after "about"/"关于": the topic, when the request names one.
     topic: str = ""
+    #: The words that matched concepts, as written ("cat", "allergies"): specific ones
+    #: ("cat" for a pet) also narrow by value.
+    phrases: list[str] = field(default_factory=list)
+    #: `all`: a plural or "all"; `one`: a singular that must not be widened to several
+    #: things; None: unmarked (Chinese has no plural: every version and member).
+    number: Literal["all", "one"] | None = None
+    runs: list[str] = field(default_factory=list)
+    #: "the jobs I had before Lumen": a value word that bounds the versions in time.
+    before: str | None = None
+    after: str | None = None
 
     @property
     def selects(self) -> bool:
@@ -92,7 +102,9 @@ class LexiconReader:
         reading = Reading(language, intent)
         spent: list[Hit] = list(triggers)
         concepts = longest(lex.concepts.find(norm))
-        reading.concepts = list(dict.fromkeys(h.entry for h in concepts))
+        reading.concepts = list(dict.fromkeys(h.entry.removesuffix("#many") for h in concepts))
+        reading.phrases = [norm[h.start : h.end] for h in concepts]
+        reading.number = _number(lex.number.find(norm), concepts, language)
         spent += concepts
         relations = lex.relations.find(norm)
         reading.relations = list(dict.fromkeys(h.entry for h in relations))
@@ -101,9 +113,16 @@ class LexiconReader:
         reading.kinds = list(dict.fromkeys(h.entry for h in lex.kinds.find(norm)))
         which = lex.which.find(norm)
         if which:
-            reading.which = _which(which)
             spent += which
+            # "delete my current address, keep the old one": the kept clause says what
+            # stays, not which version goes
+            kept = _kept_clauses(norm, lex.partial)
+            chosen = [h for h in which if not any(s <= h.start < e for s, e in kept)]
+            reading.which = _which(chosen or which)
         reading.window = window_in(norm, now, zone)
+        if reading.window is not None and reading.window.said in norm:
+            at = norm.index(reading.window.said)
+            spent.append(Hit("window", at, at + len(reading.window.said)))
         sessions = lex.sessions.find(norm)
         if sessions:
             reading.session = "this" if any(h.entry == "this" for h in sessions) else "last"
@@ -130,6 +149,9 @@ class LexiconReader:
                 return Reading(language, None, "update_without_value")
         reading.topic = _topic(norm)
         reading.words = self._content_words(norm, spent)
+        reading.runs = self._cjk_runs(norm, spent)
+        reading.before = _anchor(norm, _BEFORE)
+        reading.after = _anchor(norm, _AFTER)
         return reading
 
     def _after_blocker(self, norm: str, triggers: list[Hit]) -> bool:
@@ -165,9 +187,21 @@ class LexiconReader:
         named = {same.get(h.entry) for h in concepts}
         partial_words = [h for h in self.lex.partial.find(norm)]
         return set(kinds) <= named and not any(
-            re.search(r"but|keep|only|just|exact|保留|只|仅", norm[h.start : h.end])
+            re.search(
+                r"but|keep|only|just|exact|from|out of|in what|保留|只|仅|里|中的",
+                norm[h.start : h.end],
+            )
             for h in partial_words
         )
+
+    def _cjk_runs(self, norm: str, spent: list[Hit]) -> list[str]:
+        """Runs of Chinese text not spent on selectors or function words: what the
+        request says about the item ("对虾", "心理咨询"), for matching with values."""
+        mask = list(norm)
+        for h in [*spent, *self.lex.selectors.find(norm), *self.lex.zh_stopwords.find(norm)]:
+            for i in range(h.start, h.end):
+                mask[i] = " "
+        return re.findall(r"[\u3400-\u9fff]+", "".join(mask))
 
     def _content_words(self, norm: str, spent: list[Hit]) -> list[str]:
         spans = [(h.start, h.end) for h in spent] + [
@@ -181,6 +215,34 @@ class LexiconReader:
             if word and word not in self.lex.stopwords and not word.isdigit():
                 words.append(word)
         return words
+
+
+def _number(hits: list[Hit], concepts: list[Hit], language: str) -> Literal["all", "one"] | None:
+    names = {h.entry for h in hits}
+    if "all" in names:
+        return "all"
+    if "one" in names:
+        return "one"
+    if any(h.entry.endswith("#many") for h in concepts):
+        return "all"
+    if concepts and language == "en":
+        return "one"
+    return None
+
+
+_BEFORE = [
+    re.compile(r"\bbefore\s+([\w'-]{2,40})"),
+    re.compile(r"([\u3400-\u9fff\w]{2,12})(?:之前|以前)"),
+]
+_AFTER = [re.compile(r"\bafter\s+([\w'-]{2,40})"), re.compile(r"([\u3400-\u9fff\w]{2,12})之后")]
+
+
+def _anchor(norm: str, patterns: list[re.Pattern[str]]) -> str | None:
+    for pattern in patterns:
+        m = pattern.search(norm)
+        if m:
+            return m.group(1)
+    return None
 
 
 def _which(hits: list[Hit]) -> Which:
@@ -201,23 +263,46 @@ def _delete_is_separate(norm: str, triggers: list[Hit]) -> bool:
 
 
 _NEW_VALUE = [
-    re.compile(
-        r"\b(?:to|is now|are now|is|changed to|with|it's actually|actually it's)\s+(.+)$", re.I
-    ),
-    re.compile(r"(?:改成|改为|更新为|更新成|换成|更改为|修改为|现在是|变成|是)[:：]?\s*(.+)$"),
+    r"\b(?:update|change|set|correct|fix|switch)\b[^.;!?]*?\bto\s+(.+)",
+    r"\b(?:is|are|it'?s|it is) now\s+(.+)",
+    r"\b(?:changed|moved|switched) to\s+(.+)",
+    r"\bmy new [a-z ]{2,30}? is\s+(.+)",
+    r"\b(?:should be|i'm at|i am at|i work at|i'm with|it's actually|actually it's)\s+(.+?)(?:\s+now)?(?=[,;.!]|$)",
+    r"\breplace [a-z ]{2,30}? with\s+(.+)",
+    r"(?:改成了?|改为|更新为|更新成|换成了?|更改为|修改为|变成了?)[:：]?\s*(.+)",
+    r"(?:现在是|新的?[\u4e00-\u9fff]{0,6}是)[:：]?\s*(.+)",
 ]  # fmt: skip
+_TAIL = re.compile(
+    r"\s*(?:[,;，；。]\s*(?:please|pls|thanks|thank you|can you|could you|update|change|"
+    r"so|and|帮我|帮忙|请|麻烦|谢谢|你|改|更新|记得).*|[.!。！]+|\s+now)$",
+    re.IGNORECASE,
+)
 
 
 def _new_value(text: str) -> str | None:
-    """The value an update sets: what follows "to"/"is now"/"改成" in the request."""
+    """The value an update sets: what follows "to", "is now", "改成"; the request's own
+    closing ("please update it", "帮我改一下") is not part of it."""
     for pattern in _NEW_VALUE:
-        matches = list(pattern.finditer(text.strip()))
-        if matches:
-            value = matches[-1].group(1).strip().rstrip("。.!！ ")
+        m = re.search(pattern, text.strip(), re.IGNORECASE)
+        if m:
+            value = m.group(1).strip()
+            for _ in range(3):
+                value = _TAIL.sub("", value).strip()
             value = re.sub(r"[,，]?\s*(?:please|thanks|thank you|谢谢|吧|了)$", "", value).strip()
             if value:
                 return value
     return None
+
+
+def _kept_clauses(norm: str, partial: Any) -> list[tuple[int, int]]:
+    """Where the clauses that say what stays are ("以前那个留着", "keep the old one")."""
+    out, start = [], 0
+    for m in re.finditer(r"[,;，；。]|\bbut\b|但", norm + ","):
+        clause = norm[start : m.start()]
+        if re.search(r"留着|保留|留下|不动|\bkeep\b|\bleave\b|\bstays?\b", clause):
+            out.append((start, m.start()))
+        start = m.end()
+    return out
 
 
 _TOPIC = re.compile(
