@@ -267,7 +267,8 @@ _NEW_VALUE = [
     r"\b(?:is|are|it'?s|it is) now\s+(.+)",
     r"\b(?:changed|moved|switched) to\s+(.+)",
     r"\bmy new [a-z ]{2,30}? is\s+(.+)",
-    r"\b(?:should be|i'm at|i am at|i work at|i'm with|it's actually|actually it's)\s+(.+?)(?:\s+now)?(?=[,;.!]|$)",
+    r"\b(?:should be|i'm at|i am at|i work at|i'm with|it's actually|actually it's)"
+    r"\s+(.+?)(?:\s+now)?(?=[,;.!]|$)",
     r"\breplace [a-z ]{2,30}? with\s+(.+)",
     r"(?:改成了?|改为|更新为|更新成|换成了?|更改为|修改为|变成了?)[:：]?\s*(.+)",
     r"(?:现在是|新的?[\u4e00-\u9fff]{0,6}是)[:：]?\s*(.+)",
