@@ -150,6 +150,8 @@ class Planner:
         aliases = self._aliases(others, asked_names)
         by_name = {s for s, names in aliases.items() if any(_mentions(self.text, n) for n in names)}
         by_relation = {s for relation in reading.relations for s in self._related(relation, others)}
+        if len(by_name) > 1:
+            by_name = self._closest(by_name, asked_names) or by_name
         if by_name:
             both = by_name & by_relation
             return sorted(both or by_name)
@@ -158,6 +160,27 @@ class Planner:
         if reading.relations or asked_names:
             return []
         return None
+
+    def _closest(self, subjects: set[str], names: list[str]) -> set[str]:
+        """Of several third parties one turn names, the one whose value the name stands
+        next to ("诊所电话010-8597 1234，张医生的手机010-6915 6114": Dr Zhang's is the
+        second)."""
+        rows = [r for r in self.pool.rows if r.kind != "turn" and r.subject in subjects]
+        values = self.pool.texts([r.item_id for r in rows])
+        carriers = self._carrier_texts(rows)
+        distance: dict[str, int] = {}
+        for row in rows:
+            text, value = carriers.get(row.subject, ""), normalise(values.get(row.item_id) or "")
+            at = text.find(value) if value else -1
+            for name in names:
+                spot = text.find(name)
+                if at >= 0 and spot >= 0:
+                    gap = at - spot if at >= spot else 10 * (spot - at)  # a name precedes
+                    distance[row.subject] = min(distance.get(row.subject, gap), gap)
+        if not distance:
+            return set()
+        best = min(distance.values())
+        return {s for s, d in distance.items() if d == best}
 
     def _possessive_names(self) -> list[str]:
         """Who the request says a thing belongs to, when it is not the user: "Carol's",
@@ -397,7 +420,9 @@ class Planner:
         "the Bristol address", "my cat allergy", "对虾过敏"."""
         words, runs = self._topic_words()
         words = [*words, *(p for p in self.reading.phrases if p.isascii())]
-        if not (words or runs) or len(rows) < 2:
+        runs = [*runs, *(p for p in self.reading.phrases if not p.isascii())]
+        single = [r for r in self.reading.runs if len(r) == 1]  # "虾": only a value "虾"
+        if not (words or runs or single) or len(rows) < 2:
             return rows
         texts = self.pool.texts([r.item_id for r in rows])
         hit = []
@@ -405,10 +430,13 @@ class Planner:
             value = normalise(texts.get(row.item_id) or "")
             if not value:
                 continue
-            if any(
-                _mentions(value, w) or _mentions(value, w.removesuffix("s")) for w in words
-            ) or any(_shares_chinese(value, run) for run in runs):
+            if (
+                any(_mentions(value, w) or _mentions(value, w.removesuffix("s")) for w in words)
+                or any(_shares_chinese(value, run) for run in runs)
+                or value in single
+            ):
                 hit.append(row)
+        hit = _without_derived(hit)  # what was derived from a hit goes with it
         if any(r.kind != "turn" for r in hit):  # turns that repeat a fact's value are
             hit = [r for r in hit if r.kind != "turn"]  # redacted with it (mentions)
         return hit if hit else rows
@@ -786,6 +814,12 @@ def _face(thing: list[Row]) -> Row:
     """The item that stands for a thing in a question: its live version, or its latest."""
     live = [r for r in thing if r.status in ("current", "conflict")]
     return max(live or thing, key=lambda r: r.written_at)
+
+
+def _without_derived(rows: list[Row]) -> list[Row]:
+    """Items derived from another of the rows are erased with it (cascade)."""
+    ids = {r.item_id for r in rows}
+    return [r for r in rows if not set(r.derived_from) & ids]
 
 
 def _without_carriers(rows: list[Row]) -> list[Row]:

@@ -4,6 +4,7 @@ the few items a plan needs to look inside (labels, values, spans)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
@@ -37,7 +38,7 @@ class Row:
     turn_id: str | None
     written_at: str
     valid_from: str
-    derived: bool
+    derived_from: tuple[str, ...]
     suppressed: bool
     #: Facts: `current`, `conflict` or `superseded` (the newest version's standing).
     status: str
@@ -45,7 +46,7 @@ class Row:
 
     @property
     def inferred(self) -> bool:
-        return self.origin == "inferred" or self.derived
+        return self.origin == "inferred" or bool(self.derived_from)
 
 
 class Pool:
@@ -75,7 +76,7 @@ class Pool:
                     r.turn_id,
                     r.written_at,
                     r.valid_from,
-                    r.derived_from != "[]",
+                    tuple(json.loads(r.derived_from)),
                     bool(r.suppressed),
                     status,
                     valid_to,
