@@ -34,6 +34,19 @@ summary too: it is derived from them, and a forget cascades to what was derived 
 targets. Kept, they stay readable by the principal (`recall`, `get`, an export) and
 erasable one by one, with the summary following.
 
+**How an item is sealed.** A turn's content is the item's text (each string of it that
+is not one of the SDK's structural fields: `type`, `role`, `status`, `id`, `call_id`,
+`name`), one per line, then a last line: the item's JSON *skeleton* (its structure,
+those fields, and each text's place and line count), hex-encoded. It decodes to exactly
+the item that was added. Why not the JSON as is: the ledger indexes, searches and
+fingerprints a turn's content as text. As text, the recall and context builder find the
+conversation by its words, a forget elsewhere redacts a repeated value inside it, and
+the verification scan's fingerprints are the words that were said. As raw JSON, every
+assistant item would carry the SDK's vocabulary (`"status": "completed"`), and the
+scan, finding the word `completed` in the lifecycle ledger's file (a request's status,
+in clear), would report residue for every erased turn. In hex, the skeleton is one
+token that matches nothing but itself.
+
 The summary is deterministic (no model): a header, then one line per folded item (its
 role or type, and its text with white space collapsed, clipped to `line_chars`), the
 oldest lines dropped first to stay within `summary_bytes`. **Digits are masked** (`#`)
@@ -248,18 +261,17 @@ class MemoryLedgerSession:
             for offset, raw in enumerate(items):
                 item = _plain(raw)
                 speaker = _speaker(item)
+                turn_id = _turn_id(TURN_PREFIX, sequence + offset)
                 writes.append(
                     {
                         "kind": "turn",
                         "subject": speaker,
-                        "content": json.dumps(item, ensure_ascii=False),
+                        "content": encode_item(item, turn_id),
                         "category": TURN_CATEGORY,
                         "origin": "explicit" if speaker == "user" else "observed",
                         "sensitivity": self.sensitivity,
                         "retention": {"basis": self.retention_basis},
-                        "provenance": self._provenance(
-                            now, _turn_id(TURN_PREFIX, sequence + offset)
-                        ),
+                        "provenance": self._provenance(now, turn_id),
                     }
                 )
             self.ledger.remember_many(writes)
@@ -535,17 +547,78 @@ def _plain(item: Any) -> dict[str, Any]:
 
 
 def _decode(found: ItemState) -> Any:
-    """The item a turn holds. If a redaction elsewhere cut across its JSON (rare: the
-    mention rule replaces text inside a value), its text is returned as a message."""
+    """The item a turn holds; if its skeleton no longer decodes (it never should: a
+    redaction rewrites text inside a line and leaves the last one alone), its text is
+    returned as a message rather than dropped."""
     text = found.text or ""
-    try:
-        item = json.loads(text)
-    except ValueError:
-        item = None
-    if isinstance(item, dict):
+    item = decode_item(text)
+    if item is not None:
         return item
     role = found.subject if found.subject in ROLES else "assistant"
     return {"role": role, "content": text}
+
+
+#: An item's fields that hold the SDK's own vocabulary, not what was said: they go into
+#: the skeleton. Every other string is text.
+STRUCTURAL = frozenset({"type", "role", "status", "id", "call_id", "name"})
+_SLOT = "__memory_ledger_text__"
+
+
+def encode_item(item: Mapping[str, Any], turn_id: str) -> str:
+    """The turn content of an item: its texts, one per line, then its hex skeleton.
+
+    The skeleton names the turn, so no two turns' contents are ever equal: a forget
+    redacts a whole content repeated word for word elsewhere, and two turns that said
+    the same short thing ("yes") are not repeats of each other's item."""
+    texts: list[str] = []
+
+    def strip(value: Any, key: str | None) -> Any:
+        if isinstance(value, str) and key not in STRUCTURAL:
+            texts.append(value)
+            return {_SLOT: len(texts) - 1}
+        if isinstance(value, Mapping):
+            return {str(k): strip(v, str(k)) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [strip(v, key) for v in value]
+        return value
+
+    skeleton = strip(dict(item), None)
+    meta = {"item": skeleton, "lines": [t.count("\n") + 1 for t in texts], "turn": turn_id}
+    encoded = json.dumps(meta, ensure_ascii=False, separators=(",", ":")).encode("utf-8").hex()
+    return "\n".join([*texts, encoded])
+
+
+def decode_item(content: str) -> dict[str, Any] | None:
+    """The item `encode_item` made the content of; None if it cannot be rebuilt."""
+    lines = content.split("\n")
+    try:
+        meta = json.loads(bytes.fromhex(lines[-1]).decode("utf-8"))
+        counts = [int(n) for n in meta["lines"]]
+        skeleton = meta["item"]
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+        return None
+    body = lines[:-1]
+    if sum(counts) != len(body):
+        return None
+    texts, start = [], 0
+    for count in counts:
+        texts.append("\n".join(body[start : start + count]))
+        start += count
+
+    def fill(value: Any) -> Any:
+        if isinstance(value, dict):
+            if set(value) == {_SLOT}:
+                return texts[int(value[_SLOT])]
+            return {k: fill(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [fill(v) for v in value]
+        return value
+
+    try:
+        item = fill(skeleton)
+    except (IndexError, TypeError, ValueError):
+        return None
+    return item if isinstance(item, dict) else None
 
 
 def _turn_id(prefix: str, sequence: int) -> str:
