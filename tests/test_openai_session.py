@@ -103,6 +103,7 @@ def test_pop_item_erases_the_newest_item_with_a_forget_request(alice: MemoryLedg
     assert popped == _user("second") and left == [_user("first")]
     assert report is not None and report.completed and len(report.targets) == 1
     assert alice.get(report.targets[0]).erased
+    assert alice.service.requests.verify(report.request_id).failed_stores == []
     assert asyncio.run(session.pop_item()) == _user("first")
     assert asyncio.run(session.pop_item()) is None
 
@@ -160,7 +161,7 @@ def test_forgetting_a_folded_turn_erases_the_summary_and_damages_no_other_turn(
     said = [
         _user("I live at 18 Haisong Road"),
         _user("My office is at 221 Baker Street"),
-        _user("Book a taxi for 7am"),
+        _assistant("Booking a taxi for 7am"),
         _user("Thanks"),
     ]
     asyncio.run(session.add_items(said))
@@ -173,6 +174,9 @@ def test_forgetting_a_folded_turn_erases_the_summary_and_damages_no_other_turn(
     assert summary.item_id in report.cascaded, "derived from the turn: erased with it"
     assert report.mentions == [], "no other turn repeats it, and the summary holds no number"
     assert alice.get(summary.item_id).erased
+    # The scan finds none of the summary's words left: its labels and header are no
+    # vocabulary kept in clear (an `assistant` subject is an identifier, shared).
+    assert alice.service.requests.verify(report.request_id).failed_stores == []
     # The other folded turns are intact; a new summary folds them again, without the first.
     shown = asyncio.run(session.get_items())
     assert shown[1:] == said[3:]
@@ -180,10 +184,10 @@ def test_forgetting_a_folded_turn_erases_the_summary_and_damages_no_other_turn(
     assert refolded is not None and refolded.item_id != summary.item_id
     assert refolded.text.split("\n")[1:] == [
         "user: My office is at ### Baker Street",
-        "user: Book a taxi for #am",
+        "assistant: Booking a taxi for #am",
     ]
     assert first not in refolded.covered_turns
-    kept = [decode_item(t.text) for t in _turns(alice, "chat-1") if t.subject == "user"]
+    kept = [decode_item(t.text) for t in _turns(alice, "chat-1") if t.subject != SUMMARY_SPEAKER]
     assert kept == said[1:]
 
 

@@ -20,7 +20,7 @@ clear only identifiers, so the adapter stores:
 - in the clear predicate, a keyed hash of (store subject, tuple, key):
   `lg_<32 hex digits>`, an HMAC-SHA256 under a derived key of the key store
   (`EventLog.derived_key`, the mechanism the keyword index uses for its term hashes;
-  ident `langgraph-store:<namespace>`, one per principal). A `get` is then one indexed
+  ident `lg-key:<namespace>`, one per principal). A `get` is then one indexed
   lookup on (subject, predicate). Without the key, a predicate says nothing about the
   tuple or key; under another principal's key the same tuple hashes to another
   predicate, so nothing links the two. Like a keyword-index hash, a predicate left in
@@ -101,12 +101,12 @@ from memory_ledger.write_policy import Origin, Sensitivity, canonical_time
 
 log = logging.getLogger("memory_ledger.agents")
 
-#: The first line of every sealed value this store writes. No digit in it: the ledger's
-#: mention rule treats a part with a number and two words as identifying, and a marker
-#: every item shares must never be cut out of the others when one is forgotten.
-ENVELOPE_FORMAT = "memory-ledger langgraph item"
-#: The key store's name for a principal's lookup key (`EventLog.derived_key`).
-KEY_IDENT_PREFIX = "langgraph-store:"
+#: What the sealed header says it is (inside the hex, like the rest of the header).
+ENVELOPE_FORMAT = "memory-ledger/langgraph-item/1"
+#: The key store's name for a principal's lookup key (`EventLog.derived_key`), in clear
+#: in the key store: short words only, so that the verification scan, which looks for
+#: an erased document's words of six letters or more, never finds one of its own here.
+KEY_IDENT_PREFIX = "lg-key:"
 #: Domain separation of the lookup hash: no other use of the key hashes the same bytes.
 HASH_DOMAIN = b"ml-langgraph-item\x00"
 #: Hex digits of the HMAC kept in the predicate: 128 bits, and under the identifier
@@ -403,11 +403,14 @@ class MemoryLedgerStore(BaseStore):
         fact of the same subject) or whose envelope cannot be read."""
         if memory.text is None:
             return None
-        parts = memory.text.split("\n", 2)
-        if len(parts) != 3 or parts[0] != ENVELOPE_FORMAT:
+        first, newline, document = memory.text.partition("\n")
+        try:
+            header = json.loads(bytes.fromhex(first).decode("utf-8"))
+        except (ValueError, UnicodeDecodeError):
+            return None  # not one of ours: another writer's fact of the same subject
+        if not newline or not isinstance(header, dict) or header.get("format") != ENVELOPE_FORMAT:
             return None
         try:
-            header = json.loads(bytes.fromhex(parts[1]).decode("utf-8"))
             namespace = tuple(str(label) for label in header["namespace"])
             key = str(header["key"])
             created = datetime.fromisoformat(header["created_at"])
@@ -417,11 +420,11 @@ class MemoryLedgerStore(BaseStore):
             log.warning("item %s: its LangGraph header no longer parses", memory.item_id)
             return None
         try:
-            value = json.loads(parts[2])
+            value = json.loads(document)
         except ValueError:
             value = None
         if not isinstance(value, dict):
-            value = {REDACTED_FIELD: parts[2]}
+            value = {REDACTED_FIELD: document}
         return _Stored(memory.item_id, memory.version, namespace, key, value, created, updated)
 
     def _predicate(self, namespace: tuple[str, ...], key: str) -> str:
@@ -455,17 +458,21 @@ def _envelope(
     created: datetime,
     updated: datetime,
 ) -> str:
-    """What the fact's value seals: a format line, a header line, then the document.
+    """What the fact's value seals: a header line, then the document.
 
-    The header (tuple, key, times) is JSON in hex: one token without separators, which
-    the ledger's mention rule never cuts into parts, so a label or key shared by many
-    items (`("users", "flat 12 Baker St")`) is never redacted out of the others when one
-    of them is forgotten. The document is indented JSON, one member per line, so that a
-    mention redaction (which cuts values at line breaks and at `: `) replaces text
-    inside a string rather than across the document's structure; and it stays text, so
-    the ledger's vector and keyword indexes find it, and forgetting a value elsewhere
-    ("12 Main Street") redacts it here too."""
+    The header (format, tuple, key, times) is JSON in hex: one token without
+    separators, which the ledger's mention rule never cuts into parts, so a label or key
+    shared by many items (`("users", "flat 12 Baker St")`) is never redacted out of the
+    others when one of them is forgotten, and which holds no word for the verification
+    scan to find in clear elsewhere (a marker in words would be in every item).
+
+    The document is indented JSON, one member per line, so that a mention redaction
+    (which cuts values at line breaks and at `: `) replaces text inside a string rather
+    than across the document's structure; and it stays text, so the ledger's vector and
+    keyword indexes find it, and forgetting a value elsewhere ("12 Main Street") redacts
+    it here too."""
     header = {
+        "format": ENVELOPE_FORMAT,
         "namespace": list(namespace),
         "key": key,
         "created_at": canonical_time(created),
@@ -473,7 +480,7 @@ def _envelope(
     }
     document = json.dumps(value, ensure_ascii=False, indent=1)
     encoded = json.dumps(header, ensure_ascii=False).encode("utf-8").hex()
-    return "\n".join([ENVELOPE_FORMAT, encoded, document])
+    return f"{encoded}\n{document}"
 
 
 def _check_put_namespace(namespace: tuple[str, ...]) -> None:
