@@ -162,6 +162,18 @@ def test_bad_operations_are_refused_before_anything_is_stored(alice: MemoryLedge
     assert [s.key for s in store.search(())] == ["k"]
 
 
+def test_a_delete_erases_what_reads_no_longer_show(alice: MemoryLedger) -> None:
+    """A suppressed item is hidden from get, but a delete of its key erases it."""
+    store = MemoryLedgerStore(alice)
+    store.put(USER_NS, "k", {"v": "hidden, not gone"})
+    [held] = _store_items(alice)
+    alice.suppress(held.item_id)
+    assert store.get(USER_NS, "k") is None
+    report = store.forget(USER_NS, "k")
+    assert report is not None and report.completed and report.targets == [held.item_id]
+    assert alice.get(held.item_id).erased
+
+
 def test_two_principals_with_the_same_tuple_never_meet(service: MemoryService) -> None:
     alice, bob = service.for_principal(ALICE), service.for_principal(BOB)
     alice_store, bob_store = MemoryLedgerStore(alice), MemoryLedgerStore(bob)

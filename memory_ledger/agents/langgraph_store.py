@@ -89,6 +89,7 @@ from langgraph.store.base import (
     SearchOp,
     validate_op_namespace,
 )
+from sqlalchemy import select
 
 from memory_ledger.api import MemoryLedger
 from memory_ledger.errors import InvalidWrite
@@ -98,6 +99,7 @@ from memory_ledger.retrieval.context import MAX_RECALL_LIMIT
 from memory_ledger.stores import Receipt
 from memory_ledger.views import Memory
 from memory_ledger.write_policy import Origin, Sensitivity, canonical_time
+from projections.catalog import catalog
 
 log = logging.getLogger("memory_ledger.agents")
 
@@ -242,12 +244,17 @@ class MemoryLedgerStore(BaseStore):
     def forget(self, namespace: tuple[str, ...], key: str) -> RequestReport | None:
         """Erase the item at (namespace, key), every version of it, with a forget
         request; its report (receipts) is returned and kept as `last_report`. None when
-        the key holds nothing (there is nothing to erase, and nothing is filed)."""
+        the key holds nothing (there is nothing to erase, and nothing is filed).
+
+        Every item of the key's predicate is erased, found by clear columns (the
+        catalog), not by `recall`: a suppressed or expired item, or a duplicate that two
+        racing writers made and one superseded, is hidden from reads but still held,
+        and a delete must leave none of them."""
         with self._lock:
-            found = self._find(tuple(namespace), str(key))
-            if not found:
+            ids = self._item_ids(tuple(namespace), str(key))
+            if not ids:
                 return None
-            report = self.ledger.forget(*[s.item_id for s in found])
+            report = self.ledger.forget(*ids)
             self.last_report = report
             self.recent_reports.append(report)
             return report
@@ -326,6 +333,19 @@ class MemoryLedgerStore(BaseStore):
         found = [self._decode(m) for m in memories]
         same = [s for s in found if s is not None and s.namespace == namespace and s.key == key]
         return sorted(same, key=_order)
+
+    def _item_ids(self, namespace: tuple[str, ...], key: str) -> list[str]:
+        """Every item the key's predicate holds in this namespace, live or not yet swept."""
+        service = self.ledger.service
+        service.runner.catch_up()
+        c = catalog.c
+        query = select(c.item_id).where(
+            c.namespace == self.ledger.namespace,
+            c.subject == self.subject,
+            c.predicate == self._predicate(namespace, key),
+        )
+        with service.engine.connect() as conn:
+            return sorted(conn.execute(query).scalars())
 
     def _newest(self, namespace: tuple[str, ...], key: str) -> _Stored | None:
         found = self._find(tuple(namespace), str(key))
