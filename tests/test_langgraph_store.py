@@ -159,6 +159,8 @@ def test_bad_operations_are_refused_before_anything_is_stored(alice: MemoryLedge
         store.search((), filter={"n": {"$near": 1}})
     with pytest.raises(InvalidWrite):
         MemoryLedgerStore(alice, subject="not an identifier")
+    with pytest.raises(InvalidWrite):
+        MemoryLedgerStore(alice, sensitivity="secret")  # type: ignore[arg-type]
     assert [s.key for s in store.search(())] == ["k"]
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import secrets
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -293,6 +294,23 @@ def test_clear_session_erases_every_turn_and_summary(settings: Settings) -> None
         alice = service.for_principal(ALICE)
         assert asyncio.run(MemoryLedgerSession("chat-1", alice).get_items()) == []
     assert store_bytes_contain(settings, token) == []
+
+
+def test_session_basis_turns_expire_and_end_with_the_session(alice: MemoryLedger) -> None:
+    """The retention policy applies: session-basis turns are hidden once expired (30
+    days by default), whether or not the sweep has erased them, and nothing is folded
+    from them; `end_session` erases them through the ordinary forget path."""
+    session = MemoryLedgerSession("chat-1", alice, max_turns=2, retention_basis="session")
+    asyncio.run(session.add_items([_user("one"), _user("two"), _user("three")]))
+    assert session.summary() is not None
+    started = alice.service.clock()
+    alice.service.clock = lambda: started + timedelta(days=31)
+    assert asyncio.run(session.get_items()) == [] and session.summary() is None
+    alice.service.clock = lambda: started
+    assert len(asyncio.run(session.get_items())) == 2, "the summary and the newest item"
+    [ended] = alice.end_session("chat-1")
+    assert ended.completed and ended.basis == "session_end" and len(ended.targets) == 4
+    assert asyncio.run(session.get_items()) == []
 
 
 def test_a_session_is_the_principals_own(service: MemoryService) -> None:

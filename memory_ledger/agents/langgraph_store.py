@@ -73,8 +73,9 @@ from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, get_args
 
+from langgraph.config import get_config
 from langgraph.store.base import (
     BaseStore,
     GetOp,
@@ -188,6 +189,10 @@ class MemoryLedgerStore(BaseStore):
         ):
             if not is_identifier(value):
                 raise InvalidWrite(f"invalid {name}: use {IDENTIFIER_RULE}")
+        if origin not in get_args(Origin) or sensitivity not in get_args(Sensitivity):
+            raise InvalidWrite(
+                f"origin is one of {get_args(Origin)}, sensitivity one of {get_args(Sensitivity)}"
+            )
         self.ledger = ledger
         self.subject = subject
         self.writer = writer
@@ -311,8 +316,6 @@ class MemoryLedgerStore(BaseStore):
         """The provenance session: the LangGraph thread, when this runs inside a run and
         its id is an identifier; otherwise the store's configured `session_id`."""
         try:
-            from langgraph.config import get_config
-
             thread = get_config().get("configurable", {}).get("thread_id")
         except RuntimeError:  # not inside a runnable context
             thread = None

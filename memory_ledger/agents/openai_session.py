@@ -68,6 +68,7 @@ until the session is cleared.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import secrets
@@ -241,13 +242,12 @@ class MemoryLedgerSession:
 
     def items(self, limit: int | None = None) -> list[TResponseInputItem]:
         with self._lock:
-            self._fold_if_needed()
-            state = self._state()
+            state, shown = self._fold_if_needed()
             if limit is not None and limit <= 0:
                 return []
-            rows = state.visible if limit is None else state.visible[-limit:]
-            out: list[Any] = [item for _, item in self._read_all(rows)]
-            if state.summary is not None and (limit is None or limit > len(rows)):
+            recent = shown if limit is None else shown[-limit:]
+            out: list[Any] = [item for _, item in recent]
+            if state.summary is not None and (limit is None or limit > len(recent)):
                 out.insert(0, {"role": "assistant", "content": state.summary.text})
             return out
 
@@ -391,37 +391,36 @@ class MemoryLedgerSession:
 
     # -- the rolling summary ------------------------------------------------------------
 
-    def _fold_if_needed(self) -> None:
-        """While more than max_turns items are shown, fold the oldest into a summary."""
-        if self.max_turns is None or self.keep_turns is None:
-            return
+    def _fold_if_needed(self) -> tuple[_State, list[tuple[ItemState, Any]]]:
+        """While more than max_turns items are shown, fold the oldest into a summary.
+        Returns the state after it, and the items it shows, read (an item that cannot
+        be shown, say expired and not yet swept, is neither shown nor folded)."""
+        state = self._state()
+        shown = self._read_all(state.visible)
+        if self.max_turns is None:
+            return state, shown
         for _ in range(MAX_FOLDS):
+            if len(shown) <= self.max_turns:
+                break
+            # StaleDerivation: an input changed or was erased since it was read. Read again.
+            with contextlib.suppress(StaleDerivation):
+                self._fold(state, shown)
             state = self._state()
-            visible = state.visible
-            if len(visible) <= self.max_turns:
-                return
-            try:
-                self._fold(state, visible)
-            except StaleDerivation:
-                continue  # an input changed or was erased since it was read: read again
+            shown = self._read_all(state.visible)
+        return state, shown
 
-    def _fold(self, state: _State, visible: list[_Row]) -> None:
+    def _fold(self, state: _State, shown: list[tuple[ItemState, Any]]) -> None:
         assert self.keep_turns is not None
         room = MAX_DERIVED_FROM - 1  # one citation is the previous summary's
-        count = min(len(visible) - self.keep_turns, room)
-        folded = self._read_all(visible[:count])
+        count = min(len(shown) - self.keep_turns, room)
+        folded = shown[:count]
         # A tool call's output stays with its call: an output without its call (or the
         # reverse) is refused by the Responses API.
         calls = {_call_id(item) for _, item in folded} - {None}
-        for row in visible[count:]:
-            if len(folded) >= room:
-                break
-            read = self._read(row)
-            if read is None or _call_id(read[1]) not in calls:
+        for read in shown[count:]:
+            if len(folded) >= room or _call_id(read[1]) not in calls:
                 break
             folded.append(read)
-        if not folded:
-            return
         previous = state.summary
         lines, omitted = _summary_lines(previous.text if previous else None)
         lines += [self._line(item) for _, item in folded]
