@@ -3,7 +3,8 @@
 The SDK reads a session's items before each run (`get_items`) and appends the run's new
 items after it (`add_items`); `pop_item` undoes the last one and `clear_session` drops
 them all. Here each item is one transcript event (kind `turn`) of the principal's
-ledger: its JSON sealed as the turn's content, bound to the session by provenance
+ledger: the item sealed as the turn's content (losslessly: its text, then its JSON
+structure; see "How an item is sealed"), bound to the session by provenance
 (`session_id`; `turn_id` generated in order, `turn-<sequence>-<random>`; `writer` the
 configured agent name). The principal's namespace is the ledger's, so a session id names
 a conversation *of that principal* only: another principal's session of the same id is
@@ -45,7 +46,9 @@ the verification scan's fingerprints are the words that were said. As raw JSON, 
 assistant item would carry the SDK's vocabulary (`"status": "completed"`), and the
 scan, finding the word `completed` in the lifecycle ledger's file (a request's status,
 in clear), would report residue for every erased turn. In hex, the skeleton is one
-token that matches nothing but itself.
+token that matches nothing but itself. It also names the turn, so no two contents are
+equal: two turns that said the same short thing ("yes") are not word-for-word repeats
+of each other's whole content, and popping one leaves the other alone.
 
 The summary is deterministic (no model): a header, then one line per folded item (its
 role or type, and its text with white space collapsed, clipped to `line_chars`), the
