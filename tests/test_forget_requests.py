@@ -483,3 +483,18 @@ def test_source_and_time_scopes_match_versions_not_just_items(
         assert (
             file_bytes_contain(files, "Old Lane") == [] == file_bytes_contain(files, "New Street")
         )
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])  # PostgreSQL's files live on the server
+def test_words_the_ledger_holds_in_clear_are_not_residue_of_an_erased_text(
+    alice: MemoryLedger, service: MemoryService
+) -> None:
+    """The ledger says "completed", "pending", "resolved" in clear for every request: an
+    erased turn that used those words must still verify clean (it did not: the scan
+    reopened such requests as partial)."""
+    said = alice.remember(turn("completed pending resolved", turn_id="t8"))
+    report = alice.forget(said.item_id)
+    assert report.completed, report.to_dict()
+    _, scan = service.requests.scan_files(report.request_id)
+    assert scan is not None and scan.status == "ok", scan
+    assert service.requests.verify(report.request_id).status == "completed"

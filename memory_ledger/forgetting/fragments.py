@@ -10,7 +10,9 @@ found in every file and prove nothing; those are left out.
 
 from __future__ import annotations
 
+import functools
 import re
+import typing
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -84,7 +86,7 @@ def _pieces(text: str) -> list[str]:
 def clear_strings(items: Iterable[MemoryItem]) -> list[str]:
     """What stays in clear by design around these items: their clear attributes and
     provenance, and the names the stores' schemas and events use."""
-    out: list[str] = [*_schema_words(), *EVENT_WORDS]
+    out: list[str] = [*_schema_words(), *EVENT_WORDS, *_ledger_words()]
     for item in items:
         # The names events store in clear beside the values (`retention`, `basis`, ...).
         out.extend(vars(item))
@@ -124,6 +126,30 @@ EVENT_WORDS = (
     "session_end",
     "restore_replay",
 )
+
+
+@functools.cache
+def _ledger_words() -> tuple[str, ...]:
+    """What the lifecycle ledger holds in clear in every request's entries: the entry
+    types, the payloads' field names and their fixed values (statuses, bases, reasons).
+    An erased text that says "completed" is not residue because the ledger does."""
+    from memory_ledger.ledger import PAYLOAD_MODELS, EntryType
+
+    words: set[str] = {t.value for t in EntryType}
+    for model in PAYLOAD_MODELS.values():
+        for name, info in model.model_fields.items():
+            words.add(name)
+            words.update(_literal_values(info.annotation))
+    return tuple(sorted(words))
+
+
+def _literal_values(annotation: object) -> set[str]:
+    found: set[str] = set()
+    if typing.get_origin(annotation) is typing.Literal:
+        found.update(str(a) for a in typing.get_args(annotation))
+    for arg in typing.get_args(annotation):
+        found |= _literal_values(arg)
+    return found
 
 
 def _schema_words() -> list[str]:
