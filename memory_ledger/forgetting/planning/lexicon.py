@@ -29,8 +29,13 @@ class SpanKind:
     def spans_in(self, text: str) -> list[str]:
         """The distinct spans of this kind in `text`, as written there, longest first."""
         found: list[tuple[int, int]] = []
-        for pattern in self.patterns:
-            found += [(m.start(), m.end()) for m in pattern.finditer(text) if m.end() > m.start()]
+        for pattern in self.patterns:  # a group named `span` is the part to remove
+            group = "span" if "span" in pattern.groupindex else 0
+            found += [
+                (m.start(group), m.end(group))
+                for m in pattern.finditer(text)
+                if m.end(group) > m.start(group)
+            ]
         kept: list[tuple[int, int]] = []  # a span inside a longer one is part of it
         for start, end in sorted(found, key=lambda s: (s[0] - s[1], s[0])):
             if all(end <= s or start >= e for s, e in kept):
@@ -54,6 +59,7 @@ class Lexicon:
     relation_words: dict[str, tuple[str, ...]]
     #: The user's own predicates that name a relation's person (sister: sibling, ...).
     relation_predicates: dict[str, tuple[str, ...]]
+    all_relation_predicates: frozenset[str]
     #: Words that ask for every match (`all`) or for one thing (`one`).
     number: Phrases
     #: Concepts: a plural form's hits are named `<concept>#many` ("allergies").
@@ -134,9 +140,14 @@ def lexicon() -> Lexicon:
         vague=_group(raw, "vague"),
         said=Phrases({"said": raw["said"]["words"]}),
         partial=Phrases({"partial": raw["partial"]["keep"]}),
-        relations=_group(raw, "relations"),
+        relations=Phrases(
+            {k: [*v, *(plural(w) for w in v if w.isascii())] for k, v in raw["relations"].items()}
+        ),
         relation_words={k: tuple(v) for k, v in raw["relations"].items()},
         relation_predicates={k: tuple(v) for k, v in raw["relation_predicates"].items()},
+        all_relation_predicates=frozenset(
+            p for v in raw["relation_predicates"].values() for p in v
+        ),
         number=_group(raw, "number"),
         concepts=Phrases(_with_plurals({k: list(v["words"]) for k, v in concepts.items()})),
         concept_predicates={k: tuple(v["predicates"]) for k, v in concepts.items()},

@@ -110,6 +110,7 @@ class Planner:
         self.lex = words or lexicon()
         self.pool = Pool(conn, log, namespace)
         self._carriers: dict[str, str] | None = None
+        self._alias_cache: dict[str, set[str]] = {}
 
     # -- the entry point ------------------------------------------------------------------
 
@@ -148,6 +149,7 @@ class Planner:
         reading = self.reading
         asked_names = self._possessive_names()
         aliases = self._aliases(others, asked_names)
+        self._alias_cache = aliases
         by_name = {s for s, names in aliases.items() if any(_mentions(self.text, n) for n in names)}
         by_relation = {s for relation in reading.relations for s in self._related(relation, others)}
         if len(by_name) > 1:
@@ -192,6 +194,17 @@ class Planner:
             common = word in _NOT_NAMES or word in lex.stopwords
             if not (common or lex.relations.any(word) or lex.concepts.any(word)):
                 found.append(word)
+        known = {  # names the user's facts give people ("朋友: 刘洋")
+            normalise(v)
+            for v in self.pool.texts(
+                [r.item_id for r in self.pool.rows if r.subject == "user" and r.kind != "turn"
+                 and r.predicate in self.lex.all_relation_predicates]
+            ).values()
+            if v
+        }  # fmt: skip
+        for m in re.finditer(r"([\u4e00-\u9fff]{2,3})的", self.text):
+            if m.group(1) in known:
+                found.append(m.group(1))
         for pattern in _NAMES_ZH:  # Chinese has no capitals: names by their usual shapes
             for m in pattern.finditer(self.text):
                 word = m.group(1)
@@ -215,6 +228,15 @@ class Planner:
         carriers = self._carrier_texts(named)
         for subject, text in carriers.items():
             out[subject] |= {n for n in asked if n in text}
+            tokens = [t for t in re.split(r"[_.:-]+", subject) if len(t) >= 3]
+            relation_values = self.pool.texts(
+                [r.item_id for r in self.pool.rows if r.subject == "user" and r.kind != "turn"
+                 and r.predicate in self.lex.all_relation_predicates]
+            )  # fmt: skip
+            for value in relation_values.values():
+                v = normalise(value or "")
+                if len(v) >= 2 and (v in text or any(_mentions(v, t) for t in tokens)):
+                    out[subject].add(v)
         return out
 
     def _carrier_texts(self, rows: list[Row]) -> dict[str, str]:
@@ -242,17 +264,14 @@ class Planner:
         the user's own fact of that relation (user.sibling = "Kavya": kavya)."""
         words = {w for w in self.lex.relation_words.get(relation, ()) if w.isascii()}
         found = {s for s in subjects if set(re.split(r"[_.:-]+", s)) & (words | {relation})}
-        predicates = set(self.lex.relation_predicates.get(relation, ()))
-        facts = [  # "my partner" is the current one, not a partner superseded since
-            r
-            for r in self.pool.rows
-            if r.subject == "user" and r.predicate in predicates and r.status != "superseded"
-        ]
+        facts = self._relation_facts([relation])
         carriers = self._carrier_texts(
             [r for r in self.pool.rows if r.kind != "turn" and r.subject in subjects]
         )
-        for text in self.pool.texts([r.item_id for r in facts]).values():
+        for item_id, text in self.pool.texts([r.item_id for r in facts]).items():
             value = normalise(text or "")
+            if not self._said_as(self.pool.by_id[item_id], value, relation):
+                continue
             if len(value) >= 2:  # "王磊" is how the user's turns about wang_lei name him
                 found |= {s for s in subjects if value in carriers.get(s, "")}
             found |= {
@@ -262,12 +281,54 @@ class Planner:
             }
         return found
 
-    def _relation_facts(self) -> list[Row]:
-        """The user's own facts of the relations named: "my wife's name" is user.spouse."""
-        predicates = {
-            p for r in self.reading.relations for p in self.lex.relation_predicates.get(r, ())
-        }
-        return [r for r in self.pool.rows if r.subject == "user" and r.predicate in predicates]
+    def _relation_facts(self, relations: list[str] | None = None) -> list[Row]:
+        """The user's own facts of the relations named: "my wife's name" is user.spouse.
+        "My partner" is the current one; "my ex", one superseded since."""
+        out = []
+        for relation in self.reading.relations if relations is None else relations:
+            predicates = set(self.lex.relation_predicates.get(relation, ()))
+            old = relation == "ex"
+            out += [
+                r
+                for r in self.pool.rows
+                if r.subject == "user"
+                and r.predicate in predicates
+                and (r.status == "superseded") == old
+                and (relations is not None or self._said_as(r, None, relation))
+            ]
+        return list({r.item_id: r for r in out}.values())
+
+    def _said_as(self, fact: Row, value: str | None, relation: str) -> bool:
+        """Whether the turn a relation fact came from calls that person by this relation:
+        "我儿子叫王磊...女儿王芳" makes 王芳 the daughter, not the son. Unknown: yes."""
+        if value is None:
+            value = normalise(self.pool.texts([fact.item_id]).get(fact.item_id) or "")
+        turns = [
+            r
+            for r in self.pool.rows
+            if r.kind == "turn" and (r.session_id, r.turn_id) == (fact.session_id, fact.turn_id)
+        ]
+        for text in self.pool.texts([r.item_id for r in turns]).values():
+            said = normalise(text or "")
+            at = said.find(value) if value else -1
+            if at < 0:
+                continue
+            before = said[max(0, at - 12) : at]
+            mine = self.lex.relation_words.get(relation, ())
+            if any(_mentions(before, w) for w in mine):
+                return True
+            general = set(self.lex.relation_predicates.get(relation, ()))
+            others = [  # "my daughter Ellie" is not "my son", but is "my child"; the
+                w  # stored predicate decides between relations that do not share it
+                for k, ws in self.lex.relation_words.items()
+                if k != relation
+                and fact.predicate in self.lex.relation_predicates.get(k, ())
+                and not set(self.lex.relation_predicates.get(k, ())) <= general
+                for w in ws
+            ]
+            if any(_mentions(before, w) for w in others):
+                return False
+        return True
 
     # -- what ---------------------------------------------------------------------------
 
@@ -320,8 +381,17 @@ class Planner:
             reading.runs = [*reading.runs, *(p for p in reading.phrases if not p.isascii())]
             reading.concepts = []
             rows = self._in_time(list(self.pool.rows)) or []
-        if subjects is not None:
-            rows = [r for r in rows if r.subject in people]
+        named = {n for s in people for n in self._alias_cache.get(s, set())}
+        words, runs = self._topic_words()
+        if subjects is not None and [w for w in [*words, *runs] if w not in named]:
+            rows = self._by_words([r for r in rows if r.subject in people])
+        elif subjects is not None:  # everything about them, and the user's facts naming them
+            names = {n for s in people for n in self._alias_cache.get(s, set()) if len(n) >= 2}
+            texts = self.pool.texts(
+                [r.item_id for r in rows if r.subject == "user" and r.kind != "turn"]
+            )
+            naming = {i for i, v in texts.items() if v and normalise(v) in names}
+            rows = [r for r in rows if r.subject in people or r.item_id in naming]
         elif reading.categories:
             categories = set(reading.categories)
             rows = [r for r in rows if r.category in categories]
@@ -363,7 +433,8 @@ class Planner:
             narrowed = self._by_value(rows)
         if narrowed == rows:
             narrowed = self._by_words(rows)
-        if narrowed == rows and len(_things(rows)) + len(rows) > 2 and any(self._topic_words()):
+        asks_one = reading.intent in ("delete", "update") and reading.number != "all"
+        if asks_one and narrowed == rows and len(rows) > 1 and any(self._topic_words()):
             # the request says more than the predicate ("大一住的宿舍地址"), and no value
             # says it: by meaning, or asked; never all of them
             ranked = self._on_topic(rows)
@@ -418,8 +489,8 @@ class Planner:
     def _by_words(self, rows: list[Row]) -> list[Row]:
         """Narrow (never widen) to the items whose value has the request's own words:
         "the Bristol address", "my cat allergy", "对虾过敏"."""
-        words, runs = self._topic_words()
-        words = [*words, *(p for p in self.reading.phrases if p.isascii())]
+        own, runs = self._topic_words()
+        words = [*own, *(p for p in self.reading.phrases if p.isascii())]
         runs = [*runs, *(p for p in self.reading.phrases if not p.isascii())]
         single = [r for r in self.reading.runs if len(r) == 1]  # "虾": only a value "虾"
         if not (words or runs or single) or len(rows) < 2:
@@ -434,6 +505,7 @@ class Planner:
                 any(_mentions(value, w) or _mentions(value, w.removesuffix("s")) for w in words)
                 or any(_shares_chinese(value, run) for run in runs)
                 or value in single
+                or set(row.predicate.split("_")) & {w for w in own if w not in _GENERIC}
             ):
                 hit.append(row)
         hit = _without_derived(hit)  # what was derived from a hit goes with it
@@ -503,7 +575,7 @@ class Planner:
         topic and nothing here is about it (asked, never taken as the whole day)."""
         narrowed = self._by_words(rows)
         if narrowed != rows:
-            return narrowed
+            return self._facts_for_turns(narrowed)
         reading = self.reading
         words, runs = self._topic_words()
         query = reading.topic or " ".join([*words, *runs])
@@ -513,7 +585,21 @@ class Planner:
         if not ranked or ranked[0][1] < MIN_MATCH:
             return None
         best = ranked[0][1]
-        return [r for r, s in ranked if s >= best * CLEAR_LEAD]
+        return self._facts_for_turns([r for r, s in ranked if s >= best * CLEAR_LEAD])
+
+    def _facts_for_turns(self, rows: list[Row]) -> list[Row]:
+        """A turn that facts were taken from stands for them: erasing the facts erases
+        the turn too (cascade), and the facts are what the user meant."""
+        out: list[Row] = []
+        for row in rows:
+            facts = [
+                r
+                for r in self.pool.rows
+                if row.kind == "turn" and r.kind != "turn"
+                and (r.session_id, r.turn_id) == (row.session_id, row.turn_id)
+            ]  # fmt: skip
+            out += facts or [row]
+        return list({r.item_id: r for r in out}.values())
 
     def _rank(self, query: str, rows: list[Row]) -> list[tuple[Row, float]]:
         if self.vectors is None or not query.strip() or not rows:
@@ -647,6 +733,14 @@ class Planner:
         ]
         if not live:
             return Draft("nothing_matched", "update", reason="nothing_to_update")
+        if len(live) > 1 and self.reading.new_value:  # "my new number is +65 ...": a phone
+            shaped = {
+                concept
+                for concept, kind in (("phone", "phone"), ("email", "email"))
+                if self.lex.spans[kind].spans_in(self.reading.new_value)
+            }
+            fitting = {p for c in shaped for p in self.lex.concept_predicates[c]}
+            live = [r for r in live if r.predicate in fitting] or live
         if len(live) > 1:
             return self._clarify(live)
         return Draft(
@@ -660,6 +754,8 @@ class Planner:
         rows = self._in_time(list(self.pool.rows)) or []
         if subjects:
             rows = [r for r in rows if r.subject in subjects or r.kind == "turn"]
+        for relation in reading.relations:  # "my mom's flight": said of mom, in a turn
+            reading.words += [w for w in self.lex.relation_words.get(relation, ()) if w.isascii()]
         people = subjects or ["user"]
         predicates = self._predicates([r for r in rows if r.subject in people])
         if predicates:  # "the flat number from my current address": in that fact

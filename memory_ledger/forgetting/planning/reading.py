@@ -88,6 +88,7 @@ class LexiconReader:
 
     def read(self, text: str, now: datetime, zone: tzinfo) -> Reading:
         lex = self.lex
+        self._modifiers: list[str] = []
         norm = normalise(text)
         language: Literal["en", "zh"] = "zh" if _CJK.search(norm) else "en"
         triggers = lex.intents.find(norm)
@@ -100,11 +101,18 @@ class LexiconReader:
         if intent is None:
             return Reading(language, None, "no_request_words")
         reading = Reading(language, intent)
+        if intent == "update":  # the new value says nothing about what is updated
+            reading.new_value = _new_value(text)
+            if reading.new_value is None:
+                return Reading(language, None, "update_without_value")
+            value = normalise(reading.new_value)
+            norm = norm.replace(value, " " * len(value))
         spent: list[Hit] = list(triggers)
-        concepts = longest(lex.concepts.find(norm))
+        partial = intent == "delete" and lex.partial.any(norm)
+        concepts = self._concepts(norm, partial)
         reading.concepts = list(dict.fromkeys(h.entry.removesuffix("#many") for h in concepts))
-        reading.phrases = [norm[h.start : h.end] for h in concepts]
-        reading.number = _number(lex.number.find(norm), concepts, language)
+        reading.phrases = [norm[h.start : h.end] for h in concepts] + self._modifiers
+        reading.number = _number(lex.number.find(norm), concepts, language, norm)
         spent += concepts
         relations = lex.relations.find(norm)
         reading.relations = list(dict.fromkeys(h.entry for h in relations))
@@ -138,15 +146,24 @@ class LexiconReader:
             # "Forget what you concluded": the inference is suppressed so it is not
             # derived again; erasing its sources needs the user's explicit consent.
             reading.intent = "stop_using"
-        if intent == "delete" and lex.partial.any(norm):
-            kinds = [k for k, kind in lex.spans.items() if kind.words.any(norm)]
+        if partial:
+            kept = _kept_clauses(norm, lex.partial)
+            words = longest(  # "flat number" is a unit, not a phone "number"
+                [
+                    Hit(k, h.start, h.end)
+                    for k, kind in lex.spans.items()
+                    for h in kind.words.find(norm)
+                ]
+            )
+            named = [  # "delete the time but keep the date": the date is not removed
+                (h.entry, h) for h in words if not any(s <= h.start < e for s, e in kept)
+            ]
+            inside = {(h.start, h.end) for h in concepts}
+            kinds = list(dict.fromkeys(k for k, h in named if (h.start, h.end) not in inside))
+            kinds = kinds or list(dict.fromkeys(k for k, _ in named))
             if kinds and not (concepts and self._whole_value(norm, concepts, kinds)):
                 reading.intent = "redact"
                 reading.spans = kinds
-        if reading.intent == "update":
-            reading.new_value = _new_value(text)
-            if reading.new_value is None:
-                return Reading(language, None, "update_without_value")
         reading.topic = _topic(norm)
         reading.words = self._content_words(norm, spent)
         reading.runs = self._cjk_runs(norm, spent)
@@ -194,6 +211,31 @@ class LexiconReader:
             for h in partial_words
         )
 
+    def _concepts(self, norm: str, partial: bool) -> list[Hit]:
+        """The concepts a request names, settled against the other words it might be:
+        a category phrase ("work details"), a kind of text to remove ("the unit number"
+        in a partial removal), and a concept that only modifies the next one ("cat
+        allergy": an allergy, to cats). The longer reading wins."""
+        lex = self.lex
+        concepts = lex.concepts.find(norm)
+        rivals = lex.categories.find(norm)
+        if partial:
+            rivals += [h for kind in lex.spans.values() for h in kind.words.find(norm)]
+        spans_elsewhere = [r for r in rivals if not any(_overlap(r, c) for c in concepts)]
+        # A tie goes to the rival, unless the request names its span kind elsewhere too:
+        # "the flat number from my address" keeps "address" as the container.
+        order = [*concepts, *rivals] if partial and spans_elsewhere else [*rivals, *concepts]
+        kept = longest(order)
+        chosen = [h for h in kept if h in concepts]
+        out: list[Hit] = []
+        for i, hit in enumerate(chosen):
+            after = chosen[i + 1] if i + 1 < len(chosen) else None
+            if after is not None and not norm[hit.end : after.start].strip(" 的'"):
+                self._modifiers.append(norm[hit.start : hit.end])
+                continue
+            out.append(hit)
+        return out
+
     def _cjk_runs(self, norm: str, spent: list[Hit]) -> list[str]:
         """Runs of Chinese text not spent on selectors or function words: what the
         request says about the item ("对虾", "心理咨询"), for matching with values."""
@@ -217,13 +259,23 @@ class LexiconReader:
         return words
 
 
-def _number(hits: list[Hit], concepts: list[Hit], language: str) -> Literal["all", "one"] | None:
+_PLURAL = re.compile(
+    r"\b(?:the|my|all|these|those|our)\s+(?:[a-z]+\s+)?([a-z]{3,}(?:s|es|ies)|children|people)'?(?=\s|$|[,.!?])"
+)
+
+
+def _number(
+    hits: list[Hit], concepts: list[Hit], language: str, norm: str = ""
+) -> Literal["all", "one"] | None:
     names = {h.entry for h in hits}
     if "all" in names:
         return "all"
     if "one" in names:
         return "one"
     if any(h.entry.endswith("#many") for h in concepts):
+        return "all"
+    plural = [m.group(1) for m in _PLURAL.finditer(norm)]
+    if any(not w.endswith(("ss", "us", "is")) for w in plural):  # "the places", not "address"
         return "all"
     if concepts and language == "en":
         return "one"
@@ -243,6 +295,10 @@ def _anchor(norm: str, patterns: list[re.Pattern[str]]) -> str | None:
         if m:
             return m.group(1)
     return None
+
+
+def _overlap(a: Hit, b: Hit) -> bool:
+    return a.start < b.end and b.start < a.end
 
 
 def _which(hits: list[Hit]) -> Which:
@@ -313,4 +369,10 @@ _TOPIC = re.compile(
 
 def _topic(norm: str) -> str:
     m = _TOPIC.search(norm)
-    return m.group(1).strip() if m else ""
+    if not m:
+        return ""
+    topic = m.group(1)
+    for hit in lexicon().selectors.find(topic):  # "about last time": no topic
+        topic = topic[: hit.start] + " " * hit.length + topic[hit.end :]
+    words = [w for w in topic.split() if w not in lexicon().stopwords]
+    return " ".join(words)
