@@ -39,7 +39,6 @@ from memory_ledger.forgetting.planning import (
     ForgetPlan,
     ForgetPlanning,
     PlanOutcome,
-    PlansStore,
     PlanStore,
 )
 from memory_ledger.forgetting.redaction import RedactionRequest, rewrite_items
@@ -135,11 +134,10 @@ class MemoryService:
             raise
         self.vectors = VectorIndex(self.log, settings.data_dir / VECTORS_DIR, embedder)
         self.context_cache = ContextCache()
+        self.plans = PlanStore(self.engine, self.log)
         self.stores = default_registry(self)
         for factory in extra_store_factories():
             self.stores.register(factory(self))
-        self.plans = PlanStore(self.engine, self.log)
-        self.stores.register(PlansStore(self.plans, lambda: self.clock()))
         self.planning = ForgetPlanning(self.plans, lambda: self.clock())
         self.holds = Holds(self.ledger)
         local = host_name(settings.data_dir) if settings.postgres is not None else None

@@ -381,6 +381,9 @@ def default_registry(service: MemoryService) -> StoreRegistry:
     from memory_ledger.retrieval.context_cache import ContextCacheStore  # it builds on this module
 
     registry.register(ContextCacheStore(service))
+    from memory_ledger.forgetting.planning import PlansStore  # plans label their targets
+
+    registry.register(PlansStore(service.plans, lambda: service.clock()))
     from restore.store import BackupsStore  # backups build on the log and the key store
 
     registry.register(BackupsStore(service))

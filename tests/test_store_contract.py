@@ -24,6 +24,7 @@ STORE_NAMES = [
     *(p.name for p in all_projections()),
     "vector_index",
     "context_cache",
+    "forget_plans",
 ]
 SECRETS = ("18 Haisong Road", "window seat", "I live at 18 Haisong Road")
 
@@ -43,6 +44,8 @@ def targets(service: MemoryService) -> list[str]:
     service.vectors.catch_up()  # the vector index embeds only when asked to catch up
     served = ledger.context("18 Haisong Road window seat I live at", limit=50)  # now cached
     assert {s.item_id for s in stored} <= {i.item_id for i in served.items}
+    plan = ledger.plan_forget("forget everything about me")  # an open plan shows them
+    assert {s.item_id for s in stored} <= set(plan.targets)
     return [s.item_id for s in stored]
 
 
@@ -95,9 +98,10 @@ def test_store_holds_no_plaintext(name: str, service: MemoryService) -> None:
     service.vectors.catch_up()
     served = ledger.context(" ".join(tokens), limit=10)
     assert all(any(t in i.text for i in served.items) for t in tokens), "recall must see them"
+    assert ledger.plan_forget("forget everything about me").labels  # labels of all three
     store = service.stores.get(name)
     held = b"".join(store.at_rest())
-    if name in ("event_log", "key_store", "facts", "transcripts", "catalog"):
+    if name in ("event_log", "key_store", "facts", "transcripts", "catalog", "forget_plans"):
         assert held, f"{name} must show what it keeps at rest"
     for token in tokens:
         assert token.encode() not in held, f"{name} holds {token} in clear"
