@@ -45,6 +45,43 @@ class SpanKind:
 
 
 @dataclass(frozen=True)
+class Patterns:
+    """The shapes of words the reader and the planner look for (lexicon.toml)."""
+
+    possessive_en: re.Pattern[str]
+    names_zh: tuple[re.Pattern[str], ...]
+    not_names: frozenset[str]
+    not_names_zh: frozenset[str]
+    titles: frozenset[str]
+    generic_predicate_parts: frozenset[str]
+    plural: re.Pattern[str]
+    before: tuple[re.Pattern[str], ...]
+    after: tuple[re.Pattern[str], ...]
+    new_value: tuple[re.Pattern[str], ...]
+    new_value_tail: re.Pattern[str]
+    topic: re.Pattern[str]
+    kept_clause: re.Pattern[str]
+
+    @classmethod
+    def load(cls, raw: dict[str, Any]) -> Patterns:
+        return cls(
+            possessive_en=re.compile(raw["possessive_en"]),
+            names_zh=tuple(re.compile(p) for p in raw["names_zh"]),
+            not_names=frozenset(raw["not_names"]),
+            not_names_zh=frozenset(raw["not_names_zh"]),
+            titles=frozenset(raw["titles"]),
+            generic_predicate_parts=frozenset(raw["generic_predicate_parts"]),
+            plural=re.compile(raw["plural"]),
+            before=tuple(re.compile(p) for p in raw["before"]),
+            after=tuple(re.compile(p) for p in raw["after"]),
+            new_value=tuple(re.compile(p, re.IGNORECASE) for p in raw["new_value"]),
+            new_value_tail=re.compile(raw["new_value_tail"], re.IGNORECASE),
+            topic=re.compile(raw["topic"]),
+            kept_clause=re.compile(raw["kept_clause"]),
+        )
+
+
+@dataclass(frozen=True)
 class Lexicon:
     intents: Phrases
     conclusion: Phrases
@@ -68,6 +105,7 @@ class Lexicon:
     categories: Phrases
     kinds: Phrases
     spans: dict[str, SpanKind]
+    patterns: Patterns
     questions: dict[str, str]
     messages: dict[str, str]
     stopwords: frozenset[str]
@@ -154,6 +192,7 @@ def lexicon() -> Lexicon:
         categories=_group(raw, "categories"),
         kinds=_group(raw, "kinds"),
         spans=spans,
+        patterns=Patterns.load(raw["patterns"]),
         questions=dict(raw["questions"]),
         messages=dict(raw["messages"]),
         stopwords=frozenset(raw["stopwords"]["en"]) | frozenset(raw["stopwords"]["zh"]),

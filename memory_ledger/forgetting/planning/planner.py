@@ -41,36 +41,6 @@ MAX_CANDIDATES = 8
 #: far ahead of the next one, to be taken as the one meant.
 MIN_MATCH = 0.35
 CLEAR_LEAD = 0.85
-_POSSESSIVE_EN = re.compile(r"\b([a-z][a-z-]{1,30})'s\b")
-_NAMES_ZH = [
-    re.compile(r"((?:小|老|阿)[\u4e00-\u9fff])(?:的|$)"),  # 小李, 老王, 阿明
-    re.compile(r"([\u4e00-\u9fff](?:医生|大夫|老师|律师|总|经理|先生|女士|小姐|阿姨|叔叔|师傅))的"),
-    re.compile(r"(?:朋友|同事|同学|室友|邻居|老板|表妹|表姐|表哥|表弟)([\u4e00-\u9fff]{2,3}?)的"),
-]
-_NOT_NAMES = {
-    "it", "that", "this", "what", "there", "here", "who", "one", "let", "today", "yesterday",
-    "everyone", "somebody", "someone", "user", "he", "she", "we", "mom", "dad",
-}  # fmt: skip
-_NOT_NAMES_ZH = {
-    "我",
-    "我们",
-    "你",
-    "你们",
-    "我家",
-    "之前",
-    "以前",
-    "上次",
-    "昨天",
-    "今天",
-    "现在",
-    "目前",
-    "所有",
-    "全部",
-    "说",
-    "聊",
-    "告诉你",
-    "提到",
-}
 _NAME_PREDICATES = ("name", "full_name", "first_name", "nickname", "chinese_name")
 
 
@@ -189,9 +159,9 @@ class Planner:
         "小李的" (relation words and "my" set aside)."""
         lex = self.lex
         found = []
-        for m in _POSSESSIVE_EN.finditer(self.text):
+        for m in lex.patterns.possessive_en.finditer(self.text):
             word = m.group(1)
-            common = word in _NOT_NAMES or word in lex.stopwords
+            common = word in lex.patterns.not_names or word in lex.stopwords
             if not (common or lex.relations.any(word) or lex.concepts.any(word)):
                 found.append(word)
         known = {  # names the user's facts give people ("朋友: 刘洋")
@@ -205,10 +175,16 @@ class Planner:
         for m in re.finditer(r"([\u4e00-\u9fff]{2,3})的", self.text):
             if m.group(1) in known:
                 found.append(m.group(1))
-        for pattern in _NAMES_ZH:  # Chinese has no capitals: names by their usual shapes
+        for (
+            pattern
+        ) in lex.patterns.names_zh:  # Chinese has no capitals: names by their usual shapes
             for m in pattern.finditer(self.text):
                 word = m.group(1)
-                if len(word) >= 2 and word not in _NOT_NAMES_ZH and not lex.concepts.any(word):
+                if (
+                    len(word) >= 2
+                    and word not in lex.patterns.not_names_zh
+                    and not lex.concepts.any(word)
+                ):
                     found.append(word)
         return found
 
@@ -217,7 +193,11 @@ class Planner:
         facts, the user's facts that name it, and a name the request gives that the
         turns about it use ("小李" in "我朋友小李住在...")."""
         out: dict[str, set[str]] = {
-            s: {t for t in re.split(r"[_.:-]+", s) if len(t) >= 3 and t not in _TITLES}
+            s: {
+                t
+                for t in re.split(r"[_.:-]+", s)
+                if len(t) >= 3 and t not in self.lex.patterns.titles
+            }
             for s in subjects
         }
         named = [r for r in self.pool.rows if r.kind != "turn" and r.subject in out]
@@ -340,7 +320,9 @@ class Planner:
             exact = [p for p in self.lex.concept_predicates[concept] if p in present]
             if not exact:  # a writer's own name for it: "consumer_debt" for a debt
                 listed = [concept, *self.lex.concept_predicates[concept]]
-                tokens = {part for name in listed for part in name.split("_")} - _GENERIC
+                tokens = {
+                    part for name in listed for part in name.split("_")
+                } - self.lex.patterns.generic_predicate_parts
                 exact = sorted(p for p in present if set(p.split("_")) & tokens)
             chosen += [p for p in exact if p not in chosen]
         words = {w.removesuffix("s") for w in self.reading.words} | set(self.reading.words)
@@ -505,7 +487,8 @@ class Planner:
                 any(_mentions(value, w) or _mentions(value, w.removesuffix("s")) for w in words)
                 or any(_shares_chinese(value, run) for run in runs)
                 or value in single
-                or set(row.predicate.split("_")) & {w for w in own if w not in _GENERIC}
+                or set(row.predicate.split("_"))
+                & {w for w in own if w not in self.lex.patterns.generic_predicate_parts}
             ):
                 hit.append(row)
         hit = _without_derived(hit)  # what was derived from a hit goes with it
@@ -852,16 +835,6 @@ class Planner:
         shown = [*draft.targets[:50], *draft.keeps[:50], *draft.history[:50]]
         draft.labels = {i: self.pool.label(i, language) for i in shown if i in self.pool.by_id}
         return draft
-
-
-_TITLES = {"mr", "mrs", "ms", "dr", "prof", "the"}
-#: Parts of predicate names too common to say which concept a predicate is.
-_GENERIC = {
-    "work", "home", "number", "name", "time", "date", "current", "personal", "main",
-    "primary", "monthly", "annual", "id", "info", "status", "preference", "type", "next",
-    "new", "old", "favorite", "favourite", "office", "company", "business", "health",
-    "medical", "social", "policy", "account", "card", "mobile", "cell",
-}  # fmt: skip
 
 
 def _mentions(text: str, word: str) -> bool:

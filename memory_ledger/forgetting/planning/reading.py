@@ -167,8 +167,8 @@ class LexiconReader:
         reading.topic = _topic(norm)
         reading.words = self._content_words(norm, spent)
         reading.runs = self._cjk_runs(norm, spent)
-        reading.before = _anchor(norm, _BEFORE)
-        reading.after = _anchor(norm, _AFTER)
+        reading.before = _anchor(norm, lex.patterns.before)
+        reading.after = _anchor(norm, lex.patterns.after)
         return reading
 
     def _after_blocker(self, norm: str, triggers: list[Hit]) -> bool:
@@ -259,11 +259,6 @@ class LexiconReader:
         return words
 
 
-_PLURAL = re.compile(
-    r"\b(?:the|my|all|these|those|our)\s+(?:[a-z]+\s+)?([a-z]{3,}(?:s|es|ies)|children|people)'?(?=\s|$|[,.!?])"
-)
-
-
 def _number(
     hits: list[Hit], concepts: list[Hit], language: str, norm: str = ""
 ) -> Literal["all", "one"] | None:
@@ -274,7 +269,7 @@ def _number(
         return "one"
     if any(h.entry.endswith("#many") for h in concepts):
         return "all"
-    plural = [m.group(1) for m in _PLURAL.finditer(norm)]
+    plural = [m.group(1) for m in lexicon().patterns.plural.finditer(norm)]
     if any(not w.endswith(("ss", "us", "is")) for w in plural):  # "the places", not "address"
         return "all"
     if concepts and language == "en":
@@ -282,14 +277,7 @@ def _number(
     return None
 
 
-_BEFORE = [
-    re.compile(r"\bbefore\s+([\w'-]{2,40})"),
-    re.compile(r"([\u3400-\u9fff\w]{2,12})(?:之前|以前)"),
-]
-_AFTER = [re.compile(r"\bafter\s+([\w'-]{2,40})"), re.compile(r"([\u3400-\u9fff\w]{2,12})之后")]
-
-
-def _anchor(norm: str, patterns: list[re.Pattern[str]]) -> str | None:
+def _anchor(norm: str, patterns: tuple[re.Pattern[str], ...]) -> str | None:
     for pattern in patterns:
         m = pattern.search(norm)
         if m:
@@ -318,33 +306,16 @@ def _delete_is_separate(norm: str, triggers: list[Hit]) -> bool:
     )
 
 
-_NEW_VALUE = [
-    r"\b(?:update|change|set|correct|fix|switch)\b[^.;!?]*?\bto\s+(.+)",
-    r"\b(?:is|are|it'?s|it is) now\s+(.+)",
-    r"\b(?:changed|moved|switched) to\s+(.+)",
-    r"\bmy new [a-z ]{2,30}? is\s+(.+)",
-    r"\b(?:should be|i'm at|i am at|i work at|i'm with|it's actually|actually it's)"
-    r"\s+(.+?)(?:\s+now)?(?=[,;.!]|$)",
-    r"\breplace [a-z ]{2,30}? with\s+(.+)",
-    r"(?:改成了?|改为|更新为|更新成|换成了?|更改为|修改为|变成了?)[:：]?\s*(.+)",
-    r"(?:现在是|新的?[\u4e00-\u9fff]{0,6}是)[:：]?\s*(.+)",
-]  # fmt: skip
-_TAIL = re.compile(
-    r"\s*(?:[,;，；。]\s*(?:please|pls|thanks|thank you|can you|could you|update|change|"
-    r"so|and|帮我|帮忙|请|麻烦|谢谢|你|改|更新|记得).*|[.!。！]+|\s+now)$",
-    re.IGNORECASE,
-)
-
-
 def _new_value(text: str) -> str | None:
     """The value an update sets: what follows "to", "is now", "改成"; the request's own
     closing ("please update it", "帮我改一下") is not part of it."""
-    for pattern in _NEW_VALUE:
-        m = re.search(pattern, text.strip(), re.IGNORECASE)
+    patterns = lexicon().patterns
+    for pattern in patterns.new_value:
+        m = pattern.search(text.strip())
         if m:
             value = m.group(1).strip()
             for _ in range(3):
-                value = _TAIL.sub("", value).strip()
+                value = patterns.new_value_tail.sub("", value).strip()
             value = re.sub(r"[,，]?\s*(?:please|thanks|thank you|谢谢|吧|了)$", "", value).strip()
             if value:
                 return value
@@ -356,19 +327,14 @@ def _kept_clauses(norm: str, partial: Any) -> list[tuple[int, int]]:
     out, start = [], 0
     for m in re.finditer(r"[,;，；。]|\bbut\b|但", norm + ","):
         clause = norm[start : m.start()]
-        if re.search(r"留着|保留|留下|不动|\bkeep\b|\bleave\b|\bstays?\b", clause):
+        if lexicon().patterns.kept_clause.search(clause):
             out.append((start, m.start()))
         start = m.end()
     return out
 
 
-_TOPIC = re.compile(
-    r"(?:\babout\b|\bregarding\b|\bconcerning\b|关于|有关)\s*(.+?)(?:[,.;!?，。；！？]|$)"
-)
-
-
 def _topic(norm: str) -> str:
-    m = _TOPIC.search(norm)
+    m = lexicon().patterns.topic.search(norm)
     if not m:
         return ""
     topic = m.group(1)
