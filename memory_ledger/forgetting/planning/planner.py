@@ -15,7 +15,6 @@ narrower is an explicit list of item ids.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -24,8 +23,18 @@ from uuid import UUID
 from sqlalchemy import Connection
 
 from memory_ledger.forgetting.planning.lexicon import Lexicon, lexicon
-from memory_ledger.forgetting.planning.pool import Pool, Row, candidate
+from memory_ledger.forgetting.planning.people import People
+from memory_ledger.forgetting.planning.pool import (
+    Pool,
+    Row,
+    candidate,
+    face,
+    things,
+    without_carriers,
+    without_derived,
+)
 from memory_ledger.forgetting.planning.reading import Reading
+from memory_ledger.forgetting.planning.text_match import first_person, mentions, shares_chinese
 from memory_ledger.forgetting.scope import ForgetScope, erased_with, resolve
 from memory_ledger.forgetting.scope import normalized as value_key
 from memory_ledger.phrases import normalise
@@ -41,7 +50,6 @@ MAX_CANDIDATES = 8
 #: far ahead of the next one, to be taken as the one meant.
 MIN_MATCH = 0.35
 CLEAR_LEAD = 0.85
-_NAME_PREDICATES = ("name", "full_name", "first_name", "nickname", "chinese_name")
 
 
 @dataclass
@@ -79,8 +87,6 @@ class Planner:
         self.namespace = namespace
         self.lex = words or lexicon()
         self.pool = Pool(conn, log, namespace)
-        self._carriers: dict[str, str] | None = None
-        self._alias_cache: dict[str, set[str]] = {}
 
     # -- the entry point ------------------------------------------------------------------
 
@@ -96,7 +102,8 @@ class Planner:
             reading.concepts or reading.categories or reading.window or reading.session
         ):
             return self._finish(self._whole_namespace())
-        subjects = self._subjects()
+        self.people = People(self.pool, self.lex, reading, self.text)
+        subjects = self.people.named()
         if reading.intent == "redact" and subjects == []:
             # "the dentist's number from what I told you": words to find, not a subject
             reading.words += [w for w in reading.relations if w.isascii()]
@@ -110,205 +117,6 @@ class Planner:
         return self._finish(self._select(subjects))
 
     # -- who ----------------------------------------------------------------------------
-
-    def _subjects(self) -> list[str] | None:
-        """The third parties the request names (None: it names none, so it is about the
-        user). An empty list: it names someone who is not in this memory. A name beats
-        a relation ("my friend Bob": Bob, not every friend)."""
-        others = sorted({r.subject for r in self.pool.rows if r.subject != "user"})
-        reading = self.reading
-        asked_names = self._possessive_names()
-        aliases = self._aliases(others, asked_names)
-        self._alias_cache = aliases
-        by_name = {s for s, names in aliases.items() if any(_mentions(self.text, n) for n in names)}
-        by_relation = {s for relation in reading.relations for s in self._related(relation, others)}
-        if len(by_name) > 1:
-            by_name = self._closest(by_name, asked_names) or by_name
-        if by_name:
-            both = by_name & by_relation
-            return sorted(both or by_name)
-        if by_relation:
-            return sorted(by_relation)
-        if reading.relations or asked_names:
-            return []
-        return None
-
-    def _closest(self, subjects: set[str], names: list[str]) -> set[str]:
-        """Of several third parties one turn names, the one whose value the name stands
-        next to ("诊所电话010-8597 1234，张医生的手机010-6915 6114": Dr Zhang's is the
-        second)."""
-        rows = [r for r in self.pool.rows if r.kind != "turn" and r.subject in subjects]
-        values = self.pool.texts([r.item_id for r in rows])
-        carriers = self._carrier_texts(rows)
-        distance: dict[str, int] = {}
-        for row in rows:
-            text, value = carriers.get(row.subject, ""), normalise(values.get(row.item_id) or "")
-            at = text.find(value) if value else -1
-            for name in names:
-                spot = text.find(name)
-                if at >= 0 and spot >= 0:
-                    gap = at - spot if at >= spot else 10 * (spot - at)  # a name precedes
-                    distance[row.subject] = min(distance.get(row.subject, gap), gap)
-        if not distance:
-            return set()
-        best = min(distance.values())
-        return {s for s, d in distance.items() if d == best}
-
-    def _possessive_names(self) -> list[str]:
-        """Who the request says a thing belongs to, when it is not the user: "Carol's",
-        "小李的" (relation words and "my" set aside)."""
-        lex = self.lex
-        found = []
-        for m in lex.patterns.possessive_en.finditer(self.text):
-            word = m.group(1)
-            common = word in lex.patterns.not_names or word in lex.stopwords
-            if not (common or lex.relations.any(word) or lex.concepts.any(word)):
-                found.append(word)
-        known = {  # names the user's facts give people ("朋友: 刘洋")
-            normalise(v)
-            for v in self.pool.texts(
-                [r.item_id for r in self.pool.rows if r.subject == "user" and r.kind != "turn"
-                 and r.predicate in self.lex.all_relation_predicates]
-            ).values()
-            if v
-        }  # fmt: skip
-        for m in re.finditer(r"([\u4e00-\u9fff]{2,3})的", self.text):
-            if m.group(1) in known:
-                found.append(m.group(1))
-        for (
-            pattern
-        ) in lex.patterns.names_zh:  # Chinese has no capitals: names by their usual shapes
-            for m in pattern.finditer(self.text):
-                word = m.group(1)
-                if (
-                    len(word) >= 2
-                    and word not in lex.patterns.not_names_zh
-                    and not lex.concepts.any(word)
-                ):
-                    found.append(word)
-        return found
-
-    def _aliases(self, subjects: list[str], asked: list[str]) -> dict[str, set[str]]:
-        """What each third party is called: the parts of its identifier, its `name`
-        facts, the user's facts that name it, and a name the request gives that the
-        turns about it use ("小李" in "我朋友小李住在...")."""
-        out: dict[str, set[str]] = {
-            s: {
-                t
-                for t in re.split(r"[_.:-]+", s)
-                if len(t) >= 3 and t not in self.lex.patterns.titles
-            }
-            for s in subjects
-        }
-        named = [r for r in self.pool.rows if r.kind != "turn" and r.subject in out]
-        names = [r for r in named if r.predicate in _NAME_PREDICATES]
-        for row, text in self.pool.texts([r.item_id for r in names]).items():
-            if text:
-                out[self.pool.by_id[row].subject].add(normalise(text))
-        carriers = self._carrier_texts(named)
-        for subject, text in carriers.items():
-            out[subject] |= {n for n in asked if n in text}
-            tokens = [t for t in re.split(r"[_.:-]+", subject) if len(t) >= 3]
-            relation_values = self.pool.texts(
-                [r.item_id for r in self.pool.rows if r.subject == "user" and r.kind != "turn"
-                 and r.predicate in self.lex.all_relation_predicates]
-            )  # fmt: skip
-            for value in relation_values.values():
-                v = normalise(value or "")
-                if len(v) >= 2 and (v in text or any(_mentions(v, t) for t in tokens)):
-                    out[subject].add(v)
-        return out
-
-    def _carrier_texts(self, rows: list[Row]) -> dict[str, str]:
-        """For each third party, the text of the turns its facts were taken from: how the
-        user spoke of them ("我朋友小李住在...")."""
-        if self._carriers is not None:
-            return self._carriers
-        sources: dict[tuple[str | None, str], set[str]] = {}
-        for r in rows:
-            if r.turn_id:
-                sources.setdefault((r.session_id, r.turn_id), set()).add(r.subject)
-        turns = [
-            r for r in self.pool.rows if r.kind == "turn" and (r.session_id, r.turn_id) in sources
-        ]
-        out: dict[str, str] = {}
-        for item_id, text in self.pool.texts([r.item_id for r in turns]).items():
-            row = self.pool.by_id[item_id]
-            for subject in sources[(row.session_id, row.turn_id or "")]:
-                out[subject] = out.get(subject, "") + " " + normalise(text or "")
-        self._carriers = out
-        return out
-
-    def _related(self, relation: str, subjects: list[str]) -> set[str]:
-        """The third parties a relation word names: by identifier ("sister"), or through
-        the user's own fact of that relation (user.sibling = "Kavya": kavya)."""
-        words = {w for w in self.lex.relation_words.get(relation, ()) if w.isascii()}
-        found = {s for s in subjects if set(re.split(r"[_.:-]+", s)) & (words | {relation})}
-        facts = self._relation_facts([relation])
-        carriers = self._carrier_texts(
-            [r for r in self.pool.rows if r.kind != "turn" and r.subject in subjects]
-        )
-        for item_id, text in self.pool.texts([r.item_id for r in facts]).items():
-            value = normalise(text or "")
-            if not self._said_as(self.pool.by_id[item_id], value, relation):
-                continue
-            if len(value) >= 2:  # "王磊" is how the user's turns about wang_lei name him
-                found |= {s for s in subjects if value in carriers.get(s, "")}
-            found |= {
-                s
-                for s in subjects
-                if any(_mentions(value, t) for t in re.split(r"[_.:-]+", s) if len(t) >= 3)
-            }
-        return found
-
-    def _relation_facts(self, relations: list[str] | None = None) -> list[Row]:
-        """The user's own facts of the relations named: "my wife's name" is user.spouse.
-        "My partner" is the current one; "my ex", one superseded since."""
-        out = []
-        for relation in self.reading.relations if relations is None else relations:
-            predicates = set(self.lex.relation_predicates.get(relation, ()))
-            old = relation == "ex"
-            out += [
-                r
-                for r in self.pool.rows
-                if r.subject == "user"
-                and r.predicate in predicates
-                and (r.status == "superseded") == old
-                and (relations is not None or self._said_as(r, None, relation))
-            ]
-        return list({r.item_id: r for r in out}.values())
-
-    def _said_as(self, fact: Row, value: str | None, relation: str) -> bool:
-        """Whether the turn a relation fact came from calls that person by this relation:
-        "我儿子叫王磊...女儿王芳" makes 王芳 the daughter, not the son. Unknown: yes."""
-        if value is None:
-            value = normalise(self.pool.texts([fact.item_id]).get(fact.item_id) or "")
-        turns = [
-            r
-            for r in self.pool.rows
-            if r.kind == "turn" and (r.session_id, r.turn_id) == (fact.session_id, fact.turn_id)
-        ]
-        for text in self.pool.texts([r.item_id for r in turns]).values():
-            said = normalise(text or "")
-            at = said.find(value) if value else -1
-            if at < 0:
-                continue
-            before = said[max(0, at - 12) : at]
-            mine = self.lex.relation_words.get(relation, ())
-            if any(_mentions(before, w) for w in mine):
-                return True
-            general = set(self.lex.relation_predicates.get(relation, ()))
-            others = [  # "my daughter Ellie" is not "my son", but is "my child"; the
-                w  # stored predicate decides between relations that do not share it
-                for k, ws in self.lex.relation_words.items()
-                if k != relation
-                and fact.predicate in self.lex.relation_predicates.get(k, ())
-                and not set(self.lex.relation_predicates.get(k, ())) <= general
-                for w in ws
-            ]
-            if any(_mentions(before, w) for w in others):
-                return False
-        return True
 
     # -- what ---------------------------------------------------------------------------
 
@@ -340,11 +148,11 @@ class Planner:
         if reading.conclusion:
             rows = [r for r in rows if r.inferred]
         people = subjects or ["user"]
-        if "name" in reading.concepts and reading.relations and self._relation_facts():
+        if "name" in reading.concepts and reading.relations and self.people.relation_facts():
             predicates: list[str] = []
-            rows = self._relation_facts()
+            rows = self.people.relation_facts()
             return self._things_or_ask(rows, whole=None)
-        if subjects is None and reading.number == "one" and not _first_person(self.text):
+        if subjects is None and reading.number == "one" and not first_person(self.text):
             # "that phone number": whose is not said; any of them, and asked if several
             people = sorted({r.subject for r in rows})
         predicates = self._predicates([r for r in rows if r.subject in people])
@@ -363,12 +171,12 @@ class Planner:
             reading.runs = [*reading.runs, *(p for p in reading.phrases if not p.isascii())]
             reading.concepts = []
             rows = self._in_time(list(self.pool.rows)) or []
-        named = {n for s in people for n in self._alias_cache.get(s, set())}
+        named = {n for s in people for n in self.people.aliases.get(s, set())}
         words, runs = self._topic_words()
         if subjects is not None and [w for w in [*words, *runs] if w not in named]:
             rows = self._by_words([r for r in rows if r.subject in people])
         elif subjects is not None:  # everything about them, and the user's facts naming them
-            names = {n for s in people for n in self._alias_cache.get(s, set()) if len(n) >= 2}
+            names = {n for s in people for n in self.people.aliases.get(s, set()) if len(n) >= 2}
             texts = self.pool.texts(
                 [r.item_id for r in rows if r.subject == "user" and r.kind != "turn"]
             )
@@ -400,7 +208,7 @@ class Planner:
         if reading.vague_one and len(narrowed) > 1:
             return self._clarify(narrowed)
         if narrowed != rows:
-            return self._explicit(_without_carriers(narrowed))
+            return self._explicit(without_carriers(narrowed))
         scope = self._scope(rows, [], people)
         if scope is not None:
             return self._resolved(scope, rows)
@@ -437,9 +245,9 @@ class Planner:
             and reading.intent == "delete"
             and not reading.conclusion
         ):
-            things = _things(rows)
-            if len(things) > 1 and reading.number == "one" and reading.which is None:
-                return self._clarify([_face(t) for t in things])
+            found = things(rows)
+            if len(found) > 1 and reading.number == "one" and reading.which is None:
+                return self._clarify([face(t) for t in found])
             scope = ForgetScope(
                 kind="predicate",
                 subject=people[0],
@@ -450,9 +258,9 @@ class Planner:
         chosen = self._versions(narrowed)
         if isinstance(chosen, Draft):
             return chosen
-        things = _things(chosen)
-        if len(things) > 1 and reading.number == "one" and not (single and reading.which):
-            return self._clarify([_face(t) for t in things])
+        found = things(chosen)
+        if len(found) > 1 and reading.number == "one" and not (single and reading.which):
+            return self._clarify([face(t) for t in found])
         return self._explicit(chosen)
 
     def _versions(self, rows: list[Row]) -> list[Row] | Draft:
@@ -484,14 +292,14 @@ class Planner:
             if not value:
                 continue
             if (
-                any(_mentions(value, w) or _mentions(value, w.removesuffix("s")) for w in words)
-                or any(_shares_chinese(value, run) for run in runs)
+                any(mentions(value, w) or mentions(value, w.removesuffix("s")) for w in words)
+                or any(shares_chinese(value, run) for run in runs)
                 or value in single
                 or set(row.predicate.split("_"))
                 & {w for w in own if w not in self.lex.patterns.generic_predicate_parts}
             ):
                 hit.append(row)
-        hit = _without_derived(hit)  # what was derived from a hit goes with it
+        hit = without_derived(hit)  # what was derived from a hit goes with it
         if any(r.kind != "turn" for r in hit):  # turns that repeat a fact's value are
             hit = [r for r in hit if r.kind != "turn"]  # redacted with it (mentions)
         return hit if hit else rows
@@ -502,7 +310,7 @@ class Planner:
             if not word or len(rows) < 2:
                 continue
             texts = self.pool.texts([r.item_id for r in rows])
-            anchors = [r for r in rows if _mentions(normalise(texts.get(r.item_id) or ""), word)]
+            anchors = [r for r in rows if mentions(normalise(texts.get(r.item_id) or ""), word)]
             if len(anchors) != 1:
                 continue
             at = anchors[0].valid_from
@@ -603,14 +411,14 @@ class Planner:
             return Draft("nothing_matched", self.reading.intent, reason="nothing_named")
         lexical = self._by_words(rows)
         if lexical != rows:
-            close = _without_carriers(lexical)
+            close = without_carriers(lexical)
         else:
             ranked = self._rank(query, rows)
             if not ranked or ranked[0][1] < MIN_MATCH:
                 return Draft("nothing_matched", self.reading.intent, reason="no_content_match")
             best = ranked[0][1]
-            close = _without_carriers([r for r, s in ranked if s >= best * CLEAR_LEAD])
-        if len(_things(close)) > 1 and self.reading.number != "all":
+            close = without_carriers([r for r, s in ranked if s >= best * CLEAR_LEAD])
+        if len(things(close)) > 1 and self.reading.number != "all":
             return self._clarify(close)
         return self._explicit(close)
 
@@ -763,7 +571,7 @@ class Planner:
         if len(holding) > 1:
             holding = self._on_topic(holding) or holding
         # A fact and the turn it was taken from: the fact; the redaction rewrites its turn.
-        holding = _without_carriers(holding)
+        holding = without_carriers(holding)
         if len(holding) > 1:
             return self._clarify(holding)
         spans: list[str] = []
@@ -835,68 +643,3 @@ class Planner:
         shown = [*draft.targets[:50], *draft.keeps[:50], *draft.history[:50]]
         draft.labels = {i: self.pool.label(i, language) for i in shown if i in self.pool.by_id}
         return draft
-
-
-def _mentions(text: str, word: str) -> bool:
-    """`word` in `text`: as a whole word for Latin script, anywhere for Chinese."""
-    if not word:
-        return False
-    if word.isascii():
-        return re.search(rf"(?<![\w]){re.escape(word)}(?![\w])", text) is not None
-    return word in text
-
-
-def _shares_chinese(value: str, run: str) -> bool:
-    """A Chinese run of the request and a value say the same thing: one holds the
-    other, or they share a two-character word ("助学" in "国家助学贷款")."""
-    if len(run) >= 2 and run in value:
-        return True
-    if value in run and len(value) >= 1 and _is_chinese(value):
-        return True
-    return any(run[i : i + 2] in value for i in range(len(run) - 1))
-
-
-def _is_chinese(text: str) -> bool:
-    return all("\u3400" <= ch <= "\u9fff" for ch in text)
-
-
-def _things(rows: list[Row]) -> list[list[Row]]:
-    """Distinct things among items: each member of a set (several live values of one
-    predicate), each single-valued predicate with its versions, each turn."""
-    groups: dict[tuple[str, str], list[Row]] = {}
-    out: list[list[Row]] = []
-    for row in rows:
-        if row.kind == "turn":
-            out.append([row])
-        else:
-            groups.setdefault((row.subject, row.predicate), []).append(row)
-    for group in groups.values():
-        live = [r for r in group if r.status in ("current", "conflict")]
-        if len(live) > 1:
-            out += [[r] for r in live]
-        else:
-            out.append(group)
-    return out
-
-
-def _face(thing: list[Row]) -> Row:
-    """The item that stands for a thing in a question: its live version, or its latest."""
-    live = [r for r in thing if r.status in ("current", "conflict")]
-    return max(live or thing, key=lambda r: r.written_at)
-
-
-def _without_derived(rows: list[Row]) -> list[Row]:
-    """Items derived from another of the rows are erased with it (cascade)."""
-    ids = {r.item_id for r in rows}
-    return [r for r in rows if not set(r.derived_from) & ids]
-
-
-def _without_carriers(rows: list[Row]) -> list[Row]:
-    """Turns a selected fact was taken from go with the fact (cascade): not targets."""
-    sources = {(r.session_id, r.turn_id) for r in rows if r.kind != "turn" and r.turn_id}
-    return [r for r in rows if r.kind != "turn" or (r.session_id, r.turn_id) not in sources]
-
-
-def _first_person(text: str) -> bool:
-    """Whether the request speaks of the user's own things ("my", "我")."""
-    return re.search(r"\b(?:my|mine|me|i|i'm|i've|myself)\b|我", text) is not None

@@ -154,3 +154,40 @@ def candidate(pool: Pool, item_id: str, language: str) -> dict[str, Any]:
         "valid_from": row.valid_from,
         "valid_to": row.valid_to,
     }
+
+
+def things(rows: list[Row]) -> list[list[Row]]:
+    """Distinct things among items: each member of a set (several live values of one
+    predicate), each single-valued predicate with its versions, each turn."""
+    groups: dict[tuple[str, str], list[Row]] = {}
+    out: list[list[Row]] = []
+    for row in rows:
+        if row.kind == "turn":
+            out.append([row])
+        else:
+            groups.setdefault((row.subject, row.predicate), []).append(row)
+    for group in groups.values():
+        live = [r for r in group if r.status in ("current", "conflict")]
+        if len(live) > 1:
+            out += [[r] for r in live]
+        else:
+            out.append(group)
+    return out
+
+
+def face(thing: list[Row]) -> Row:
+    """The item that stands for a thing in a question: its live version, or its latest."""
+    live = [r for r in thing if r.status in ("current", "conflict")]
+    return max(live or thing, key=lambda r: r.written_at)
+
+
+def without_derived(rows: list[Row]) -> list[Row]:
+    """Items derived from another of the rows are erased with it (cascade)."""
+    ids = {r.item_id for r in rows}
+    return [r for r in rows if not set(r.derived_from) & ids]
+
+
+def without_carriers(rows: list[Row]) -> list[Row]:
+    """Turns a selected fact was taken from go with the fact (cascade): not targets."""
+    sources = {(r.session_id, r.turn_id) for r in rows if r.kind != "turn" and r.turn_id}
+    return [r for r in rows if r.kind != "turn" or (r.session_id, r.turn_id) not in sources]
