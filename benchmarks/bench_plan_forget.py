@@ -145,8 +145,8 @@ def _pad(ledger: Any, extra: int, now: datetime) -> None:
                            "origin": "explicit", "sensitivity": "personal",
                            "provenance": source})  # fmt: skip
         else:
-            writes.append({"kind": "fact", "subject": "user", "predicate": f"note_{i % 50}",
-                           "value": f"detail {i} of project {i % 97}", "mode": "add",
+            writes.append({"kind": "fact", "subject": "user", "predicate": f"note_{i}",
+                           "value": f"detail {i} of project {i % 97}",
                            "origin": "observed", "sensitivity": "internal",
                            "provenance": source})  # fmt: skip
     for start in range(0, len(writes), 500):
