@@ -444,3 +444,48 @@ def test_audit_anchor_with_odd_digits_is_refused(where: list[str]) -> None:
     for anchor in ("²:" + "0" * 64, "1" * 40 + ":" + "0" * 64, "1:" + "g" * 64):
         code, output = cli("audit", "verify", *where, "--anchor", anchor)
         assert code == 2 and "--anchor must be SEQ:HASH" in output
+
+
+def test_forget_in_words_plans_then_executes(where: list[str]) -> None:
+    """`--request` plans and erases nothing; `--choose` answers its question; `--plan`
+    executes once; bad input is a clear error."""
+    facts = [("home_address", "18 Haisong Road", "t1"), ("home_address", "4 Elm Street", "t2")]
+    facts.append(("home_address", "9 Oak Lane", "t3"))
+    ids = [
+        remember(
+            where,
+            "--kind",
+            "fact",
+            "--subject",
+            "user",
+            "--predicate",
+            p,
+            "--value",
+            v,
+            "--turn-id",
+            t,
+        )
+        for p, v, t in facts
+    ]
+    code, output = cli("forget", *NS, *where, "--request", "forget my old address", "--json")
+    asked = json.loads(output)
+    assert code == 8 and asked["status"] == "needs_clarification", output
+    assert {c["item_id"] for c in asked["candidates"]} == set(ids[:2]) and asked["question"]
+    code, output = cli("forget", *NS, *where, "--plan", asked["plan_id"], "--choose", ids[0])
+    assert code == 0 and "planned (delete)" in output and "18 Haisong Road" in output, output
+    plan_id = output.split("plan ")[1].split(":")[0].strip()
+    code, output = cli("recall", *NS, *where, "--json", "--predicate", "home_address")
+    assert len(json.loads(output)) == 1  # the plan erased nothing: the old ones are history
+    code, output = cli("forget", *NS, *where, "--plan", plan_id, "--json")
+    outcome = json.loads(output)
+    assert code == 0 and outcome["status"] == "completed" and ids[0] in outcome["targets"]
+    assert "Haisong" not in output
+    code, output = cli("show", *NS, *where, ids[0], "--json")
+    assert json.loads(output)["erased"] is True
+    code, output = cli("forget", *NS, *where, "--plan", plan_id)
+    assert code != 0 and "already executed" in output
+    for bad in (["--request", ""], ["--plan", "plan-x"], ["--request", "x", "--memory", ids[1]]):
+        code, output = cli("forget", *NS, *where, *bad)
+        assert code == 2 and "Traceback" not in output, output
+    code, output = cli("forget", *NS, *where, "--request", "where do I live?", "--json")
+    assert code == 0 and json.loads(output)["status"] == "not_a_request"
