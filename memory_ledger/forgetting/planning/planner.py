@@ -116,8 +116,6 @@ class Planner:
             return self._finish(self._update(subjects))
         return self._finish(self._select(subjects))
 
-    # -- who ----------------------------------------------------------------------------
-
     # -- what ---------------------------------------------------------------------------
 
     def _predicates(self, rows: list[Row]) -> list[str]:
@@ -149,9 +147,7 @@ class Planner:
             rows = [r for r in rows if r.inferred]
         people = subjects or ["user"]
         if "name" in reading.concepts and reading.relations and self.people.relation_facts():
-            predicates: list[str] = []
-            rows = self.people.relation_facts()
-            return self._things_or_ask(rows, whole=None)
+            return self._things_or_ask(self.people.relation_facts(), whole=None)
         if subjects is None and reading.number == "one" and not first_person(self.text):
             # "that phone number": whose is not said; any of them, and asked if several
             people = sorted({r.subject for r in rows})
@@ -176,11 +172,10 @@ class Planner:
         if subjects is not None and [w for w in [*words, *runs] if w not in named]:
             rows = self._by_words([r for r in rows if r.subject in people])
         elif subjects is not None:  # everything about them, and the user's facts naming them
-            names = {n for s in people for n in self.people.aliases.get(s, set()) if len(n) >= 2}
             texts = self.pool.texts(
                 [r.item_id for r in rows if r.subject == "user" and r.kind != "turn"]
             )
-            naming = {i for i, v in texts.items() if v and normalise(v) in names}
+            naming = {i for i, v in texts.items() if v and len(v) >= 2 and normalise(v) in named}
             rows = [r for r in rows if r.subject in people or r.item_id in naming]
         elif reading.categories:
             categories = set(reading.categories)
@@ -189,8 +184,7 @@ class Planner:
                 return Draft("nothing_matched", reading.intent, reason="no_such_category")
             rows = self._by_words(rows)
         elif reading.kinds:
-            kinds = {"preference": "preference", "turn": "turn"}
-            rows = [r for r in rows if r.kind in {kinds[k] for k in reading.kinds}]
+            rows = [r for r in rows if r.kind in set(reading.kinds)]
         elif reading.vague_one and reading.said:
             rows = [r for r in rows if r.kind == "turn" and r.subject == "user"] or [
                 r for r in rows if r.kind == "turn"
@@ -209,9 +203,9 @@ class Planner:
             return self._clarify(narrowed)
         if narrowed != rows:
             return self._explicit(without_carriers(narrowed))
-        scope = self._scope(rows, [], people)
+        scope = self._scope(rows)
         if scope is not None:
-            return self._resolved(scope, rows)
+            return self._resolved(scope, rows, exactly=True)
         return self._explicit(rows)
 
     def _things_or_ask(self, rows: list[Row], whole: tuple[list[str], list[str]] | None) -> Draft:
@@ -422,28 +416,13 @@ class Planner:
             return self._clarify(close)
         return self._explicit(close)
 
-    def _scope(
-        self, rows: list[Row], predicates: list[str], people: list[str]
-    ) -> ForgetScope | None:
-        """The recorded scope, when the rows are exactly one whole scope's items."""
+    def _scope(self, rows: list[Row]) -> ForgetScope | None:
+        """The scope to record, when the selection was one category, conversation or
+        time window (checked against the rows by `_resolved`)."""
         reading = self.reading
         if reading.intent != "delete" or reading.conclusion:
             return None
-        if len(predicates) == 1 and len(people) == 1 and not (reading.window or reading.session):
-            every = [
-                r
-                for r in self.pool.rows
-                if r.subject == people[0] and r.predicate == predicates[0] and r.kind != "turn"
-            ]
-            if {r.item_id for r in every} == {r.item_id for r in rows}:
-                return ForgetScope(
-                    kind="predicate",
-                    subject=people[0],
-                    predicate=predicates[0],
-                    which=reading.which or "all",
-                )
-            return None
-        if reading.concepts or predicates or reading.vague_one or reading.topic:
+        if reading.concepts or reading.vague_one or reading.topic:
             return None
         if (
             reading.categories
@@ -461,8 +440,14 @@ class Planner:
             )
         return None
 
-    def _resolved(self, scope: ForgetScope, rows: list[Row]) -> Draft:
+    def _resolved(self, scope: ForgetScope, rows: list[Row], exactly: bool = False) -> Draft:
+        """The plan of a scope, resolved as execution will. With `exactly`, a scope that
+        resolves to other items than the selection is not used: the selection is."""
         found = resolve(self.conn, self.namespace, scope, self.log)
+        if exactly and (
+            found.status != "resolved" or set(found.targets) != {r.item_id for r in rows}
+        ):
+            return self._explicit(rows)
         if found.status == "needs_clarification" and self.reading.number == "all":
             # "all my old addresses": every candidate, if each is a whole item
             rows = [

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
 from memory_ledger.forgetting.planning.lexicon import Lexicon, lexicon
 from memory_ledger.forgetting.planning.when import Window, window_in
@@ -124,7 +124,7 @@ class LexiconReader:
             spent += which
             # "delete my current address, keep the old one": the kept clause says what
             # stays, not which version goes
-            kept = _kept_clauses(norm, lex.partial)
+            kept = _kept_clauses(norm)
             chosen = [h for h in which if not any(s <= h.start < e for s, e in kept)]
             reading.which = _which(chosen or which)
         reading.window = window_in(norm, now, zone)
@@ -147,7 +147,7 @@ class LexiconReader:
             # derived again; erasing its sources needs the user's explicit consent.
             reading.intent = "stop_using"
         if partial:
-            kept = _kept_clauses(norm, lex.partial)
+            kept = _kept_clauses(norm)
             words = longest(  # "flat number" is a unit, not a phone "number"
                 [
                     Hit(k, h.start, h.end)
@@ -322,7 +322,7 @@ def _new_value(text: str) -> str | None:
     return None
 
 
-def _kept_clauses(norm: str, partial: Any) -> list[tuple[int, int]]:
+def _kept_clauses(norm: str) -> list[tuple[int, int]]:
     """Where the clauses that say what stays are ("以前那个留着", "keep the old one")."""
     out, start = [], 0
     for m in re.finditer(r"[,;，；。]|\bbut\b|但", norm + ","):
