@@ -52,6 +52,7 @@ def test_forget_removes_the_item_everywhere_and_keeps_neighbours(
         "summaries",
         "vector_index",
         "context_cache",
+        "forget_plans",
         "backups",
         "files",
     }
