@@ -118,6 +118,9 @@ class MemoryService:
                     self.engine = make_engine(settings)
                     self.runner = ProjectionRunner(self.log, self.engine)
                     self.ledger = LifecycleLedger(settings)
+                    # its table is created here, under the schema lock: concurrent DDL
+                    # of the same table fails on PostgreSQL even with IF NOT EXISTS
+                    self.plans = PlanStore(self.engine, self.log)
                 except Exception:
                     self.log.close()
                     raise
@@ -134,7 +137,6 @@ class MemoryService:
             raise
         self.vectors = VectorIndex(self.log, settings.data_dir / VECTORS_DIR, embedder)
         self.context_cache = ContextCache()
-        self.plans = PlanStore(self.engine, self.log)
         self.stores = default_registry(self)
         for factory in extra_store_factories():
             self.stores.register(factory(self))

@@ -124,6 +124,7 @@ class PlanStore:
     """Plans of every namespace in one table of the store's database."""
 
     def __init__(self, engine: Engine, log: EventLog) -> None:
+        """Creates the table if it is missing: call it under the store's schema lock."""
         self.engine = engine
         self.log = log
         plans_metadata.create_all(engine, checkfirst=True)
