@@ -23,7 +23,7 @@ import json
 import os
 import socket
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -36,18 +36,17 @@ from sqlalchemy import (
     MetaData,
     Table,
     Text,
-    create_engine,
     delete,
-    event,
     insert,
     select,
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.schema import CreateIndex, CreateTable
 
+from memory_ledger import side_tables
 from memory_ledger.config import Settings, number_from_env
 from memory_ledger.errors import InvalidWrite
+from memory_ledger.side_tables import create_tables
 from memory_ledger.times import canonical_time
 
 JOBS_FILE = "jobs.sqlite"
@@ -108,35 +107,8 @@ def this_holder() -> str:
 
 
 def open_engine(settings: Settings) -> Engine:
-    """The engine of the job tables: `jobs.sqlite` in the data directory, or the
-    projections' PostgreSQL database and schema."""
-    if settings.postgres is not None:
-        from projections.runner import make_engine
-
-        return make_engine(settings)
-    engine = create_engine(
-        f"sqlite:///{settings.data_dir / JOBS_FILE}", connect_args={"timeout": 30}
-    )
-
-    @event.listens_for(engine, "connect")
-    def _pragmas(dbapi_conn, _record):  # type: ignore[no-untyped-def]
-        cursor = dbapi_conn.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA synchronous=NORMAL")
-        cursor.close()
-
-    return engine
-
-
-def create_tables(engine: Engine, settings: Settings, tables: Sequence[Table]) -> None:
-    """CREATE ... IF NOT EXISTS, so processes starting together do not trip over each
-    other (on PostgreSQL also under the store's schema lock: concurrent DDL of the same
-    objects fails there even with IF NOT EXISTS)."""
-    with settings.schema_lock(), engine.begin() as conn:
-        for table in tables:
-            conn.execute(CreateTable(table, if_not_exists=True))
-            for index in sorted(table.indexes, key=lambda i: str(i.name)):
-                conn.execute(CreateIndex(index, if_not_exists=True))
+    """The engine of the job tables: `jobs.sqlite`, or the projections' schema."""
+    return side_tables.open_engine(settings, JOBS_FILE)
 
 
 @dataclass(frozen=True)

@@ -122,3 +122,17 @@ class CursorGone(MemoryLedgerError):
     snapshot of the namespace, which carries the cursor to continue from."""
 
     exit_code = 11
+
+
+class Unauthenticated(MemoryLedgerError):
+    """No token, or one that is unknown, malformed, expired or revoked. The answer is
+    the same for each: a caller cannot probe which tokens exist."""
+
+    exit_code = 12
+
+
+class Forbidden(MemoryLedgerError):
+    """The token is valid, but its role or grants do not allow the operation (forget is
+    a grant of its own). Never used for another namespace's data: that is NotFound."""
+
+    exit_code = 13

@@ -12,7 +12,17 @@ import importlib
 from memory_ledger.cli.common import app
 
 # This order is the order of `--help`.
-for _module in ("memories", "forget", "lifecycle", "backups", "feed", "ops", "jobs", "agents"):
+for _module in (
+    "memories",
+    "forget",
+    "lifecycle",
+    "backups",
+    "feed",
+    "ops",
+    "jobs",
+    "agents",
+    "access",
+):
     importlib.import_module(f"memory_ledger.cli.{_module}")
 
 __all__ = ["app"]
