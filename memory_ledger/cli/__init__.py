@@ -22,6 +22,7 @@ for _module in (
     "jobs",
     "agents",
     "access",
+    "serve",
 ):
     importlib.import_module(f"memory_ledger.cli.{_module}")
 

@@ -1,0 +1,48 @@
+"""The FastAPI application: one MemoryService and one TokenStore per process, problem+json
+errors, a bound on every request body, and the /v1 routes."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from fastapi import FastAPI, Request, Response
+
+from memory_ledger.access import TokenStore
+from memory_ledger.api import MemoryService
+from memory_ledger.http import problems
+from memory_ledger.http.routes import forget, health, memories
+
+#: The largest request body: a batch of memories fits; anything larger is refused (413).
+MAX_BODY_BYTES = 1024 * 1024
+
+
+def create_app(service: MemoryService, tokens: TokenStore) -> FastAPI:
+    app = FastAPI(
+        title="memory-ledger",
+        version="1",
+        description="Event-sourced memory for AI agents, with governed, provable forgetting.",
+    )
+    app.state.service = service
+    app.state.tokens = tokens
+    problems.install(app)
+
+    @app.middleware("http")
+    async def _bounded(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        declared = request.headers.get("content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > MAX_BODY_BYTES):
+            return problems.problem(
+                413, "Request too large", f"a request body is at most {MAX_BODY_BYTES} bytes"
+            )
+        if request.method in ("POST", "PUT", "PATCH") and declared is None:
+            body = await request.body()
+            if len(body) > MAX_BODY_BYTES:
+                return problems.problem(
+                    413, "Request too large", f"a request body is at most {MAX_BODY_BYTES} bytes"
+                )
+        return await call_next(request)
+
+    for module in (memories, forget, health):
+        app.include_router(module.router)
+    return app

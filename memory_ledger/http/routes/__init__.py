@@ -1,0 +1,1 @@
+"""The /v1 routes, one module per concern."""

@@ -1,0 +1,69 @@
+"""Memories: remember (one or a batch), read one, its history, update, stop and resume
+using it, the context for a turn, and the profile summary. Agent tokens only."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, status
+
+from memory_ledger.errors import InvalidWrite
+from memory_ledger.http.auth import Ledger
+from memory_ledger.retrieval.context import ContextRequest
+from memory_ledger.write_policy import MemoryUpdate, MemoryWrite
+
+router = APIRouter(prefix="/v1", tags=["memories"])
+MAX_BATCH = 500
+
+
+@router.post("/memories", status_code=status.HTTP_201_CREATED)
+def remember(
+    ledger: Ledger, body: Annotated[MemoryWrite | list[MemoryWrite], Body()]
+) -> dict[str, Any]:
+    """Store one memory, or a batch (a JSON array, at most 500) in one transaction."""
+    writes = body if isinstance(body, list) else [body]
+    if not 1 <= len(writes) <= MAX_BATCH:
+        raise InvalidWrite(f"a batch holds 1 to {MAX_BATCH} memories", ["body: size"])
+    stored = ledger.remember_many(writes)
+    return {"memories": [s.__dict__ for s in stored]}
+
+
+@router.get("/memories/{item_id}")
+def get(ledger: Ledger, item_id: str) -> dict[str, Any]:
+    """One item read from the log: its text, or `erased`."""
+    return ledger.get(item_id).to_dict()
+
+
+@router.get("/memories/{item_id}/history")
+def history(ledger: Ledger, item_id: str) -> dict[str, Any]:
+    return {"versions": [m.to_dict() for m in ledger.history(item_id)]}
+
+
+@router.patch("/memories/{item_id}")
+def update(ledger: Ledger, item_id: str, body: MemoryUpdate) -> dict[str, Any]:
+    """A new version of the value; the previous one stays as history."""
+    return {"item_id": item_id, "version": ledger.update(item_id, body)}
+
+
+@router.post("/memories/{item_id}/suppress")
+def suppress(ledger: Ledger, item_id: str) -> dict[str, Any]:
+    """Stop using: kept, but never recalled or derived from."""
+    return {"item_id": item_id, "version": ledger.suppress(item_id)}
+
+
+@router.post("/memories/{item_id}/unsuppress")
+def unsuppress(ledger: Ledger, item_id: str) -> dict[str, Any]:
+    return {"item_id": item_id, "version": ledger.unsuppress(item_id)}
+
+
+@router.post("/context")
+def context(ledger: Ledger, body: ContextRequest) -> dict[str, Any]:
+    """What to show the model for one turn: ranked items with labels and provenance."""
+    options = body.model_dump(exclude_unset=True)
+    return ledger.context(options.pop("query"), **options).to_dict()
+
+
+@router.get("/summary")
+def summary(ledger: Ledger) -> dict[str, Any]:
+    found = ledger.summary()
+    return {"summary": found.to_dict() if found is not None else None}

@@ -1,0 +1,188 @@
+"""The HTTP service as a caller in another language sees it: a real server process on
+loopback, a real HTTP client, bearer tokens; the namespace comes from the token only."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import httpx
+import pytest
+
+from memory_ledger.access import TokenStore
+from memory_ledger.config import Settings
+from memory_ledger.times import now
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Settings]]:
+    data_dir = tmp_path_factory.mktemp("http") / "data"
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_LEDGER_")}
+    env.update(MEMORY_LEDGER_EMBEDDER="hashing", PYTHONPATH=str(ROOT))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "memory_ledger.cli", "serve", "--port", str(port),
+         "--data-dir", str(data_dir)],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(300):
+            try:
+                if httpx.get(f"{base}/v1/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        else:
+            raise AssertionError("the server did not start")
+        yield base, Settings.resolve(data_dir)
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+
+
+@pytest.fixture(scope="module")
+def tokens(server: tuple[str, Settings]) -> Iterator[dict[str, str]]:
+    store = TokenStore(server[1], now)
+    made = {
+        "alice": store.create("acme/alice", "agent")[1],
+        "alice_forget": store.create("acme/alice", "agent", ["forget"])[1],
+        "bob": store.create("acme/bob", "agent", ["forget"])[1],
+        "auditor": store.create("acme", "compliance")[1],
+    }
+    info, revoked = store.create("acme/alice", "agent")
+    store.revoke(info.token_id)
+    made["revoked"] = revoked
+    yield made
+    store.close()
+
+
+def _auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def _fact(value: str, predicate: str = "home_address", **extra: object) -> dict[str, object]:
+    return {
+        "kind": "fact", "subject": "user", "predicate": predicate, "value": value,
+        "origin": "explicit", "sensitivity": "personal",
+        "provenance": {"writer": "http-agent", "written_at": datetime.now(UTC).isoformat(),
+                       "session_id": "s1", "turn_id": "t1"},
+        **extra,
+    }  # fmt: skip
+
+
+def test_health_and_readiness(server: tuple[str, Settings]) -> None:
+    base, _ = server
+    assert httpx.get(f"{base}/v1/health").json() == {"status": "ok"}
+    assert httpx.get(f"{base}/v1/ready").json() == {"status": "ready"}
+
+
+def test_missing_bad_and_revoked_tokens_are_401_alike(
+    server: tuple[str, Settings], tokens: dict[str, str]
+) -> None:
+    base, _ = server
+    answers = []
+    for headers in ({}, {"Authorization": "Basic x"}, _auth("mlt_nope"), _auth(tokens["revoked"])):
+        r = httpx.get(f"{base}/v1/summary", headers=headers)
+        assert r.status_code == 401 and r.headers["content-type"] == "application/problem+json"
+        assert r.headers["www-authenticate"] == "Bearer"
+        answers.append(r.json()["detail"])
+    assert len(set(answers)) == 1
+
+
+def test_remember_read_update_context_over_http(
+    server: tuple[str, Settings], tokens: dict[str, str]
+) -> None:
+    base, _ = server
+    alice = _auth(tokens["alice"])
+    r = httpx.post(f"{base}/v1/memories", json=_fact("18 Haisong Road"), headers=alice)
+    assert r.status_code == 201, r.text
+    [stored] = r.json()["memories"]
+    batch = [_fact("window seat", predicate="seat_note"), _fact("Acme", predicate="employer")]
+    r = httpx.post(f"{base}/v1/memories", json=batch, headers=alice)
+    assert r.status_code == 201 and len(r.json()["memories"]) == 2
+    item = httpx.get(f"{base}/v1/memories/{stored['item_id']}", headers=alice).json()
+    assert item["text"] == "18 Haisong Road" and item["provenance"]["writer"] == "http-agent"
+    update = {"value": "7 Binjiang Avenue", "provenance": _fact("x")["provenance"]}
+    r = httpx.patch(f"{base}/v1/memories/{stored['item_id']}", json=update, headers=alice)
+    assert r.status_code == 200 and r.json()["version"] == 2
+    versions = httpx.get(f"{base}/v1/memories/{stored['item_id']}/history", headers=alice)
+    assert [v["text"] for v in versions.json()["versions"]] == [
+        "18 Haisong Road",
+        "7 Binjiang Avenue",
+    ]
+    query = {"query": "Binjiang Avenue home address"}
+    r = httpx.post(f"{base}/v1/context", json=query, headers=alice)
+    assert r.status_code == 200
+    assert stored["item_id"] in [i["item_id"] for i in r.json()["items"]]
+
+
+def test_the_namespace_is_the_tokens_only(
+    server: tuple[str, Settings], tokens: dict[str, str]
+) -> None:
+    base, _ = server
+    alice, bob = _auth(tokens["alice"]), _auth(tokens["bob"])
+    r = httpx.post(f"{base}/v1/memories", json=_fact("1 Secret Way", namespace="acme/bob"),
+                   headers=alice)  # fmt: skip
+    assert r.status_code == 422 and any("namespace" in p for p in r.json()["problems"])
+    mine = httpx.post(f"{base}/v1/memories", json=_fact("bob's own"), headers=bob).json()
+    item_id = mine["memories"][0]["item_id"]
+    guessed = httpx.get(f"{base}/v1/memories/{item_id}", headers=alice)
+    missing = httpx.get(f"{base}/v1/memories/6f1c0e4e-0b7a-4d43-9d51-8d0c1b1f0a11", headers=alice)
+    assert guessed.status_code == missing.status_code == 404
+    assert "bob's own" not in guessed.text
+
+
+def test_forget_is_a_grant_of_its_own_and_answers_with_its_status(
+    server: tuple[str, Settings], tokens: dict[str, str]
+) -> None:
+    base, _ = server
+    alice, eraser = _auth(tokens["alice"]), _auth(tokens["alice_forget"])
+    made = httpx.post(f"{base}/v1/memories", json=_fact("+86 138 0000", predicate="phone"),
+                      headers=alice).json()  # fmt: skip
+    item_id = made["memories"][0]["item_id"]
+    body = {"scope": {"kind": "item", "item_ids": [item_id]}}
+    refused = httpx.post(f"{base}/v1/forget-requests", json=body, headers=alice)
+    assert refused.status_code == 403 and "forget grant" in refused.json()["detail"]
+    assert httpx.get(f"{base}/v1/memories/{item_id}", headers=alice).json()["erased"] is False
+    r = httpx.post(f"{base}/v1/forget-requests", json=body, headers=eraser)
+    assert r.status_code == 200 and r.json()["status"] == "completed", r.text
+    status_url = r.headers["location"]
+    assert "+86 138 0000" not in r.text
+    assert httpx.get(f"{base}{status_url}", headers=alice).json()["status"] == "completed"
+    assert httpx.get(f"{base}{status_url}", headers=_auth(tokens["bob"])).status_code == 404
+    audit = httpx.get(f"{base}{status_url}", headers=_auth(tokens["auditor"]))
+    assert audit.status_code == 200 and audit.json()["targets"] == [item_id]
+    content = httpx.get(f"{base}/v1/memories/{item_id}", headers=_auth(tokens["auditor"]))
+    assert content.status_code == 403  # compliance never reads memory content
+
+
+def test_bad_bodies_get_problem_details(
+    server: tuple[str, Settings], tokens: dict[str, str]
+) -> None:
+    base, _ = server
+    alice = _auth(tokens["alice"])
+    r = httpx.post(f"{base}/v1/memories", content=b"{not json", headers={**alice,
+                   "content-type": "application/json"})  # fmt: skip
+    assert r.status_code == 422 and r.headers["content-type"] == "application/problem+json"
+    big = _fact("x" * (2 * 1024 * 1024))
+    assert httpx.post(f"{base}/v1/memories", json=big, headers=alice).status_code == 413
+    r = httpx.post(f"{base}/v1/context", json={"query": "x", "limit": "five"}, headers=alice)
+    assert r.status_code == 422 and any(p.startswith("limit") for p in r.json()["problems"])
+    r = httpx.get(f"{base}/v1/memories/not-an-id", headers=alice)
+    assert r.status_code == 422 and "Traceback" not in r.text
