@@ -631,6 +631,13 @@ class MemoryLedger:
         Cells(self._log).fill(rows, "value", "value")
         return [_memory("fact", r) for r in rows]
 
+    def export(self) -> dict[str, Any]:
+        """Everything held about this person (the namespace and its projects), for a
+        data subject access request: see memory_ledger/export.py for the schema."""
+        from memory_ledger.export import export  # it builds on this module's reads
+
+        return export(self)
+
     def summary(self) -> Summary | None:
         """This namespace's profile summary, composed from its live facts and preferences,
         with the (item id, version) of every input; None when nothing live is left."""

@@ -170,6 +170,10 @@ def test_forget_is_a_grant_of_its_own_and_answers_with_its_status(
     assert audit.status_code == 200 and audit.json()["targets"] == [item_id]
     content = httpx.get(f"{base}/v1/memories/{item_id}", headers=_auth(tokens["auditor"]))
     assert content.status_code == 403  # compliance never reads memory content
+    export = httpx.get(f"{base}/v1/export", headers=alice).json()
+    assert export["format"] == "memory-ledger-export/1" and export["namespace"] == "acme/alice"
+    assert item_id in [e["item_id"] for e in export["erased"]] and "+86 138 0000" not in str(export)
+    assert httpx.get(f"{base}/v1/export", headers=_auth(tokens["auditor"])).status_code == 403
 
 
 def test_bad_bodies_get_problem_details(

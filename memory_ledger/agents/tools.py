@@ -49,11 +49,9 @@ from memory_ledger.errors import (
 from memory_ledger.forgetting.planning.flow import MAX_REQUEST_CHARS
 from memory_ledger.forgetting.scope import MAX_SCOPE_ITEMS
 from memory_ledger.identifiers import IDENTIFIER_PATTERN, PLAN_ID, ItemId, is_identifier
-from memory_ledger.ledger import EntryType
 from memory_ledger.retrieval.context import (
     MAX_CONTEXT_LIMIT,
     MAX_QUERY_CHARS,
-    MAX_RECALL_LIMIT,
     ContextRequest,
 )
 from memory_ledger.write_policy import (
@@ -645,56 +643,8 @@ class AgentTools:
         return {"memories": [m.to_dict() for m in found], "count": len(found)}
 
     def _export(self, args: ExportArgs) -> dict[str, Any]:
-        """What recall, history, summary and get return, gathered: the live memories
-        (archived ones too) with provenance, every readable version of each fact, the
-        summary, and the ids of erased items. Says what it does not include."""
-        ledger = self.ledger
-        kinds = {
-            kind: ledger.recall(kind=kind, limit=MAX_RECALL_LIMIT, include_archived=True)
-            for kind in ("fact", "preference", "turn")
-        }
-        facts = [
-            {**m.to_dict(), "versions": [v.to_dict() for v in ledger.history(m.item_id)]}
-            for m in kinds["fact"]
-        ]
-        summary = ledger.summary()
-        return {
-            "exported_at": times.now_text(),
-            "facts": facts,
-            "preferences": [m.to_dict() for m in kinds["preference"]],
-            "transcripts": [m.to_dict() for m in kinds["turn"]],
-            "summary": summary.to_dict() if summary is not None else None,
-            "erased": [{"item_id": i, "erased": True} for i in self._erased_ids()],
-            "truncated": any(len(found) >= MAX_RECALL_LIMIT for found in kinds.values()),
-            "not_included": [
-                "memories you stopped using (stop_using): kept, but not listed",
-                "memories past their retention, awaiting erasure: their text is withheld",
-            ],
-        }
-
-    def _erased_ids(self) -> list[str]:
-        """Items of this namespace that forget requests erased: the tombstones the
-        lifecycle ledger recorded for this namespace's requests, each confirmed erased
-        by `get` (which also answers NotFound for another namespace's id)."""
-        journal = self.ledger.service.ledger
-        mine = {
-            entry.request_id
-            for entry in journal.entries_of_type(EntryType.REQUEST)
-            if entry.payload.get("namespace") == self.ledger.namespace
-        }
-        ids = dict.fromkeys(
-            str(entry.payload["item_id"])
-            for entry in journal.entries_of_type(EntryType.TOMBSTONE)
-            if entry.request_id in mine
-        )
-        erased = []
-        for item_id in ids:
-            try:
-                if self.ledger.get(item_id).erased:
-                    erased.append(item_id)
-            except NotFound:
-                continue
-        return erased
+        """Everything held about the principal (MemoryLedger.export)."""
+        return self.ledger.export()
 
 
 def _jsonable(data: dict[str, Any]) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -33,6 +34,7 @@ from memory_ledger.retrieval.context import (
     MIN_TOKEN_BUDGET,
 )
 from memory_ledger.views import Remembered
+from projections.vector_files import write_atomic
 
 
 @app.command()
@@ -355,3 +357,23 @@ def unsuppress(
             {"item_id": item_id, "version": version, "suppressed": False},
             lambda: out.print(shown(f"unsuppressed {item_id}")),
         )
+
+
+@app.command()
+def export(
+    namespace: Namespace,
+    output: Annotated[
+        Path | None, typer.Option("--out", help="Write the JSON here instead of stdout.")
+    ] = None,
+    data_dir: DataDir = None,
+    url: Url = None,
+) -> None:
+    """Everything held about a person (data subject access), as versioned JSON: facts
+    with versions, preferences, transcripts, the summary, erased items by id."""
+    with open_ledger(namespace, data_dir, url, True) as ledger:
+        text = dump_json(ledger.export(), indent=2)
+        if output is None:
+            print(text)
+        else:
+            write_atomic(output.parent, output.name, text.encode("utf-8"))
+            out.print(f"exported {namespace} to {markup_safe(output)}", highlight=False)

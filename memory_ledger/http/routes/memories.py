@@ -67,3 +67,9 @@ def context(ledger: Ledger, body: ContextRequest) -> dict[str, Any]:
 def summary(ledger: Ledger) -> dict[str, Any]:
     found = ledger.summary()
     return {"summary": found.to_dict() if found is not None else None}
+
+
+@router.get("/export")
+def export(ledger: Ledger) -> dict[str, Any]:
+    """Everything held about the token's person (data subject access), versioned JSON."""
+    return ledger.export()

@@ -1,0 +1,123 @@
+"""Data subject access: everything held about a person, as one JSON document.
+
+Everything: every item of the person's namespace and its projects that is not erased,
+whatever its standing (suppressed, archived, past its retention and awaiting the sweep:
+it is still held), with its text read from the log, its provenance and times, every
+version of a fact, the profile summary; and every erased item by id only, with the
+request that erased it. The schema is versioned (`format`); a field is never removed or
+changed in meaning within a version.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+from sqlalchemy import select
+
+from memory_ledger.event_log import ERASED
+from memory_ledger.ledger import EntryType
+from memory_ledger.principal import Principal
+from memory_ledger.times import now_text
+from projections.catalog import catalog
+
+if TYPE_CHECKING:
+    from memory_ledger.api import MemoryLedger
+
+EXPORT_FORMAT = "memory-ledger-export/1"
+SECTIONS = {"fact": "facts", "preference": "preferences", "turn": "transcripts"}
+VERSION_FIELDS = ("version", "text", "status", "valid_from", "valid_to", "provenance")
+
+
+def export(ledger: MemoryLedger) -> dict[str, Any]:
+    service = ledger.service
+    service.runner.catch_up()
+    namespace = ledger.namespace
+    c = catalog.c
+    query = select(
+        c.item_id, c.namespace, c.kind, c.subject, c.predicate, c.category, c.sensitivity,
+        c.origin, c.written_at, c.valid_from, c.suppressed, c.tier, c.basis, c.expires_at,
+    ).where((c.namespace == namespace) | c.namespace.startswith(namespace + "/"))  # fmt: skip
+    with service.engine.connect() as conn:
+        rows = [dict(r) for r in conn.execute(query.order_by(c.written_at, c.item_id)).mappings()]
+    ids = [r["item_id"] for r in rows]
+    items = service.log.get_many([UUID(i) for i in ids])
+    keys = service.log.keys_for(ids)
+    out: dict[str, Any] = {
+        "format": EXPORT_FORMAT,
+        "namespace": namespace,
+        "exported_at": now_text(),
+        "facts": [],
+        "preferences": [],
+        "transcripts": [],
+    }
+    for row in rows:
+        item = items.get(UUID(row["item_id"]))
+        if item is None or item.erased:
+            continue
+        fields = service.log.open_fields(keys, row["item_id"], item.key_generation, item.sealed)
+        text = None
+        if fields is not ERASED:
+            text = fields.get("content" if item.kind == "turn" else "value")  # type: ignore[union-attr]
+        entry = {
+            "item_id": row["item_id"],
+            "namespace": row["namespace"],
+            "version": item.version,
+            "subject": row["subject"],
+            "predicate": row["predicate"],
+            "category": row["category"],
+            "sensitivity": row["sensitivity"],
+            "origin": row["origin"],
+            "text": text,
+            "provenance": dict(item.provenance),
+            "written_at": row["written_at"],
+            "valid_from": row["valid_from"],
+            "suppressed": bool(row["suppressed"]),
+            "archived": row["tier"] == "archived",
+            "retention": {"basis": row["basis"], "expires_at": row["expires_at"]},
+        }
+        if item.kind == "fact":  # every version, as `history` reads them
+            owner = _owner(ledger, row["namespace"])
+            entry["versions"] = [_version(m.to_dict()) for m in owner.history(row["item_id"])]
+        out[SECTIONS[item.kind]].append(entry)
+    summary = ledger.summary()
+    out["summary"] = summary.to_dict() if summary is not None else None
+    out["erased"] = _erased(ledger)
+    return out
+
+
+def _version(memory: dict[str, Any]) -> dict[str, Any]:
+    return {k: memory[k] for k in VERSION_FIELDS}
+
+
+def _owner(ledger: MemoryLedger, namespace: str) -> MemoryLedger:
+    """The ledger of the item's own namespace (the person's, or one of their projects)."""
+    if namespace == ledger.namespace:
+        return ledger
+    return ledger.service.for_principal(Principal.from_namespace(namespace))
+
+
+def _erased(ledger: MemoryLedger) -> list[dict[str, Any]]:
+    """Erased items of the namespace, by id, with the request that erased them."""
+    journal = ledger.service.ledger
+    namespace = ledger.namespace
+    mine = {
+        entry.request_id: entry.payload
+        for entry in journal.entries_of_type(EntryType.REQUEST)
+        if entry.payload.get("namespace") == namespace
+        or str(entry.payload.get("namespace", "")).startswith(namespace + "/")
+    }
+    out: dict[str, dict[str, Any]] = {}
+    for entry in journal.entries_of_type(EntryType.TOMBSTONE):
+        if entry.request_id in mine:
+            request = mine[entry.request_id]
+            out.setdefault(
+                str(entry.payload["item_id"]),
+                {
+                    "item_id": str(entry.payload["item_id"]),
+                    "request_id": entry.request_id,
+                    "basis": request.get("basis", "user_request"),
+                    "recorded_at": entry.recorded_at,
+                },
+            )
+    return list(out.values())
