@@ -3,6 +3,7 @@ loopback, a real HTTP client, bearer tokens; the namespace comes from the token 
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -190,3 +191,89 @@ def test_bad_bodies_get_problem_details(
     assert r.status_code == 422 and any(p.startswith("limit") for p in r.json()["problems"])
     r = httpx.get(f"{base}/v1/memories/not-an-id", headers=alice)
     assert r.status_code == 422 and "Traceback" not in r.text
+
+
+def _events(base: str, headers: dict[str, str], **params: object) -> list[dict[str, object]]:
+    """Every event of one stream (it ends after `wait` seconds without a notice)."""
+    found: list[dict[str, object]] = []
+    with httpx.stream("GET", f"{base}/v1/feed", headers=headers, params=params, timeout=30) as r:
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+        event: dict[str, object] = {}
+        for line in r.iter_lines():
+            if line.startswith("id: "):
+                event["id"] = line[4:]
+            elif line.startswith("event: "):
+                event["event"] = line[7:]
+            elif line.startswith("data: "):
+                event["data"] = json.loads(line[6:])
+            elif not line and event:
+                found.append(event)
+                event = {}
+    return found
+
+
+def test_the_feed_streams_the_tokens_subtree_and_resumes(
+    server: tuple[str, Settings], tokens: dict[str, str]
+) -> None:
+    base, _ = server
+    alice, bob = _auth(tokens["alice"]), _auth(tokens["bob"])
+    mine = httpx.post(f"{base}/v1/memories", json=_fact("feed one", predicate="note_a"),
+                      headers=alice).json()["memories"][0]["item_id"]  # fmt: skip
+    theirs = httpx.post(f"{base}/v1/memories", json=_fact("feed two", predicate="note_b"),
+                        headers=bob).json()["memories"][0]["item_id"]  # fmt: skip
+    seen = _events(base, alice, wait=1)
+    ids = [e["data"].get("item_id") for e in seen]  # type: ignore[union-attr]
+    assert mine in ids and theirs not in ids
+    assert all(e["data"].get("namespace") in (None, "acme/alice") for e in seen)  # type: ignore[union-attr]
+    assert "feed one" not in json.dumps(seen)  # notices, never content
+    last = str(seen[-1]["id"])
+    later = httpx.post(f"{base}/v1/memories", json=_fact("feed three", predicate="note_c"),
+                       headers=alice).json()["memories"][0]["item_id"]  # fmt: skip
+    resumed = _events(base, {**alice, "Last-Event-ID": last}, wait=1)
+    assert [e["data"].get("item_id") for e in resumed if e["event"] == "memory_recorded"] == [later]  # type: ignore[union-attr]
+    gone = httpx.get(f"{base}/v1/feed", headers={**alice, "Last-Event-ID": "9.9.9"})
+    assert (
+        gone.status_code in (410, 422)
+        and gone.headers["content-type"] == "application/problem+json"
+    )
+
+
+def test_forget_in_words_and_redaction_over_http(
+    server: tuple[str, Settings], tokens: dict[str, str]
+) -> None:
+    base, _ = server
+    alice, eraser = _auth(tokens["alice"]), _auth(tokens["alice_forget"])
+    made = httpx.post(f"{base}/v1/memories", json=_fact("PA-12345", predicate="passport_number"),
+                      headers=alice).json()["memories"][0]["item_id"]  # fmt: skip
+    plan = httpx.post(f"{base}/v1/forget-plans", json={"text": "delete my passport number"},
+                      headers=alice)  # fmt: skip
+    assert plan.status_code == 201 and plan.json()["targets"] == [made], plan.text
+    plan_id = plan.json()["plan_id"]
+    assert (
+        httpx.get(f"{base}/v1/forget-plans/{plan_id}", headers=alice).json()["status"] == "planned"
+    )
+    assert (
+        httpx.get(f"{base}/v1/forget-plans/{plan_id}", headers=_auth(tokens["bob"])).status_code
+        == 404
+    )
+    refused = httpx.post(f"{base}/v1/forget-plans/{plan_id}/execute", headers=alice)
+    assert refused.status_code == 403  # planning is free; erasing needs the grant
+    done = httpx.post(f"{base}/v1/forget-plans/{plan_id}/execute", headers=eraser)
+    assert done.status_code == 200 and done.json()["status"] == "completed", done.text
+    verified = httpx.post(
+        f"{base}{done.headers['location']}/verify", headers=_auth(tokens["auditor"])
+    )
+    assert verified.status_code == 200 and verified.json()["status"] == "completed"
+    turn = httpx.post(f"{base}/v1/memories", json={
+        "kind": "turn", "subject": "user", "content": "we met at 3:30 pm at the cafe",
+        "origin": "explicit", "sensitivity": "personal", "provenance": _fact("x")["provenance"],
+    }, headers=alice).json()["memories"][0]["item_id"]  # fmt: skip
+    body = {"spans": ["3:30 pm"]}
+    assert (
+        httpx.post(f"{base}/v1/memories/{turn}/redact", json=body, headers=alice).status_code == 403
+    )
+    r = httpx.post(f"{base}/v1/memories/{turn}/redact", json=body, headers=eraser)
+    assert r.status_code == 200 and r.json()["status"] == "completed", r.text
+    assert httpx.get(f"{base}/v1/memories/{turn}", headers=alice).json()["text"] == (
+        "we met at [redacted] at the cafe"
+    )

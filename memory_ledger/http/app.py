@@ -10,7 +10,7 @@ from fastapi import FastAPI, Request, Response
 from memory_ledger.access import TokenStore
 from memory_ledger.api import MemoryService
 from memory_ledger.http import problems
-from memory_ledger.http.routes import forget, health, memories
+from memory_ledger.http.routes import feed, forget, health, memories, plans
 
 #: The largest request body: a batch of memories fits; anything larger is refused (413).
 MAX_BODY_BYTES = 1024 * 1024
@@ -43,6 +43,6 @@ def create_app(service: MemoryService, tokens: TokenStore) -> FastAPI:
                 )
         return await call_next(request)
 
-    for module in (memories, forget, health):
+    for module in (memories, forget, plans, feed, health):
         app.include_router(module.router)
     return app

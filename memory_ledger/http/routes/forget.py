@@ -3,11 +3,12 @@ request that is not completed yet answers 202 with the URL to follow."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Request, Response, status
-from pydantic import StrictBool
+from pydantic import Field, StrictBool, StrictStr
 
+from memory_ledger.access import Access
 from memory_ledger.errors import NotFound
 from memory_ledger.forgetting.scope import ForgetScope
 from memory_ledger.http.auth import Caller, ForgettingLedger
@@ -36,15 +37,46 @@ def file_request(
     return {**report.to_dict(), "status_url": location}
 
 
-@router.get("/forget-requests/{request_id}")
-def request_status(request: Request, caller: Caller, request_id: str) -> dict[str, Any]:
+def _visible(request: Request, caller: Access, request_id: str) -> None:
     """A request of the token's subtree: an agent's own, or any a compliance token
-    covers. Ids and counts only; another subtree's request is not found."""
-    service = request.app.state.service
+    covers. Another subtree's request is not found, as a missing one is."""
     try:
-        report = service.requests.report(request_id)
+        report = request.app.state.service.requests.report(request_id)
     except NotFound:
         raise NotFound(f"no forget request {request_id}") from None
     if caller.role == "ops" or not caller.covers(report.namespace):
         raise NotFound(f"no forget request {request_id}")
+
+
+@router.get("/forget-requests/{request_id}")
+def request_status(request: Request, caller: Caller, request_id: str) -> dict[str, Any]:
+    """Where a request stands, with its receipts per store: ids and counts only."""
+    _visible(request, caller, request_id)
+    return request.app.state.service.requests.report(request_id).to_dict()
+
+
+@router.post("/forget-requests/{request_id}/verify")
+def verify(request: Request, caller: Caller, request_id: str) -> dict[str, Any]:
+    """Ask every store again for evidence that the targets are absent."""
+    _visible(request, caller, request_id)
+    return request.app.state.service.requests.verify(request_id).to_dict()
+
+
+class RedactionBody(StrictModel):
+    """Spans (substrings) or whole fields to remove from one item; the rest stays."""
+
+    spans: Annotated[tuple[StrictStr, ...], Field(max_length=64)] = ()
+    fields: Annotated[tuple[Literal["value", "content"], ...], Field(max_length=2)] = ()
+    dry_run: StrictBool = False
+
+
+@router.post("/memories/{item_id}/redact")
+def redact(
+    ledger: ForgettingLedger, item_id: str, body: RedactionBody, response: Response
+) -> dict[str, Any]:
+    """A redaction is an erasure of part of an item: it needs the forget grant."""
+    report = ledger.redact(item_id, body.fields, spans=body.spans, dry_run=body.dry_run)
+    response.headers["Location"] = f"/v1/forget-requests/{report.request_id}"
+    if report.status in ("pending", "partial"):
+        response.status_code = status.HTTP_202_ACCEPTED
     return report.to_dict()
