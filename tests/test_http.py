@@ -277,3 +277,29 @@ def test_forget_in_words_and_redaction_over_http(
     assert httpx.get(f"{base}/v1/memories/{turn}", headers=alice).json()["text"] == (
         "we met at [redacted] at the cafe"
     )
+
+
+def test_a_retried_post_with_its_idempotency_key_gets_the_first_result(
+    server: tuple[str, Settings], tokens: dict[str, str]
+) -> None:
+    base, _ = server
+    alice = {**_auth(tokens["alice_forget"]), "Idempotency-Key": "write-0001"}
+    write = _fact("Idem Street 1", predicate="idem_address")
+    first = httpx.post(f"{base}/v1/memories", json=write, headers=alice)
+    again = httpx.post(f"{base}/v1/memories", json=write, headers=alice)
+    assert first.status_code == again.status_code == 201 and first.json() == again.json()
+    item_id = first.json()["memories"][0]["item_id"]
+    plain = _auth(tokens["alice_forget"])
+    context = httpx.post(f"{base}/v1/context", json={"query": "Idem Street"}, headers=plain)
+    found = [i for i in context.json()["items"] if i["predicate"] == "idem_address"]
+    assert [i["item_id"] for i in found] == [item_id]  # stored once
+    other = httpx.post(f"{base}/v1/memories", json=_fact("Elsewhere 2"), headers=alice)
+    assert other.status_code == 422 and "another request" in other.json()["detail"]
+    forget = {"scope": {"kind": "item", "item_ids": [item_id]}}
+    keyed = {**alice, "Idempotency-Key": "forget-0001"}
+    one = httpx.post(f"{base}/v1/forget-requests", json=forget, headers=keyed)
+    two = httpx.post(f"{base}/v1/forget-requests", json=forget, headers=keyed)
+    assert one.json()["request_id"] == two.json()["request_id"], (one.text, two.text)
+    assert two.headers["location"] == one.headers["location"]
+    bad = httpx.post(f"{base}/v1/memories", json=write, headers={**alice, "Idempotency-Key": ""})
+    assert bad.status_code == 422

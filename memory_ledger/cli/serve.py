@@ -23,6 +23,7 @@ def serve(
     from memory_ledger.access import TokenStore
     from memory_ledger.api import MemoryService
     from memory_ledger.http.app import create_app
+    from memory_ledger.http.idempotency import IdempotencyKeys
     from memory_ledger.times import now
 
     try:
@@ -30,8 +31,11 @@ def serve(
     except MemoryLedgerError as exc:
         fail(exc, False)
     tokens = TokenStore(service.settings, now)
+    keys = IdempotencyKeys(service.settings, now)
     try:
-        uvicorn.run(create_app(service, tokens), host=host, port=port, log_level="warning")
+        app_ = create_app(service, tokens, keys)
+        uvicorn.run(app_, host=host, port=port, log_level="warning")
     finally:
+        keys.close()
         tokens.close()
         service.close()

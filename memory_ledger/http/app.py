@@ -9,14 +9,17 @@ from fastapi import FastAPI, Request, Response
 
 from memory_ledger.access import TokenStore
 from memory_ledger.api import MemoryService
-from memory_ledger.http import problems
+from memory_ledger.http import idempotency, problems
+from memory_ledger.http.idempotency import IdempotencyKeys
 from memory_ledger.http.routes import feed, forget, health, memories, plans
 
 #: The largest request body: a batch of memories fits; anything larger is refused (413).
 MAX_BODY_BYTES = 1024 * 1024
 
 
-def create_app(service: MemoryService, tokens: TokenStore) -> FastAPI:
+def create_app(
+    service: MemoryService, tokens: TokenStore, keys: IdempotencyKeys | None = None
+) -> FastAPI:
     app = FastAPI(
         title="memory-ledger",
         version="1",
@@ -25,6 +28,8 @@ def create_app(service: MemoryService, tokens: TokenStore) -> FastAPI:
     app.state.service = service
     app.state.tokens = tokens
     problems.install(app)
+    if keys is not None:
+        idempotency.install(app, keys)
 
     @app.middleware("http")
     async def _bounded(
