@@ -87,10 +87,16 @@ def _fact(value: str, predicate: str = "home_address", **extra: object) -> dict[
     }  # fmt: skip
 
 
-def test_health_and_readiness(server: tuple[str, Settings]) -> None:
+def test_health_readiness_and_the_openapi_document(server: tuple[str, Settings]) -> None:
     base, _ = server
     assert httpx.get(f"{base}/v1/health").json() == {"status": "ok"}
     assert httpx.get(f"{base}/v1/ready").json() == {"status": "ready"}
+    document = httpx.get(f"{base}/openapi.json").json()
+    paths = set(document["paths"])
+    assert {"/v1/memories", "/v1/forget-requests", "/v1/forget-plans", "/v1/export"} <= paths
+    assert all(p.startswith("/v1/") for p in paths)
+    body = document["components"]["schemas"]["MemoryWrite"]["properties"]
+    assert "namespace" not in body  # the namespace is the token's
 
 
 def test_missing_bad_and_revoked_tokens_are_401_alike(
