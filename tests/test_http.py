@@ -4,17 +4,13 @@ loopback, a real HTTP client, bearer tokens; the namespace comes from the token 
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
 import pytest
+from http_server import running_server
 
 from memory_ledger.access import TokenStore
 from memory_ledger.config import Settings
@@ -24,37 +20,11 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Settings]]:
     data_dir = tmp_path_factory.mktemp("http") / "data"
-    port = _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_LEDGER_")}
-    env.update(MEMORY_LEDGER_EMBEDDER="hashing", PYTHONPATH=str(ROOT))
-    process = subprocess.Popen(
-        [sys.executable, "-m", "memory_ledger.cli", "serve", "--port", str(port),
-         "--data-dir", str(data_dir)],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    base = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(300):
-            try:
-                if httpx.get(f"{base}/v1/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        else:
-            raise AssertionError("the server did not start")
+    with running_server(data_dir) as base:
         yield base, Settings.resolve(data_dir)
-    finally:
-        process.terminate()
-        process.wait(timeout=20)
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from memory_ledger.access import TokenStore
 from memory_ledger.api import MemoryService
 from memory_ledger.http import idempotency, problems
 from memory_ledger.http.idempotency import IdempotencyKeys
-from memory_ledger.http.routes import feed, forget, health, memories, plans
+from memory_ledger.http.routes import compliance, feed, forget, health, memories, plans
 
 #: The largest request body: a batch of memories fits; anything larger is refused (413).
 MAX_BODY_BYTES = 1024 * 1024
@@ -48,6 +48,6 @@ def create_app(
                 )
         return await call_next(request)
 
-    for module in (memories, forget, plans, feed, health):
+    for module in (memories, forget, plans, feed, health, compliance):
         app.include_router(module.router)
     return app
