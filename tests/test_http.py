@@ -4,6 +4,8 @@ loopback, a real HTTP client, bearer tokens; the namespace comes from the token 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -279,3 +281,21 @@ def test_a_retried_post_with_its_idempotency_key_gets_the_first_result(
     assert two.headers["location"] == one.headers["location"]
     bad = httpx.post(f"{base}/v1/memories", json=write, headers={**alice, "Idempotency-Key": ""})
     assert bad.status_code == 422
+
+
+def test_the_guides_curl_examples_run(server: tuple[str, Settings], tokens: dict[str, str]) -> None:
+    """The HTTP section's curl block, run as written against the live server."""
+    guide = (ROOT / "docs" / "user-guide.md").read_text(encoding="utf-8")
+    marker = "this block is run by\n`tests/test_http.py`"
+    assert marker in guide
+    block = guide.split(marker, 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    base, _ = server
+    env = {**os.environ, "BASE": base, "TOKEN": tokens["alice_forget"]}
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", block], env=env,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    outputs = done.stdout.strip().split("\n")
+    assert json.loads(outputs[0])["memories"][0]["kind"] == "fact"
+    assert "18 Haisong Road" in json.loads(outputs[1])["rendered"]
+    assert json.loads(outputs[2])["status"] == "planned"
+    assert outputs[3] == "401"
