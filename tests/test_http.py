@@ -37,6 +37,7 @@ def tokens(server: tuple[str, Settings]) -> Iterator[dict[str, str]]:
         "alice_forget": store.create("acme/alice", "agent", ["forget"])[1],
         "bob": store.create("acme/bob", "agent", ["forget"])[1],
         "auditor": store.create("acme", "compliance")[1],
+        "carol": store.create("acme/carol", "agent", ["forget"])[1],  # the guide's examples
     }
     info, revoked = store.create("acme/alice", "agent")
     store.revoke(info.token_id)
@@ -290,7 +291,7 @@ def test_the_guides_curl_examples_run(server: tuple[str, Settings], tokens: dict
     assert marker in guide
     block = guide.split(marker, 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
     base, _ = server
-    env = {**os.environ, "BASE": base, "TOKEN": tokens["alice_forget"]}
+    env = {**os.environ, "BASE": base, "TOKEN": tokens["carol"]}
     done = subprocess.run(["bash", "-euo", "pipefail", "-c", block], env=env,
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -299,3 +300,34 @@ def test_the_guides_curl_examples_run(server: tuple[str, Settings], tokens: dict
     assert "18 Haisong Road" in json.loads(outputs[1])["rendered"]
     assert json.loads(outputs[2])["status"] == "planned"
     assert outputs[3] == "401"
+
+
+def test_requests_are_listed_a_page_at_a_time_in_the_tokens_subtree(
+    server: tuple[str, Settings], tokens: dict[str, str]
+) -> None:
+    base, _ = server
+    eraser, bob = _auth(tokens["alice_forget"]), _auth(tokens["bob"])
+    for i in range(3):
+        made = httpx.post(f"{base}/v1/memories", json=_fact(f"page {i}", predicate=f"page_{i}"),
+                          headers=eraser).json()["memories"][0]["item_id"]  # fmt: skip
+        body = {"scope": {"kind": "item", "item_ids": [made]}}
+        assert (
+            httpx.post(f"{base}/v1/forget-requests", json=body, headers=eraser).status_code == 200
+        )
+    seen, cursor = [], None
+    while True:
+        params = {"limit": 2, **({"cursor": cursor} if cursor else {})}
+        page = httpx.get(f"{base}/v1/forget-requests", params=params, headers=eraser).json()
+        seen += page["requests"]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert len(seen) >= 3 and {r["namespace"] for r in seen} == {"acme/alice"}
+    assert len({r["request_id"] for r in seen}) == len(seen)  # no page repeats another
+    theirs = httpx.get(f"{base}/v1/forget-requests", params={"limit": 200}, headers=bob).json()
+    assert not {r["request_id"] for r in theirs["requests"]} & {r["request_id"] for r in seen}
+    audit = httpx.get(f"{base}/v1/forget-requests", params={"limit": 200},
+                      headers=_auth(tokens["auditor"])).json()  # fmt: skip
+    assert {r["request_id"] for r in seen} <= {r["request_id"] for r in audit["requests"]}
+    bad = httpx.get(f"{base}/v1/forget-requests", params={"cursor": "zz"}, headers=eraser)
+    assert bad.status_code == 422 and "start again" in bad.json()["detail"]

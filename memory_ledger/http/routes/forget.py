@@ -3,13 +3,14 @@ request that is not completed yet answers 202 with the URL to follow."""
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Request, Response, status
+from fastapi import APIRouter, Query, Request, Response, status
 from pydantic import Field, StrictBool, StrictStr
 
 from memory_ledger.access import Access
-from memory_ledger.errors import NotFound
+from memory_ledger.errors import Forbidden, InvalidWrite, NotFound
 from memory_ledger.forgetting.scope import ForgetScope
 from memory_ledger.http.auth import Caller, ForgettingLedger
 from memory_ledger.write_policy import StrictModel
@@ -46,6 +47,51 @@ def _visible(request: Request, caller: Access, request_id: str) -> None:
         raise NotFound(f"no forget request {request_id}") from None
     if caller.role == "ops" or not caller.covers(report.namespace):
         raise NotFound(f"no forget request {request_id}")
+
+
+MAX_PAGE = 200
+_CURSOR = re.compile(r"o([0-9]{1,12})")
+
+
+@router.get("/forget-requests")
+def list_requests(
+    request: Request,
+    caller: Caller,
+    cursor: Annotated[str | None, Query(max_length=20)] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
+) -> dict[str, Any]:
+    """The forget requests of the token's subtree, oldest first, a page at a time. The
+    ledger only grows, so a cursor (`next_cursor`) always continues where the page
+    ended; a page may hold fewer than `limit` when others' requests lie in between."""
+    if caller.role == "ops":
+        raise Forbidden("forget requests are read by agent and compliance tokens")
+    start = 0
+    if cursor is not None:
+        match = _CURSOR.fullmatch(cursor)
+        if match is None:
+            raise InvalidWrite(
+                "unknown cursor: start again without one, and follow next_cursor",
+                ["cursor: invalid"],
+            )
+        start = int(match.group(1))
+    service = request.app.state.service
+    ids = service.ledger.request_ids()
+    page = ids[start : start + limit]
+    rows = []
+    for request_id in page:
+        report = service.requests.report(request_id)
+        if caller.covers(report.namespace):
+            rows.append(
+                {
+                    "request_id": request_id,
+                    "namespace": report.namespace,
+                    "status": report.status,
+                    "scope": report.scope,
+                    "items": len(report.all_targets),
+                }
+            )
+    end = start + len(page)
+    return {"requests": rows, "next_cursor": f"o{end}" if end < len(ids) else None}
 
 
 @router.get("/forget-requests/{request_id}")
