@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from factories import store_bytes_contain
 from http_server import running_server
 
 from memory_ledger.access import TokenStore
@@ -282,6 +283,12 @@ def test_a_retried_post_with_its_idempotency_key_gets_the_first_result(
     assert two.headers["location"] == one.headers["location"]
     bad = httpx.post(f"{base}/v1/memories", json=write, headers={**alice, "Idempotency-Key": ""})
     assert bad.status_code == 422
+    # a context answers with content: no key may keep it
+    keyed_read = {**plain, "Idempotency-Key": "read-0001"}
+    refused = httpx.post(f"{base}/v1/context", json={"query": "Idem Street"}, headers=keyed_read)
+    assert refused.status_code == 422 and "writes and erasures" in refused.json()["detail"]
+    _, settings = server
+    assert not store_bytes_contain(settings, "Idem Street 1")  # not in access.sqlite either
 
 
 def test_the_guides_curl_examples_run(server: tuple[str, Settings], tokens: dict[str, str]) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 
@@ -28,6 +29,13 @@ from memory_ledger.http import problems
 from memory_ledger.times import canonical_time
 
 HEADER = "idempotency-key"
+#: The POSTs a key applies to: writes and erasures, whose answers are ids, counts and
+#: codes. A context or a plan answers with memory content, which must not be kept in
+#: clear here (nor outlive a forget): a key on those is refused.
+KEYED = re.compile(
+    r"/v1/memories|/v1/forget-requests|/v1/memories/[^/]+/(?:redact|suppress|unsuppress)"
+    r"|/v1/forget-plans/[^/]+/execute"
+)
 KEPT = timedelta(days=1)
 MAX_KEY = 200
 
@@ -134,6 +142,12 @@ def install(app: FastAPI, keys: IdempotencyKeys) -> None:
         key = request.headers.get(HEADER)
         if key is None or request.method != "POST":
             return await call_next(request)
+        if not KEYED.fullmatch(request.url.path):
+            return problems.problem(
+                422, "Invalid request", "an Idempotency-Key applies to writes and erasures "
+                "(memories, forget requests, redactions, executing a plan) only",
+                ["Idempotency-Key: not for this route"],
+            )  # fmt: skip
         if not (1 <= len(key) <= MAX_KEY and key.isascii() and key.isprintable()):
             return problems.problem(
                 422, "Invalid request", f"an Idempotency-Key is 1 to {MAX_KEY} printable ASCII "

@@ -141,7 +141,7 @@ class ForgetPlanning:
             reading.everything = self._lexicon_reader.read(text, now, zone).everything
         with service.engine.connect() as conn:
             planner = Planner(conn, service.log, service.vectors, ledger.namespace)
-            draft = planner.plan(reading, text, now, session_id)
+            draft = planner.plan(reading, text, session_id)
             versions = planner.pool_versions(draft.targets) if draft.intent == "update" else {}
         plan = self._plan(ledger, draft, reading, now, session_id, turn_id)
         plan.versions = versions

@@ -16,7 +16,6 @@ narrower is an explicit list of item ids.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
@@ -90,9 +89,7 @@ class Planner:
 
     # -- the entry point ------------------------------------------------------------------
 
-    def plan(
-        self, reading: Reading, text: str, now: datetime, session_id: str | None = None
-    ) -> Draft:
+    def plan(self, reading: Reading, text: str, session_id: str | None = None) -> Draft:
         if reading.intent is None:
             return Draft("not_a_request", reason=reading.why_not)
         self.reading = reading

@@ -3,6 +3,7 @@ using it, the context for a turn, and the profile summary. Agent tokens only."""
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, status
@@ -25,7 +26,7 @@ def remember(
     if not 1 <= len(writes) <= MAX_BATCH:
         raise InvalidWrite(f"a batch holds 1 to {MAX_BATCH} memories", ["body: size"])
     stored = ledger.remember_many(writes)
-    return {"memories": [s.__dict__ for s in stored]}
+    return {"memories": [asdict(s) for s in stored]}
 
 
 @router.get("/memories/{item_id}")
