@@ -60,7 +60,14 @@ from memory_ledger.retrieval.context_cache import ContextCache
 from memory_ledger.retrieval.embedders import Embedder, load_embedder
 from memory_ledger.retrieval.instruction_like import content_flags
 from memory_ledger.stores import default_registry, extra_store_factories
-from memory_ledger.views import ItemState, Memory, Remembered, Summary
+from memory_ledger.views import (
+    ItemState,
+    Memory,
+    RecallPage,
+    Remembered,
+    Summary,
+    parse_recall_cursor,
+)
 from memory_ledger.write_policy import (
     Identifier,
     MemoryUpdate,
@@ -535,7 +542,52 @@ class MemoryLedger:
     ) -> list[Memory]:
         """Live memories of this namespace: not suppressed, not erased, not expired under
         the retention policy, not archived by decay (unless `include_archived`), and for
-        facts only the current version (conflicts are returned, marked)."""
+        facts only the current version (conflicts are returned, marked). Newest first by
+        the time they hold from."""
+        _check_recall_limit(limit)
+        found = self._recall_rows(subject, predicate, kind, category, limit, include_archived)
+        out = [memory for _, memory in found]
+        out.sort(key=lambda m: m.valid_from or "", reverse=True)
+        return out[:limit]
+
+    def recall_page(
+        self,
+        subject: str | None = None,
+        predicate: str | None = None,
+        kind: str | None = None,
+        category: str | None = None,
+        limit: int = 100,
+        include_archived: bool = False,
+        cursor: str | None = None,
+    ) -> RecallPage:
+        """The memories `recall` returns, a page at a time, newest written first, for
+        listing them all. The cursor is the log position the page ended at, so paging is
+        stable while writes go on: a memory written or changed after the first page is
+        not seen by the later ones (start again to see it); none is returned twice."""
+        _check_recall_limit(limit)
+        before = parse_recall_cursor(cursor)
+        found = self._recall_rows(
+            subject, predicate, kind, category, limit + 1, include_archived, before
+        )
+        found.sort(key=lambda row: row[0], reverse=True)
+        page = found[:limit]
+        more = len(found) > limit
+        return RecallPage(
+            [memory for _, memory in page], f"p{page[-1][0]}" if more and page else None
+        )
+
+    def _recall_rows(
+        self,
+        subject: str | None,
+        predicate: str | None,
+        kind: str | None,
+        category: str | None,
+        limit: int,
+        include_archived: bool,
+        before: int | None = None,
+    ) -> list[tuple[int, Memory]]:
+        """(log position, memory) of up to `limit` live memories per kind, newest written
+        first, below position `before` when given."""
         if not isinstance(include_archived, bool):
             raise InvalidWrite("include_archived must be true or false")
         for name, value in (("subject", subject), ("predicate", predicate), ("category", category)):
@@ -545,16 +597,12 @@ class MemoryLedger:
                 _validate_identifier(name, value)
         if kind is not None and (not isinstance(kind, str) or kind not in KINDS):
             raise InvalidWrite(f"unknown kind; expected one of {', '.join(KINDS)}")
-        if isinstance(limit, bool) or not isinstance(limit, int):
-            raise InvalidWrite(f"limit must be an int, not {type(limit).__name__}")
-        if not 1 <= limit <= MAX_RECALL_LIMIT:
-            raise InvalidWrite(f"limit must be from 1 to {MAX_RECALL_LIMIT}")
         self.service.runner.catch_up()
         at = self.service.clock()
         now = _iso(at)
         times = self.service.retention.cutoffs(at)
         lapsed = self.service.retention.expired_clause(catalog.c)
-        out: list[Memory] = []
+        out: list[tuple[int, Memory]] = []
         with self.service.engine.connect() as conn:
             for table, table_kind in (
                 (facts, "fact"),
@@ -572,6 +620,8 @@ class MemoryLedger:
                         ~lapsed,
                     )
                 )
+                if before is not None:
+                    query = query.where(table.c.position < before)
                 if not include_archived:
                     query = query.where(catalog.c.tier == "active")
                 subject_col = table.c.speaker if table_kind == "turn" else table.c.subject
@@ -594,9 +644,8 @@ class MemoryLedger:
                 rows = [dict(r) for r in conn.execute(query, times).mappings()]
                 text = "content" if table_kind == "turn" else "value"
                 Cells(self._log).fill(rows, text, text)
-                out.extend(_memory(table_kind, r) for r in rows)
-        out.sort(key=lambda m: m.valid_from or "", reverse=True)
-        return out[:limit]
+                out.extend((int(r["position"]), _memory(table_kind, r)) for r in rows)
+        return out
 
     def history(
         self,
@@ -764,6 +813,13 @@ def _memory(kind: str, row: dict[str, Any]) -> Memory:
         suppressed=bool(row["suppressed"]),
         provenance=json.loads(row["provenance"]),
     )
+
+
+def _check_recall_limit(limit: object) -> None:
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise InvalidWrite(f"limit must be an int, not {type(limit).__name__}")
+    if not 1 <= limit <= MAX_RECALL_LIMIT:
+        raise InvalidWrite(f"limit must be from 1 to {MAX_RECALL_LIMIT}")
 
 
 def _iso(value: datetime) -> str:

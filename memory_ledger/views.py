@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass
 from typing import Any
+
+from memory_ledger.errors import InvalidWrite
 
 
 @dataclass(frozen=True)
@@ -83,3 +86,30 @@ class Summary:
         data = asdict(self)
         data["inputs"] = [{"item_id": i, "version": v} for i, v in self.inputs]
         return data
+
+
+_RECALL_CURSOR = re.compile(r"p([0-9]{1,15})")
+
+
+def parse_recall_cursor(cursor: object) -> int | None:
+    """The log position a `RecallPage.next_cursor` names (None: from the newest)."""
+    if cursor is None:
+        return None
+    match = _RECALL_CURSOR.fullmatch(cursor) if isinstance(cursor, str) else None
+    if match is None:
+        raise InvalidWrite(
+            "unknown cursor: list again without one, and follow next_cursor", ["cursor: invalid"]
+        )
+    return int(match.group(1))
+
+
+@dataclass(frozen=True)
+class RecallPage:
+    """One page of a listing: the memories, and the cursor of the next page (None at
+    the end)."""
+
+    memories: list[Memory]
+    next_cursor: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"memories": [m.to_dict() for m in self.memories], "next_cursor": self.next_cursor}

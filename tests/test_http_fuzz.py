@@ -3,7 +3,7 @@ not) for every operation, with a real token; none may get a 5xx."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 
 import pytest
@@ -26,7 +26,9 @@ def api_schema(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     service = MemoryService.open(data_dir)
     tokens = TokenStore(service.settings, now)
     keys = IdempotencyKeys(service.settings, now)
-    STATE["token"] = tokens.create("acme/alice", "agent", ["forget"])[1]
+    STATE["agent"] = tokens.create("acme/alice", "agent", ["forget"])[1]
+    STATE["ops"] = tokens.create("acme", "ops")[1]
+    STATE["holds"] = tokens.create("acme", "compliance")[1]
     ledger = service.for_principal(_alice())
     ledger.remember({
         "kind": "fact", "subject": "user", "predicate": "home_address", "value": "18 Haisong Road",
@@ -49,24 +51,40 @@ def _alice():  # type: ignore[no-untyped-def]
 
 def test_no_request_gets_a_server_error(api_schema: schemathesis.BaseSchema) -> None:
     """Each operation's generated cases (schemathesis's strategies, run by hypothesis
-    here: its pytest plugin does not load under this pytest)."""
+    here: its pytest plugin does not load under this pytest), with a token of the role
+    the operation is for (ops routes an ops token, holds a compliance one)."""
     operations = [result.ok() for result in api_schema.get_all_operations()]
     assert len(operations) >= 15
     calls: list[int] = []
+    served: set[str] = set()  # the tags of operations that answered 2xx
     for operation in operations:
-
-        @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
-        @given(case=operation.as_strategy())
-        def check(case: schemathesis.Case) -> None:
-            response = case.call(headers={"Authorization": f"Bearer {STATE['token']}"})
-            calls.append(response.status_code)
-            where = (case.method, case.path)
-            assert response.status_code < 500, (where, response.text[:500])
-            if response.status_code >= 400:
-                kind = response.headers.get("content-type", [""])
-                kind = kind[0] if isinstance(kind, list) else kind
-                assert kind.startswith("application/problem+json"), (where, kind)
-
-        check()
+        tags = operation.definition.raw.get("tags", [])
+        token = STATE.get(tags[0] if tags else "", STATE["agent"])
+        _fuzz(operation, token, lambda status, tags=tags: _count(status, tags, calls, served))
     assert len(calls) >= 3 * len(operations)  # every operation was really exercised
     assert any(200 <= c < 300 for c in calls) and any(c == 422 for c in calls)
+    assert {"memories", "ops", "holds"} <= served  # each role's token was let in
+
+
+def _count(status: int, tags: list[str], calls: list[int], served: set[str]) -> None:
+    calls.append(status)
+    if 200 <= status < 300:
+        served.update(tags)
+
+
+def _fuzz(operation: object, token: str, seen: Callable[[int], None]) -> None:
+    """One operation's generated cases with `token`: no 5xx, errors as problem+json."""
+
+    @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(case=operation.as_strategy())  # type: ignore[attr-defined]
+    def check(case: schemathesis.Case) -> None:
+        response = case.call(headers={"Authorization": f"Bearer {token}"})
+        seen(response.status_code)
+        where = (case.method, case.path)
+        assert response.status_code < 500, (where, response.text[:500])
+        if response.status_code >= 400:
+            kind = response.headers.get("content-type", [""])
+            kind = kind[0] if isinstance(kind, list) else kind
+            assert kind.startswith("application/problem+json"), (where, kind)
+
+    check()

@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from jobs.projection_catchup import MAX_DURATION, check_duration
-from jobs.registry import JOBS, spec_named
+from jobs.registry import spec_named
 from jobs.runs import RUNNING, RUNS_KEPT, RunRecord, RunStore
 from memory_ledger.cli.common import (
     DataDir,
@@ -38,10 +38,9 @@ from memory_ledger.cli.common import (
 )
 from memory_ledger.config import Settings
 from memory_ledger.errors import InvalidWrite, MemoryLedgerError
-from memory_ledger.times import canonical_time
 
 if TYPE_CHECKING:  # the scheduler imports APScheduler: only the commands that need it do
-    from jobs.scheduler import Scheduled
+    pass
 
 jobs_app = typer.Typer(
     help="The scheduled lifecycle jobs: list them and their runs, run the scheduler, "
@@ -68,15 +67,13 @@ def list_jobs(
 ) -> None:
     """Every job: what it does, how often, its next run time in the job store (if a
     scheduler has scheduled it), and its last run: started, ended, outcome, counts."""
-    from jobs.scheduler import scheduled_jobs
+    from jobs.status import job_rows
 
     try:
         settings = Settings.resolve(data_dir, url)
         settings.check_reachable()
         with RunStore(settings) as store:
-            now = datetime.now(UTC)
-            schedule = scheduled_jobs(settings)
-            rows = [_job_row(name, store, schedule.get(name), runs, now) for name in JOBS]
+            rows = job_rows(settings, store, runs, datetime.now(UTC))
     except MemoryLedgerError as exc:
         fail(exc, as_json)
     data = {"location": settings.describe(), "jobs": rows}
@@ -106,29 +103,6 @@ def list_jobs(
                 out.print(shown(f"{row['name']}  {_run_line(run)}"))
 
     emit(as_json, data, human)
-
-
-def _job_row(
-    name: str, store: RunStore, scheduled: Scheduled | None, limit: int, now: datetime
-) -> dict[str, Any]:
-    spec = JOBS[name]
-    recent = store.recent(name, limit, now)
-    lease = store.lease(name, now)
-    return {
-        "name": name,
-        "description": spec.describe,
-        "every_minutes": scheduled.every_minutes if scheduled else spec.every_minutes(),
-        "scheduled": scheduled is not None,
-        "next_run": (
-            canonical_time(scheduled.next_run_time)
-            if scheduled and scheduled.next_run_time
-            else None
-        ),
-        "default_on": spec.default_on,
-        "lease": lease.to_dict() if lease else None,
-        "last_run": recent[0].to_dict() if recent else None,
-        "runs": [r.to_dict() for r in recent],
-    }
 
 
 @jobs_app.command("run")

@@ -32,10 +32,10 @@ def serve(
         fail(exc, False)
     tokens = TokenStore(service.settings, now)
     keys = IdempotencyKeys(service.settings, now)
+    app_ = create_app(service, tokens, keys)
     try:
-        app_ = create_app(service, tokens, keys)
         uvicorn.run(app_, host=host, port=port, log_level="warning")
     finally:
         keys.close()
         tokens.close()
-        service.close()
+        app_.state.serving.close()  # the service it serves now: a restore replaces it

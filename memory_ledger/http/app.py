@@ -11,21 +11,32 @@ from memory_ledger.access import TokenStore
 from memory_ledger.api import MemoryService
 from memory_ledger.http import idempotency, problems
 from memory_ledger.http.idempotency import IdempotencyKeys
-from memory_ledger.http.routes import compliance, feed, forget, health, memories, plans
+from memory_ledger.http.routes import compliance, feed, forget, health, holds, memories, ops, plans
+from memory_ledger.http.serving import Restoring, Serving
 
 #: The largest request body: a batch of memories fits; anything larger is refused (413).
 MAX_BODY_BYTES = 1024 * 1024
+#: Served while a restore holds the gate: liveness, readiness, and the restore itself
+#: (a restore that failed half-way is finished by running it again).
+UNGATED = frozenset({"/v1/health", "/v1/ready", "/v1/ops/restores"})
 
 
 def create_app(
-    service: MemoryService, tokens: TokenStore, keys: IdempotencyKeys | None = None
+    service: MemoryService,
+    tokens: TokenStore,
+    keys: IdempotencyKeys | None = None,
+    reopen: Callable[[], MemoryService] | None = None,
 ) -> FastAPI:
+    """The app over `service`; `reopen` opens the same store again after a restore
+    (default: with the same settings and master key)."""
     app = FastAPI(
         title="memory-ledger",
         version="1",
         description="Event-sourced memory for AI agents, with governed, provable forgetting.",
     )
-    app.state.service = service
+    app.state.serving = Serving(
+        service, reopen or (lambda: MemoryService(service.settings, service.log.master))
+    )
     app.state.tokens = tokens
     problems.install(app)
     if keys is not None:
@@ -46,8 +57,16 @@ def create_app(
                 return problems.problem(
                     413, "Request too large", f"a request body is at most {MAX_BODY_BYTES} bytes"
                 )
-        return await call_next(request)
+        if request.url.path in UNGATED:
+            return await call_next(request)
+        try:
+            with app.state.serving.request():
+                return await call_next(request)
+        except Restoring as exc:
+            response = problems.problem(503, "Service unavailable", str(exc))
+            response.headers["Retry-After"] = "5"
+            return response
 
-    for module in (memories, forget, plans, feed, health, compliance):
+    for module in (memories, forget, plans, feed, holds, ops, health, compliance):
         app.include_router(module.router)
     return app

@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from memory_ledger.access import Access
-from memory_ledger.api import MemoryLedger
+from memory_ledger.api import MemoryLedger, MemoryService
 from memory_ledger.errors import Forbidden, Unauthenticated
 
 
@@ -23,19 +23,27 @@ def access(request: Request) -> Access:
 Caller = Annotated[Access, Depends(access)]
 
 
-def agent_ledger(request: Request, caller: Caller) -> MemoryLedger:
+def serving_service(request: Request) -> MemoryService:
+    """The service this process serves now (a restore replaces it)."""
+    return request.app.state.serving.service
+
+
+Service = Annotated[MemoryService, Depends(serving_service)]
+
+
+def agent_ledger(service: Service, caller: Caller) -> MemoryLedger:
     """The ledger of an agent token's principal; other roles read no memory content."""
     if caller.role != "agent":
         raise Forbidden(f"a {caller.role} token reads no memory content; use an agent token")
-    return request.app.state.service.for_principal(caller.principal())
+    return service.for_principal(caller.principal())
 
 
 Ledger = Annotated[MemoryLedger, Depends(agent_ledger)]
 
 
-def forgetting_ledger(request: Request, caller: Caller) -> MemoryLedger:
+def forgetting_ledger(service: Service, caller: Caller) -> MemoryLedger:
     """An agent ledger that may also erase: forget is a grant of its own."""
-    ledger = agent_ledger(request, caller)
+    ledger = agent_ledger(service, caller)
     if not caller.may_forget(ledger.namespace):
         raise Forbidden("this token may read and write but not erase: it lacks the forget grant")
     return ledger

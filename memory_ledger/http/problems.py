@@ -66,8 +66,8 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
         problems = []
-        for error in exc.errors():
-            where = ".".join(str(p) for p in error["loc"] if p != "body") or "body"
+        for error in _one_branch(list(exc.errors()), exc.body):
+            where = ".".join(str(p) for p in error["loc"] if not _tag(p)) or "body"
             problems.append(f"{where}: {error['msg']}")
         return problem(422, "Invalid request", "the request was refused; nothing changed", problems)
 
@@ -79,3 +79,19 @@ def install(app: FastAPI) -> None:
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
         log.error("unexpected failure: %s", type(exc).__name__)
         return problem(500, "Internal error", "the operation failed; nothing can be assumed done")
+
+
+def _tag(part: object) -> bool:
+    """A location part that names no field: `body`, or a union member's tag."""
+    return part == "body" or (isinstance(part, str) and "[" in part)
+
+
+def _one_branch(errors: list[Any], body: object) -> list[Any]:
+    """A body that may be one object or a list of them (`POST /v1/memories`) fails both
+    members of the union; only the member of the body's own shape is worth reporting."""
+    tagged = [e for e in errors if len(e["loc"]) > 1 and _tag(e["loc"][1])]
+    if not tagged:
+        return errors
+    as_list = isinstance(body, list)
+    kept = [e for e in errors if e not in tagged or str(e["loc"][1]).startswith("list[") == as_list]
+    return kept or errors

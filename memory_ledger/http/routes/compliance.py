@@ -68,7 +68,7 @@ def page(request: Request) -> HTMLResponse:
         return _login()
     if caller.role != "compliance":
         return _login("This page is for compliance tokens.")
-    service = request.app.state.service
+    service = request.app.state.serving.service
     audit = service.ledger.verify()
     verdict = (
         f"<p>Lifecycle ledger: <b class={'ok' if audit.ok else 'bad'}>"

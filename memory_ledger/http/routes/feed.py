@@ -29,7 +29,7 @@ def feed(
 ) -> StreamingResponse:
     if caller.role == "ops":
         raise Forbidden("the change feed is for agent and compliance tokens")
-    changes = request.app.state.service.feed
+    changes = request.app.state.serving.service.feed
     cursor = last_event_id or after
     changes.read(cursor, limit=1)  # an unknown cursor is refused before the stream starts
 

@@ -17,6 +17,15 @@ from memory_ledger.write_policy import StrictModel
 
 router = APIRouter(prefix="/v1", tags=["forget"])
 
+#: A request in one of these has reached its end; in any other (pending, blocked by a
+#: hold, partial, waiting on a projection or a verification) it is still on its way.
+SETTLED = frozenset({"completed", "refused", "dry_run"})
+
+
+def answer_status(request_status: str) -> int:
+    """200 for a settled request, else 202: follow its status URL."""
+    return status.HTTP_200_OK if request_status in SETTLED else status.HTTP_202_ACCEPTED
+
 
 class ForgetRequestBody(StrictModel):
     """A scope in the shape of the Python API's `forget_scope`, and whether to only
@@ -33,8 +42,7 @@ def file_request(
     report = ledger.forget_scope(body.scope, dry_run=body.dry_run)
     location = f"/v1/forget-requests/{report.request_id}"
     response.headers["Location"] = location
-    if report.status in ("pending", "partial"):
-        response.status_code = status.HTTP_202_ACCEPTED
+    response.status_code = answer_status(report.status)
     return {**report.to_dict(), "status_url": location}
 
 
@@ -42,7 +50,7 @@ def _visible(request: Request, caller: Access, request_id: str) -> None:
     """A request of the token's subtree: an agent's own, or any a compliance token
     covers. Another subtree's request is not found, as a missing one is."""
     try:
-        report = request.app.state.service.requests.report(request_id)
+        report = request.app.state.serving.service.requests.report(request_id)
     except NotFound:
         raise NotFound(f"no forget request {request_id}") from None
     if caller.role == "ops" or not caller.covers(report.namespace):
@@ -74,7 +82,7 @@ def list_requests(
                 ["cursor: invalid"],
             )
         start = int(match.group(1))
-    service = request.app.state.service
+    service = request.app.state.serving.service
     ids = service.ledger.request_ids()
     page = ids[start : start + limit]
     rows = []
@@ -98,14 +106,14 @@ def list_requests(
 def request_status(request: Request, caller: Caller, request_id: str) -> dict[str, Any]:
     """Where a request stands, with its receipts per store: ids and counts only."""
     _visible(request, caller, request_id)
-    return request.app.state.service.requests.report(request_id).to_dict()
+    return request.app.state.serving.service.requests.report(request_id).to_dict()
 
 
 @router.post("/forget-requests/{request_id}/verify")
 def verify(request: Request, caller: Caller, request_id: str) -> dict[str, Any]:
     """Ask every store again for evidence that the targets are absent."""
     _visible(request, caller, request_id)
-    return request.app.state.service.requests.verify(request_id).to_dict()
+    return request.app.state.serving.service.requests.verify(request_id).to_dict()
 
 
 class RedactionBody(StrictModel):
@@ -123,6 +131,5 @@ def redact(
     """A redaction is an erasure of part of an item: it needs the forget grant."""
     report = ledger.redact(item_id, body.fields, spans=body.spans, dry_run=body.dry_run)
     response.headers["Location"] = f"/v1/forget-requests/{report.request_id}"
-    if report.status in ("pending", "partial"):
-        response.status_code = status.HTTP_202_ACCEPTED
+    response.status_code = answer_status(report.status)
     return report.to_dict()

@@ -19,7 +19,7 @@ def health() -> dict[str, Any]:
 
 @router.get("/ready", response_model=None)
 def ready(request: Request) -> dict[str, Any] | JSONResponse:
-    marker = RestoreMarker(request.app.state.service.settings).read()
-    if marker is not None:
+    serving = request.app.state.serving
+    if serving.restoring or RestoreMarker(serving.service.settings).read() is not None:
         return JSONResponse({"status": "restoring"}, status_code=503)
     return {"status": "ready"}

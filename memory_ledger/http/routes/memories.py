@@ -4,9 +4,9 @@ using it, the context for a turn, and the profile summary. Agent tokens only."""
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Body, status
+from fastapi import APIRouter, Body, Query, status
 
 from memory_ledger.errors import InvalidWrite
 from memory_ledger.http.auth import Ledger
@@ -15,6 +15,7 @@ from memory_ledger.write_policy import MemoryUpdate, MemoryWrite
 
 router = APIRouter(prefix="/v1", tags=["memories"])
 MAX_BATCH = 500
+MAX_PAGE = 500
 
 
 @router.post("/memories", status_code=status.HTTP_201_CREATED)
@@ -27,6 +28,25 @@ def remember(
         raise InvalidWrite(f"a batch holds 1 to {MAX_BATCH} memories", ["body: size"])
     stored = ledger.remember_many(writes)
     return {"memories": [asdict(s) for s in stored]}
+
+
+@router.get("/memories")
+def list_memories(
+    ledger: Ledger,
+    subject: Annotated[str | None, Query(max_length=200)] = None,
+    predicate: Annotated[str | None, Query(max_length=200)] = None,
+    kind: Annotated[Literal["fact", "preference", "turn"] | None, Query()] = None,
+    category: Annotated[str | None, Query(max_length=200)] = None,
+    include_archived: bool = False,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
+    cursor: Annotated[str | None, Query(max_length=20)] = None,
+) -> dict[str, Any]:
+    """Recall: the live memories of the token's namespace, newest written first, a page
+    at a time (follow `next_cursor`; a changed memory is seen by starting again)."""
+    page = ledger.recall_page(
+        subject, predicate, kind, category, limit, include_archived, cursor=cursor
+    )
+    return page.to_dict()
 
 
 @router.get("/memories/{item_id}")

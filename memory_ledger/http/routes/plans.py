@@ -12,6 +12,7 @@ from pydantic import Field, StrictStr
 from memory_ledger.errors import Forbidden
 from memory_ledger.forgetting.planning.flow import MAX_CHOICES, MAX_REQUEST_CHARS
 from memory_ledger.http.auth import Caller, Ledger
+from memory_ledger.http.routes.forget import answer_status
 from memory_ledger.identifiers import Identifier, ItemId
 from memory_ledger.write_policy import StrictModel
 
@@ -58,6 +59,5 @@ def execute(
     outcome = ledger.execute_plan(plan_id)
     if outcome.request_id:
         response.headers["Location"] = f"/v1/forget-requests/{outcome.request_id}"
-    if outcome.status in ("pending", "partial"):
-        response.status_code = status.HTTP_202_ACCEPTED
+        response.status_code = answer_status(outcome.status)
     return outcome.to_dict()

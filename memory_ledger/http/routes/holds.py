@@ -1,0 +1,73 @@
+"""Legal holds over HTTP, for compliance tokens: list, place and lift the holds of the
+token's subtree. A hold stops every erasure in its scope (forget requests wait as
+`blocked`) until it is lifted; lifting one runs the requests it alone blocked."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Path, status
+from pydantic import Field, StrictStr
+
+from memory_ledger.access import Access
+from memory_ledger.errors import Forbidden, NotFound
+from memory_ledger.http.auth import Caller, Service
+from memory_ledger.write_policy import Identifier, StrictModel
+
+router = APIRouter(prefix="/v1", tags=["holds"])
+
+
+def _compliance(caller: Caller) -> Access:
+    if caller.role != "compliance":
+        raise Forbidden("legal holds are placed and lifted with a compliance token")
+    return caller
+
+
+Officer = Annotated[Access, Depends(_compliance)]
+
+
+class HoldBody(StrictModel):
+    """A hold over a namespace (tenant/user) or a whole tenant inside the token's
+    subtree, optionally narrowed to one category or predicate; the reason is a code
+    (a case number), never a description of the person."""
+
+    name: Identifier
+    namespace: Annotated[StrictStr, Field(max_length=200)]
+    reason: Identifier
+    category: Identifier | None = None
+    predicate: Identifier | None = None
+
+
+@router.get("/holds")
+def list_holds(service: Service, caller: Officer) -> dict[str, Any]:
+    """The holds in force inside the token's subtree."""
+    return {"holds": [h.to_dict() for h in service.holds.active() if caller.covers(h.namespace)]}
+
+
+@router.post("/holds", status_code=status.HTTP_201_CREATED)
+def place_hold(service: Service, caller: Officer, body: HoldBody) -> dict[str, Any]:
+    if not caller.covers(body.namespace):
+        raise Forbidden("a hold can be placed inside the token's subtree only")
+    hold = service.holds.place(
+        body.name,
+        namespace=body.namespace,
+        reason=body.reason,
+        placed_by=f"token:{caller.token_id}",
+        category=body.category,
+        predicate=body.predicate,
+    )
+    return hold.to_dict()
+
+
+@router.delete("/holds/{name}")
+def lift_hold(
+    service: Service, caller: Officer, name: Annotated[str, Path(max_length=200)]
+) -> dict[str, Any]:
+    """Lift a hold; the requests it blocked (and no other hold does) run now."""
+    if not any(h.name == name and caller.covers(h.namespace) for h in service.holds.active()):
+        raise NotFound(f"no hold named {name} is in force in this token's subtree")
+    resumed = service.lift_hold(name, lifted_by=f"token:{caller.token_id}")
+    return {
+        "lifted": name,
+        "resumed": [{"request_id": r.request_id, "status": r.status} for r in resumed],
+    }

@@ -1,0 +1,181 @@
+"""Operations over HTTP, for ops tokens: backups (take, list, verify), restore drills,
+restore itself, and the lifecycle jobs (their state, and one run now).
+
+They act on the store as a whole, as the CLI's commands do. A backup is named by its id,
+never by a path, so a caller reaches only the backups registered with this store. A
+restore replaces the store this process serves: the gate (memory_ledger/http/serving.py)
+closes, the requests in flight end, and nothing is served until the replay is verified.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Path, Query, Request, status
+from pydantic import Field, StrictBool, StrictInt
+
+from jobs.runs import RUNS_KEPT
+from memory_ledger.access import Access
+from memory_ledger.config import Settings
+from memory_ledger.errors import Forbidden, InvalidTransition, InvalidWrite, NotFound
+from memory_ledger.http.auth import Caller, Service
+from memory_ledger.write_policy import StrictModel
+from restore.backup import BACKUPS_DIR, DEFAULT_KEEP_DAYS, MAX_KEEP_DAYS, Backup, list_backups
+
+router = APIRouter(prefix="/v1/ops", tags=["ops"])
+BACKUP_ID = r"^bk-[0-9a-f]{16}$"
+
+
+def _ops(caller: Caller) -> Access:
+    if caller.role != "ops":
+        raise Forbidden("operations need an ops token")
+    return caller
+
+
+Operator = Annotated[Access, Depends(_ops)]
+
+
+def _backups(settings: Settings) -> list[Backup]:
+    """The backups this store knows: registered ones, and those in DATA_DIR/backups."""
+    from restore.store import registered
+
+    found = {b.manifest.backup_id: b for b in list_backups(settings.data_dir / BACKUPS_DIR)}
+    found.update({b.manifest.backup_id: b for b in registered(settings.data_dir)})
+    return sorted(found.values(), key=lambda b: b.manifest.created_at)
+
+
+def _backup(settings: Settings, backup_id: str) -> Backup:
+    for backup in _backups(settings):
+        if backup.manifest.backup_id == backup_id:
+            return backup
+    raise NotFound(f"no backup {backup_id} is registered with this store")
+
+
+def _shown(backup: Backup) -> dict[str, Any]:
+    """A backup without its path: where the files lie is the host's business."""
+    return {k: v for k, v in backup.to_dict().items() if k not in ("path", "wrapped_file_key")}
+
+
+class BackupBody(StrictModel):
+    keep_days: Annotated[StrictInt, Field(ge=1, le=MAX_KEEP_DAYS)] = DEFAULT_KEEP_DAYS
+
+
+@router.get("/backups")
+def backups(service: Service, _: Operator) -> dict[str, Any]:
+    """The backups of this store, oldest first."""
+    return {"backups": [_shown(b) for b in _backups(service.settings)]}
+
+
+@router.post("/backups", status_code=status.HTTP_201_CREATED)
+def take_backup(service: Service, _: Operator, body: BackupBody) -> dict[str, Any]:
+    """Take a consistent, encrypted copy of the event and key store while writes go on."""
+    from restore.backup import create
+
+    made = create(
+        service.settings,
+        service.log.master,
+        service.ledger,
+        datetime.now(UTC),
+        None,
+        body.keep_days,
+    )
+    return _shown(made)
+
+
+@router.post("/backups/{backup_id}/verify")
+def verify_backup(
+    service: Service, _: Operator, backup_id: Annotated[str, Path(pattern=BACKUP_ID)]
+) -> dict[str, Any]:
+    """Check a backup: manifest, checksums, and that this master key decrypts it."""
+    from restore.backup import verify
+
+    checked = verify(_backup(service.settings, backup_id).path, service.log.master)
+    return {"verified": True, **_shown(checked)}
+
+
+class DrillBody(StrictModel):
+    backup_id: Annotated[str | None, Field(pattern=BACKUP_ID)] = None
+
+
+@router.post("/drills")
+def drill(service: Service, caller: Operator, body: DrillBody) -> dict[str, Any]:
+    """Restore a backup (default: the newest) into a scratch copy and check that nothing
+    erased came back; the report says `passed` or `failed` with its findings."""
+    from restore.drill import drill as run_drill
+
+    path = _backup(service.settings, body.backup_id).path if body.backup_id else None
+    report = run_drill(service, datetime.now(UTC), path, run_by=f"token:{caller.token_id}")
+    shown = report.to_dict()
+    shown.pop("report_files", None)
+    return shown
+
+
+class RestoreBody(StrictModel):
+    backup_id: Annotated[str, Field(pattern=BACKUP_ID)]
+    dry_run: StrictBool = False
+
+
+@router.post("/restores")
+def restore(request: Request, caller: Operator, body: RestoreBody) -> dict[str, Any]:
+    """Restore a backup over the store this process serves: load it, replay every
+    erasure the ledger recorded since, rebuild, verify, and only then serve again.
+    `dry_run` returns the plan and changes nothing. While it runs every other request
+    gets 503; if it fails half-way, the store stays closed and the same call finishes it."""
+    from memory_ledger.ledger import LifecycleLedger
+    from restore.backup import verify
+    from restore.restore import plan
+    from restore.restore import restore as run_restore
+
+    serving = request.app.state.serving
+    settings, master = serving.service.settings, serving.service.log.master
+    backup = _backup(settings, body.backup_id)
+    if body.dry_run:
+        with LifecycleLedger(settings) as ledger:
+            return plan(verify(backup.path, master), ledger).to_dict()
+
+    def run() -> Any:
+        with LifecycleLedger(settings) as ledger:
+            return run_restore(
+                backup.path, settings, master, ledger, datetime.now(UTC), force=True,
+                restored_by=f"token:{caller.token_id}",
+            )  # fmt: skip
+
+    return serving.replace(run).to_dict()
+
+
+@router.get("/jobs")
+def jobs(
+    service: Service, _: Operator, runs: Annotated[int, Query(ge=1, le=RUNS_KEPT)] = 1
+) -> dict[str, Any]:
+    """Every job: what it does, how often, its next run, its lease and its last runs."""
+    from jobs.runs import RunStore
+    from jobs.status import job_rows
+
+    with RunStore(service.settings) as store:
+        return {"jobs": job_rows(service.settings, store, runs, datetime.now(UTC))}
+
+
+@router.post("/jobs/{name}/runs")
+def run_job(
+    service: Service, _: Operator, name: Annotated[str, Path(max_length=64)]
+) -> dict[str, Any]:
+    """Run one job now, under its lease and recorded, as `jobs run-once` does. A job that
+    another run holds is a 409 naming the holder; a failed run is answered with its
+    outcome and error code (never content)."""
+    from jobs.registry import spec_named
+    from jobs.runs import RunStore
+    from jobs.scheduler import execute
+
+    try:
+        spec_named(name)
+    except InvalidWrite as exc:  # an unknown job is not there, and nothing ran
+        raise NotFound(str(exc)) from None
+    with RunStore(service.settings) as store:
+        result = execute(service, name, datetime.now(UTC), runs=store)
+    if result.held_by is not None:
+        held = result.held_by
+        raise InvalidTransition(
+            f"{name} is running in {held.holder} (lease until {held.expires_at}); nothing was done"
+        )
+    return result.to_dict()

@@ -1,0 +1,216 @@
+"""Operations, legal holds and listing over HTTP, against a real server process: ops
+tokens take, verify and drill backups, run jobs and restore the store the server
+serves (nothing erased comes back, nothing is served mid-restore); compliance tokens
+place and lift holds in their subtree; agents list their memories a page at a time."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import httpx
+import pytest
+from factories import store_bytes_contain
+from http_server import running_server
+
+from memory_ledger.access import TokenStore
+from memory_ledger.config import Settings
+from memory_ledger.http.serving import Restoring, Serving
+from memory_ledger.times import now
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Settings]]:
+    data_dir = tmp_path_factory.mktemp("http-ops") / "data"
+    with running_server(data_dir) as base:
+        yield base, Settings.resolve(data_dir)
+
+
+@pytest.fixture(scope="module")
+def tokens(server: tuple[str, Settings]) -> Iterator[dict[str, str]]:
+    store = TokenStore(server[1], now)
+    made = {
+        "ops": store.create("acme", "ops")[1],
+        "dana": store.create("acme/dana", "agent", ["forget"])[1],
+        "erin": store.create("acme/erin", "agent", ["forget"])[1],
+        "legal": store.create("acme", "compliance")[1],
+        "other_legal": store.create("globex", "compliance")[1],
+    }
+    yield {k: f"Bearer {v}" for k, v in made.items()}
+    store.close()
+
+
+def _fact(value: str, predicate: str) -> dict[str, object]:
+    return {
+        "kind": "fact", "subject": "user", "predicate": predicate, "value": value,
+        "origin": "explicit", "sensitivity": "personal",
+        "provenance": {"writer": "http-agent", "written_at": datetime.now(UTC).isoformat(),
+                       "session_id": "s1"},
+    }  # fmt: skip
+
+
+def _remember(base: str, token: str, value: str, predicate: str) -> str:
+    r = httpx.post(f"{base}/v1/memories", json=_fact(value, predicate),
+                   headers={"Authorization": token})  # fmt: skip
+    assert r.status_code == 201, r.text
+    return str(r.json()["memories"][0]["item_id"])
+
+
+def test_memories_are_listed_a_page_at_a_time_in_the_tokens_namespace(
+    server: tuple[str, Settings], tokens: dict[str, str]
+) -> None:
+    base, _ = server
+    dana = {"Authorization": tokens["dana"]}
+    ids = [_remember(base, tokens["dana"], f"list value {i}", f"list_{i}") for i in range(7)]
+    _remember(base, tokens["erin"], "erin's own", "list_0")
+    seen, cursor = [], None
+    while True:
+        params = {"limit": 3, "kind": "fact", **({"cursor": cursor} if cursor else {})}
+        page = httpx.get(f"{base}/v1/memories", params=params, headers=dana)
+        assert page.status_code == 200, page.text
+        seen += [m["item_id"] for m in page.json()["memories"]]
+        cursor = page.json()["next_cursor"]
+        if cursor is None:
+            break
+    assert seen == list(reversed(ids))  # newest first, each once, only dana's
+    erin = httpx.get(f"{base}/v1/memories", headers={"Authorization": tokens["erin"]}).json()
+    assert [m["text"] for m in erin["memories"]] == ["erin's own"]
+    bad = httpx.get(f"{base}/v1/memories", params={"cursor": "o1"}, headers=dana)
+    assert bad.status_code == 422 and "without one" in bad.json()["detail"]
+    refused = httpx.get(f"{base}/v1/memories", headers={"Authorization": tokens["legal"]})
+    assert refused.status_code == 403  # compliance reads no content
+
+
+def test_holds_are_placed_and_lifted_by_compliance_in_its_subtree(
+    server: tuple[str, Settings], tokens: dict[str, str]
+) -> None:
+    base, _ = server
+    legal, other = {"Authorization": tokens["legal"]}, {"Authorization": tokens["other_legal"]}
+    dana = {"Authorization": tokens["dana"]}
+    hold = {"name": "case_2026_044", "namespace": "acme/dana", "reason": "case-2026-044"}
+    assert httpx.post(f"{base}/v1/holds", json=hold, headers=dana).status_code == 403
+    outside = httpx.post(f"{base}/v1/holds", json={**hold, "namespace": "acme/dana"}, headers=other)
+    assert outside.status_code == 403
+    placed = httpx.post(f"{base}/v1/holds", json=hold, headers=legal)
+    assert placed.status_code == 201, placed.text
+    assert placed.json()["placed_by"].startswith("token:")
+    item = _remember(base, tokens["dana"], "held value", "held_thing")
+    scope = {"scope": {"kind": "item", "item_ids": [item]}}
+    filed = httpx.post(f"{base}/v1/forget-requests", json=scope, headers=dana)
+    assert filed.status_code == 202 and filed.json()["status"] == "blocked", filed.text
+    assert [h["name"] for h in httpx.get(f"{base}/v1/holds", headers=legal).json()["holds"]] == [
+        "case_2026_044"
+    ]
+    assert httpx.get(f"{base}/v1/holds", headers=other).json()["holds"] == []
+    assert httpx.delete(f"{base}/v1/holds/case_2026_044", headers=other).status_code == 404
+    lifted = httpx.delete(f"{base}/v1/holds/case_2026_044", headers=legal)
+    assert lifted.status_code == 200, lifted.text
+    assert lifted.json()["resumed"] == [
+        {"request_id": filed.json()["request_id"], "status": "completed"}
+    ]
+    assert httpx.get(f"{base}/v1/memories/{item}", headers=dana).json()["erased"] is True
+
+
+def test_ops_back_up_drill_and_run_jobs(
+    server: tuple[str, Settings], tokens: dict[str, str]
+) -> None:
+    base, _ = server
+    ops = {"Authorization": tokens["ops"]}
+    for token in (tokens["dana"], tokens["legal"]):
+        assert (
+            httpx.get(f"{base}/v1/ops/backups", headers={"Authorization": token}).status_code == 403
+        )
+    assert httpx.get(f"{base}/v1/memories", headers=ops).status_code == 403  # no content
+    made = httpx.post(f"{base}/v1/ops/backups", json={"keep_days": 7}, headers=ops)
+    assert made.status_code == 201, made.text
+    backup_id = made.json()["backup_id"]
+    assert "path" not in made.json() and "wrapped_file_key" not in made.json()
+    listed = httpx.get(f"{base}/v1/ops/backups", headers=ops).json()["backups"]
+    assert backup_id in [b["backup_id"] for b in listed]
+    checked = httpx.post(f"{base}/v1/ops/backups/{backup_id}/verify", headers=ops)
+    assert checked.status_code == 200 and checked.json()["verified"] is True
+    missing = httpx.post(f"{base}/v1/ops/backups/bk-0000000000000000/verify", headers=ops)
+    assert missing.status_code == 404
+    traversal = httpx.post(f"{base}/v1/ops/backups/..%2F..%2Fetc/verify", headers=ops)
+    assert traversal.status_code in (404, 422)
+    drill = httpx.post(f"{base}/v1/ops/drills", json={"backup_id": backup_id}, headers=ops,
+                       timeout=120)  # fmt: skip
+    assert drill.status_code == 200, drill.text
+    assert drill.json()["outcome"] == "passed" and drill.json()["backup_id"] == backup_id
+    jobs = httpx.get(f"{base}/v1/ops/jobs", headers=ops).json()["jobs"]
+    assert "retention" in [j["name"] for j in jobs]
+    run = httpx.post(f"{base}/v1/ops/jobs/retention/runs", headers=ops, timeout=120)
+    assert run.status_code == 200 and run.json()["outcome"] == "ok", run.text
+    after = httpx.get(f"{base}/v1/ops/jobs", headers=ops).json()["jobs"]
+    assert (
+        next(j for j in after if j["name"] == "retention")["last_run"]["run_id"]
+        == (run.json()["run_id"])
+    )
+    assert httpx.post(f"{base}/v1/ops/jobs/no-such-job/runs", headers=ops).status_code == 404
+
+
+def test_a_restore_over_http_replays_erasures_and_serves_only_when_verified(
+    server: tuple[str, Settings], tokens: dict[str, str]
+) -> None:
+    base, settings = server
+    ops, erin = {"Authorization": tokens["ops"]}, {"Authorization": tokens["erin"]}
+    kept = _remember(base, tokens["erin"], "kept through the restore", "kept_thing")
+    erased = _remember(base, tokens["erin"], "Zq9-erased-after-backup", "gone_thing")
+    backup_id = httpx.post(f"{base}/v1/ops/backups", json={}, headers=ops).json()["backup_id"]
+    scope = {"scope": {"kind": "item", "item_ids": [erased]}}
+    filed = httpx.post(f"{base}/v1/forget-requests", json=scope, headers=erin)
+    assert filed.json()["status"] == "completed"
+    after_backup = _remember(base, tokens["erin"], "written after the backup", "late_thing")
+    plan = httpx.post(f"{base}/v1/ops/restores", json={"backup_id": backup_id, "dry_run": True},
+                      headers=ops).json()  # fmt: skip
+    assert erased in plan["erase_again"]
+    assert httpx.get(f"{base}/v1/memories/{after_backup}", headers=erin).status_code == 200
+    done = httpx.post(f"{base}/v1/ops/restores", json={"backup_id": backup_id}, headers=ops,
+                      timeout=300)  # fmt: skip
+    assert done.status_code == 200, done.text
+    assert done.json()["status"] == "restored" and done.json()["verified"] is True
+    assert httpx.get(f"{base}/v1/ready").json() == {"status": "ready"}
+    assert httpx.get(f"{base}/v1/memories/{erased}", headers=erin).json()["erased"] is True
+    assert httpx.get(f"{base}/v1/memories/{kept}", headers=erin).json()["text"] == (
+        "kept through the restore"
+    )
+    assert httpx.get(f"{base}/v1/memories/{after_backup}", headers=erin).status_code == 404
+    context = httpx.post(f"{base}/v1/context", json={"query": "erased after backup"}, headers=erin)
+    assert "Zq9-erased" not in context.text
+    assert not store_bytes_contain(settings, "Zq9-erased-after-backup")
+
+
+def test_the_gate_refuses_requests_while_a_restore_runs(tmp_path: object) -> None:
+    """In process: while `replace` runs, no request is let in, and a second restore is
+    refused; afterwards the new service is served."""
+
+    class Fake:  # a stand-in with the one method the gate calls on a service
+        closed = False
+
+        def close(self) -> None:
+            self.closed = True
+
+    old, new = Fake(), Fake()
+    serving = Serving(old, lambda: new)  # type: ignore[arg-type]
+    entered, release = threading.Event(), threading.Event()
+
+    def restore() -> str:
+        entered.set()
+        release.wait(10)
+        return "restored"
+
+    worker = threading.Thread(target=lambda: serving.replace(restore))
+    worker.start()
+    assert entered.wait(10)
+    with pytest.raises(Restoring), serving.request():
+        pass
+    with pytest.raises(Exception, match="already running"):
+        serving.replace(lambda: "again")
+    release.set()
+    worker.join(10)
+    assert old.closed and serving.service is new and not serving.restoring
+    with serving.request():
+        pass
