@@ -12,6 +12,7 @@ import json
 import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 from uuid import UUID, uuid4
@@ -20,6 +21,7 @@ from pydantic import TypeAdapter, ValidationError
 from sqlalchemy import func, select
 
 from memory_ledger import consistency, times
+from memory_ledger.agent_state import AGENT_KINDS, AgentItems, MemoryFiles, Runs
 from memory_ledger.config import Settings
 from memory_ledger.crypto import DEV_KEY_FILE, MasterKey, load_master_key
 from memory_ledger.domain import MemoryItem
@@ -314,6 +316,39 @@ class MemoryLedger:
     @property
     def _log(self) -> EventLog:
         return self.service.log
+
+    # -- an agent's own work (memory_ledger/agent_state) --------------------------------
+
+    @cached_property
+    def _agent_items(self) -> AgentItems:
+        service = self.service
+        return AgentItems(self._log, self.namespace, service.clock, service.retention.version)
+
+    @cached_property
+    def files(self) -> MemoryFiles:
+        """The agent's memory files: the Claude memory tool's commands, in the log."""
+        return MemoryFiles(
+            self._agent_items,
+            self.service.engine,
+            Cells(self._log),
+            self.service.runner.catch_up,
+            lambda ids: self._erase(ids, "user_request"),
+        )
+
+    @cached_property
+    def runs(self) -> Runs:
+        """The agent's runs: exact workflow state with compare-and-set."""
+        service = self.service
+        return Runs(self._agent_items, service.engine, service.runner.catch_up, self, self._erase)
+
+    def _erase(self, item_ids: list[str], basis: str) -> RequestReport:
+        """Erase agent items through the one request path, with `basis` as the why."""
+        return self.service.requests.submit(
+            self.namespace,
+            {"kind": "item", "item_ids": item_ids},
+            requested_by=self.principal.user,
+            basis=basis,  # type: ignore[arg-type]
+        )
 
     # -- writes ------------------------------------------------------------------------
 
@@ -766,6 +801,9 @@ class MemoryLedger:
             # Same answer as a missing id: another namespace's ids cannot be probed.
             log.warning("refused access to an item outside namespace %s", self.namespace)
             raise NotFound(f"no memory item {ident}")
+        if item.kind in AGENT_KINDS:  # kept by its own handler, under its own rules
+            handler = "ledger.files" if item.kind == "file" else "ledger.runs"
+            raise InvalidWrite(f"item {ident} is a {item.kind.replace('_', ' ')}: use {handler}")
         return item
 
 

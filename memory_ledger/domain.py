@@ -17,7 +17,9 @@ from memory_ledger.errors import InvalidTransition
 
 
 class MemoryItem(Aggregate):
-    """One remembered fact, preference or transcript turn, in one namespace."""
+    """One remembered fact, preference or transcript turn, in one namespace; or one of
+    the items an agent keeps for its own work (memory_ledger/agent_state): a run, its
+    scratch or a checkpoint, or a memory file."""
 
     @event("Recorded")
     def __init__(
@@ -77,6 +79,8 @@ class MemoryItem(Aggregate):
         self.suppressed = False
         self.archived = False
         self.erased = False
+        #: Memory files: when an agent last read it (None: never since it was written).
+        self.viewed_at: str | None = None
 
     def require_live(self, operation: str) -> None:
         if self.erased:
@@ -135,6 +139,18 @@ class MemoryItem(Aggregate):
         self, *, items: list[dict[str, Any]], context_mac: str, key_generation: int
     ) -> None:
         pass  # nothing about the turn changes: the event itself is the record
+
+    def view(self, *, at: str) -> None:
+        """An agent read this memory file (memory_ledger/agent_state/files.py) at `at`: a
+        record without content, from which a file unread for too long expires."""
+        self.require_live("read")
+        if self.kind != "file":
+            raise InvalidTransition("only a memory file records its reads")
+        self._viewed(at=at)
+
+    @event("Viewed")
+    def _viewed(self, *, at: str) -> None:
+        self.viewed_at = at
 
     def suppress(self, *, reason: str) -> None:
         self.require_live("suppressed")

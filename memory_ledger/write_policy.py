@@ -41,6 +41,11 @@ MAX_DERIVED_FROM = 256
 MAX_CANDIDATES = 16
 
 Kind = Literal["fact", "preference", "turn"]
+#: The kinds an agent keeps for its own work (memory_ledger/agent_state): recorded through
+#: their own handlers, never through `MemoryWrite`, and never recalled as memories.
+AgentKind = Literal["run", "run_scratch", "run_checkpoint", "file"]
+#: Every kind an item can have, as the retention policy selects them.
+AnyKind = Literal["fact", "preference", "turn", "run", "run_scratch", "run_checkpoint", "file"]
 Origin = Literal["explicit", "observed", "inferred"]
 Sensitivity = Literal["public", "internal", "personal", "restricted"]
 RetentionBasis = Literal["session", "consent", "contract", "indefinite"]
@@ -73,18 +78,25 @@ class Provenance(StrictModel):
     session_id: Identifier | None = None
     tool_call_id: Identifier | None = None
     consent_ref: Identifier | None = None
+    #: A fact promoted from an agent's run (memory_ledger/agent_state/runs.py): the run's
+    #: item id and the step it came from.
+    run_id: ItemId | None = None
+    step_id: Identifier | None = None
 
     @model_validator(mode="after")
     def _has_a_source(self) -> Provenance:
-        if not (self.turn_id or self.session_id or self.tool_call_id):
+        if not (self.turn_id or self.session_id or self.tool_call_id or self.run_id):
             raise ValueError(
-                "provenance needs a source: at least one of turn_id, session_id, tool_call_id"
+                "provenance needs a source: at least one of turn_id, session_id, "
+                "tool_call_id, run_id"
             )
+        if self.step_id and not self.run_id:
+            raise ValueError("provenance names a step_id without its run_id")
         return self
 
     def event_data(self) -> dict[str, Any]:
         """As stored in events: identifiers and a canonical timestamp, nothing else."""
-        return {
+        data = {
             "writer": self.writer,
             "written_at": canonical_time(self.written_at),
             "turn_id": self.turn_id,
@@ -92,6 +104,10 @@ class Provenance(StrictModel):
             "tool_call_id": self.tool_call_id,
             "consent_ref": self.consent_ref,
         }
+        if self.run_id is not None:  # absent otherwise: earlier events keep their shape
+            data["run_id"] = str(self.run_id)
+            data["step_id"] = self.step_id
+        return data
 
 
 class Retention(StrictModel):

@@ -118,6 +118,8 @@ class CatalogProjection(Projection):
                     row["reinforced_at"] = event.timestamp
                     row["reinforcements"] += 1
         row = self.item_row(event, batch)  # keeps version and suppression current
+        if row is not None and event.name == "Viewed":  # a memory file's last read
+            row["reinforced_at"] = a["at"]
         if row is not None and event.name in ("Archived", "Unarchived"):
             row["tier"] = "archived" if event.name == "Archived" else "active"
         if row is not None and event.name == "Superseded":

@@ -51,6 +51,7 @@ from projections.catalog import CatalogProjection
 from projections.events import Progress, decode_sealed
 from projections.facts import FactsProjection
 from projections.keyword_index import KeywordIndexProjection
+from projections.memory_files import MemoryFilesProjection
 from projections.preferences import PreferencesProjection
 from projections.summaries import SummariesProjection
 from projections.transcripts import TranscriptsProjection
@@ -78,6 +79,7 @@ def all_projections(log: EventLog | None = None) -> list[Projection]:
         TranscriptsProjection(),
         FactsProjection(),
         PreferencesProjection(),
+        MemoryFilesProjection(),
         CatalogProjection(),
         KeywordIndexProjection(log),
         SummariesProjection(log),

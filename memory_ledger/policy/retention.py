@@ -26,16 +26,16 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, model_validator
-from sqlalchemy import ColumnElement, and_, bindparam, case, false, or_
+from sqlalchemy import ColumnElement, and_, bindparam, case, false, func, or_
 
 from memory_ledger.times import canonical_time, to_utc
 from memory_ledger.write_policy import (
+    AnyKind,
     Fraction,
     Identifier,
-    Kind,
     Origin,
     RetentionBasis,
     Sensitivity,
@@ -95,13 +95,16 @@ class RetentionClass(StrictModel):
     """Items matching every attribute given here live for `ttl` after they are recorded."""
 
     name: Identifier
-    kind: _selector(Kind) = None
+    kind: _selector(AnyKind) = None
     category: _selector(Identifier) = None
     predicate: _selector(Identifier) = None
     sensitivity: _selector(Sensitivity) = None
     basis: _selector(RetentionBasis) = None
     origin: _selector(Origin) = None
     ttl: Duration
+    #: What the TTL counts from: when the store recorded the item, or (memory files
+    #: only) when an agent last read it, so a file in use lives on.
+    since: Literal["recorded", "last_read"] = "recorded"
 
     @model_validator(mode="after")
     def _selects_something(self) -> RetentionClass:
@@ -109,7 +112,15 @@ class RetentionClass(StrictModel):
             raise ValueError(
                 f"class {self.name} matches every item; say so with default_ttl instead"
             )
+        if self.since == "last_read" and self.kind != ("file",):
+            raise ValueError(f"class {self.name}: since = last_read needs kind = \"file\"")
         return self
+
+    def counted_from(self, attrs: Mapping[str, Any]) -> Any:
+        """The time an item's TTL under this class counts from."""
+        if self.since == "last_read":
+            return attrs.get("reinforced_at") or attrs["recorded_at"]
+        return attrs["recorded_at"]
 
     def matches(self, attrs: Mapping[str, Any]) -> bool:
         return all(
@@ -156,7 +167,7 @@ class RetentionTable(StrictModel):
 class DecayClass(StrictModel):
     name: Identifier
     category: _selector(Identifier) = None
-    kind: _selector(Kind) = None
+    kind: _selector(AnyKind) = None
     half_life: Duration
 
     @model_validator(mode="after")
@@ -216,15 +227,16 @@ class RetentionPolicy:
         protected = self.table.protect.rule_for(attrs) if protect else None
         if protected:
             return RetentionDecision(protected, None, None, protected)
-        rule, ttl = "default", self.table.default_ttl
+        rule, ttl, since = "default", self.table.default_ttl, attrs["recorded_at"]
         for retention_class in self.table.classes:
             if retention_class.matches(attrs):
                 rule, ttl = f"class:{retention_class.name}", retention_class.ttl
+                since = retention_class.counted_from(attrs)
                 break
         length = parse_duration(ttl)
         expires = None
         if length is not None:
-            expires = canonical_time(to_utc(attrs["recorded_at"]) + length)
+            expires = canonical_time(to_utc(since) + length)
         own = attrs.get("expires_at")
         if own is not None and (expires is None or own < expires):
             return RetentionDecision("item:expires_at", None, own)
@@ -247,7 +259,7 @@ class RetentionPolicy:
         now = bindparam("now")
         own = and_(columns.expires_at.is_not(None), columns.expires_at <= now)
         whens = [
-            (_matches(c, columns), _lived(columns, c.ttl, f"ttl_cutoff_{i}"))
+            (_matches(c, columns), _lived(columns, c.ttl, f"ttl_cutoff_{i}", c.since))
             for i, c in enumerate(self.table.classes)
         ]
         by_class = _lived(columns, self.table.default_ttl, "ttl_cutoff_default")
@@ -330,6 +342,7 @@ def attributes_of(item: Any) -> dict[str, Any]:
         "origin": item.origin,
         "recorded_at": canonical_time(item.created_on),
         "expires_at": item.retention.get("expires_at"),
+        "reinforced_at": getattr(item, "viewed_at", None),  # a memory file's last read
     }
 
 
@@ -360,8 +373,11 @@ def _matches(retention_class: RetentionClass, columns: Any) -> ColumnElement[boo
     return and_(*parts)
 
 
-def _lived(columns: Any, ttl: str, cutoff: str) -> ColumnElement[bool]:
-    """Whether an item has outlived `ttl`: recorded at or before the `cutoff` parameter."""
+def _lived(columns: Any, ttl: str, cutoff: str, since: str = "recorded") -> ColumnElement[bool]:
+    """Whether an item has outlived `ttl`: recorded (or, `since="last_read"`, last read)
+    at or before the `cutoff` parameter."""
     if parse_duration(ttl) is None:
         return false()
+    if since == "last_read":  # the catalog keeps a memory file's last read as reinforced_at
+        return func.coalesce(columns.reinforced_at, columns.recorded_at) <= bindparam(cutoff)
     return columns.recorded_at <= bindparam(cutoff)
