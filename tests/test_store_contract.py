@@ -46,7 +46,14 @@ def targets(service: MemoryService) -> list[str]:
     assert {s.item_id for s in stored} <= {i.item_id for i in served.items}
     plan = ledger.plan_forget("forget everything about me")  # an open plan shows them
     assert {s.item_id for s in stored} <= set(plan.targets)
-    return [s.item_id for s in stored]
+    note = ledger.files.create("/memories/home.md", SECRETS[0], _agent(ledger))  # a memory file
+    assert note.startswith("File created")
+    file_id = ledger.files.find("/memories/home.md")
+    return [s.item_id for s in stored] + [file_id]
+
+
+def _agent(ledger):  # type: ignore[no-untyped-def]
+    return ledger.files.source("test-agent", session_id="s1", turn_id="t1")
 
 
 def test_every_store_is_registered(service: MemoryService) -> None:
@@ -94,6 +101,7 @@ def test_store_holds_no_plaintext(name: str, service: MemoryService) -> None:
             turn(f"I said {tokens[2]} yesterday"),
         ]
     )
+    ledger.files.create("/memories/notes.md", f"ask about {tokens[0]} again", _agent(ledger))
     service.runner.catch_up()
     service.vectors.catch_up()
     served = ledger.context(" ".join(tokens), limit=10)
@@ -101,7 +109,9 @@ def test_store_holds_no_plaintext(name: str, service: MemoryService) -> None:
     assert ledger.plan_forget("forget everything about me").labels  # labels of all three
     store = service.stores.get(name)
     held = b"".join(store.at_rest())
-    if name in ("event_log", "key_store", "facts", "transcripts", "catalog", "forget_plans"):
+    assert tokens[0] in ledger.files.view("/memories/notes.md", _agent(ledger))
+    if name in ("event_log", "key_store", "facts", "transcripts", "catalog", "forget_plans",
+                "memory_files"):  # fmt: skip
         assert held, f"{name} must show what it keeps at rest"
     for token in tokens:
         assert token.encode() not in held, f"{name} holds {token} in clear"

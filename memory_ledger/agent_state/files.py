@@ -104,6 +104,19 @@ class MemoryFiles:
         self.catch_up = catch_up
         self.erase = erase
 
+    def source(
+        self,
+        writer: str,
+        *,
+        session_id: str | None = None,
+        turn_id: str | None = None,
+        tool_call_id: str | None = None,
+    ) -> Provenance:
+        """The provenance of the next changes: the agent, and its session and turn."""
+        return self.items.source(
+            writer, session_id=session_id, turn_id=turn_id, tool_call_id=tool_call_id
+        )
+
     # -- the memory tool's commands --------------------------------------------------
 
     def view(self, path: str, source: Provenance, view_range: Sequence[int] | None = None) -> str:
@@ -260,6 +273,10 @@ class MemoryFiles:
             self._check_room(files, len(text.encode("utf-8")), replacing=found)
             self._write(found, wanted, text, source)
         return f"{wanted} is at version {version}'s content again"
+
+    def find(self, path: str) -> str:
+        """The item id of the file at `path` (or of the last one deleted there)."""
+        return _latest(self._files(), normalise(path)).item_id
 
     def forget(self, path: str) -> Any:
         """Erase a file, every version of it, through the forget request path."""

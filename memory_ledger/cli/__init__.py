@@ -20,6 +20,7 @@ for _module in (
     "feed",
     "ops",
     "jobs",
+    "agent_state",
     "agents",
     "access",
     "serve",
