@@ -322,7 +322,9 @@ class MemoryLedger:
     @cached_property
     def _agent_items(self) -> AgentItems:
         service = self.service
-        return AgentItems(self._log, self.namespace, service.clock, service.retention.version)
+        return AgentItems(
+            self._log, self.namespace, lambda: service.clock(), service.retention.version
+        )
 
     @cached_property
     def files(self) -> MemoryFiles:
@@ -802,8 +804,9 @@ class MemoryLedger:
             log.warning("refused access to an item outside namespace %s", self.namespace)
             raise NotFound(f"no memory item {ident}")
         if item.kind in AGENT_KINDS:  # kept by its own handler, under its own rules
-            handler = "ledger.files" if item.kind == "file" else "ledger.runs"
-            raise InvalidWrite(f"item {ident} is a {item.kind.replace('_', ' ')}: use {handler}")
+            what, handler = ("memory file", "files") if item.kind == "file" else (
+                item.kind.replace("_", " "), "runs")  # fmt: skip
+            raise InvalidWrite(f"item {ident} is a {what}: use ledger.{handler}")
         return item
 
 

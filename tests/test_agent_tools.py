@@ -99,6 +99,8 @@ def test_every_tool_is_defined_in_all_three_shapes() -> None:
         "update",
         "list_memories",
         "export",
+        "memory",
+        "run_state",
     ]
     chat, responses, anthropic = openai_tools(), openai_response_tools(), anthropic_tools()
     assert [t["function"]["name"] for t in chat] == NAMES

@@ -44,7 +44,7 @@ Version = Annotated[int, typer.Option("--version", help="The state version you r
 def _lines(text: str) -> None:
     """Multi-line text, each line made safe for the terminal on its own."""
     for line in text.split("\n"):
-        out.print(shown(line), highlight=False)
+        out.print(shown(line.replace("\t", "    ")), highlight=False)
 
 
 def _file_command(
