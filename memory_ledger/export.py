@@ -10,6 +10,7 @@ changed in meaning within a version.
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
@@ -26,6 +27,14 @@ if TYPE_CHECKING:
 
 EXPORT_FORMAT = "memory-ledger-export/1"
 SECTIONS = {"fact": "facts", "preference": "preferences", "turn": "transcripts"}
+#: An agent's own work about the person (memory_ledger/agent_state): its memory files with
+#: every version, and its runs with their scratch and checkpoints.
+AGENT_SECTIONS = {
+    "file": "memory_files",
+    "run": "runs",
+    "run_scratch": "run_scratch",
+    "run_checkpoint": "run_checkpoints",
+}
 VERSION_FIELDS = ("version", "text", "status", "valid_from", "valid_to", "provenance")
 
 
@@ -50,12 +59,17 @@ def export(ledger: MemoryLedger) -> dict[str, Any]:
         "facts": [],
         "preferences": [],
         "transcripts": [],
+        **{section: [] for section in AGENT_SECTIONS.values()},
     }
     for row in rows:
         item = items.get(UUID(row["item_id"]))
         if item is None or item.erased:
             continue
         fields = service.log.open_fields(keys, row["item_id"], item.key_generation, item.sealed)
+        if item.kind in AGENT_SECTIONS:
+            opened = {} if fields is ERASED else dict(fields)  # type: ignore[call-overload]
+            out[AGENT_SECTIONS[item.kind]].append(_agent_entry(ledger, row, item, opened))
+            continue
         text = None
         if fields is not ERASED:
             text = fields.get("content" if item.kind == "turn" else "value")  # type: ignore[union-attr]
@@ -84,6 +98,35 @@ def export(ledger: MemoryLedger) -> dict[str, Any]:
     out["summary"] = summary.to_dict() if summary is not None else None
     out["erased"] = _erased(ledger)
     return out
+
+
+def _agent_entry(
+    ledger: MemoryLedger, row: dict[str, Any], item: Any, fields: dict[str, str]
+) -> dict[str, Any]:
+    """A memory file (path, content, every version) or a run's item (its state)."""
+    entry: dict[str, Any] = {
+        "item_id": row["item_id"],
+        "namespace": row["namespace"],
+        "version": item.version,
+        "provenance": dict(item.provenance),
+        "written_at": row["written_at"],
+        "archived": row["tier"] == "archived",
+    }
+    if item.kind == "file":
+        owner = _owner(ledger, row["namespace"])
+        versions = owner._agent_items.versions(item)
+        entry.update(path=fields.get("path"), content=fields.get("content"),
+                     deleted="file_deleted" in item.flags)  # fmt: skip
+        entry["versions"] = [
+            {"version": v.version, "provenance": v.provenance, **(v.fields or {})} for v in versions
+        ]
+    elif item.kind == "run":
+        entry["run_id"] = row["item_id"]
+        entry["state"] = json.loads(fields["state"]) if "state" in fields else None
+    else:
+        entry["run_id"] = str(item.derived_from[0]["item_id"]) if item.derived_from else None
+        entry["content"] = fields.get("scratch", fields.get("artifact"))
+    return entry
 
 
 def _version(memory: dict[str, Any]) -> dict[str, Any]:

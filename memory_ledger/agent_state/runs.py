@@ -210,7 +210,12 @@ class Runs:
     def set_state(self, run_id: str, expected_version: int, state: dict[str, Any]) -> RunView:
         """Replace the run's workflow state (what the agent decided on version N)."""
         value = _object(state, "state")
-        return self._change(run_id, lambda body: body.update(state=value), expected_version)
+
+        def apply(body: dict[str, Any]) -> None:
+            _unfinished(body)
+            body["state"] = value
+
+        return self._change(run_id, apply, expected_version)
 
     def begin_step(self, run_id: str, expected_version: int, step_id: str) -> RunView:
         """Start a step, or a new attempt of one that failed."""
@@ -487,7 +492,10 @@ class Runs:
             if expected_version is not None:
                 self.items.expect(run, expected_version)
             body = _body(self.items, run)
+            before = json.dumps(body, sort_keys=True)
             apply(body)
+            if json.dumps(body, sort_keys=True) == before:
+                return _view(run, self.items)  # nothing to change (a duplicate): no version
             try:
                 self.items.change(run, _fields(body), self._source(run),
                                   expected_version=run.version, flags=_flags(body))  # fmt: skip
