@@ -113,7 +113,7 @@ class RetentionClass(StrictModel):
                 f"class {self.name} matches every item; say so with default_ttl instead"
             )
         if self.since == "last_read" and self.kind != ("file",):
-            raise ValueError(f"class {self.name}: since = last_read needs kind = \"file\"")
+            raise ValueError(f'class {self.name}: since = last_read needs kind = "file"')
         return self
 
     def counted_from(self, attrs: Mapping[str, Any]) -> Any:
