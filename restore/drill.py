@@ -31,8 +31,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
+from memory_ledger.agent_state import AGENT_KINDS
 from memory_ledger.config import Settings
 from memory_ledger.errors import ConfigurationError, NotFound
+from memory_ledger.event_log import ERASED
 from memory_ledger.forgetting.residue import (
     file_paths_under,
     scan_fingerprint_bytes,
@@ -230,11 +232,18 @@ def _sample_kept(scratch: MemoryService, erased: set[str], report: DrillReport) 
         if item_id in erased or checked >= SAMPLE:
             continue
         ledger = scratch.for_principal(Principal.from_namespace(namespace))
-        try:
-            readable = ledger.get(item_id).text is not None
-        except NotFound:
-            readable = False
-        recalled = any(m.item_id == item_id for m in ledger.recall(kind=kind, limit=10_000))
+        if kind in AGENT_KINDS:  # an agent's own item: read from the log, never recalled
+            try:
+                readable = scratch.log.read(scratch.log.get(UUID(item_id))) is not ERASED
+            except NotFound:
+                readable = False
+            recalled = True
+        else:
+            try:
+                readable = ledger.get(item_id).text is not None
+            except NotFound:
+                readable = False
+            recalled = any(m.item_id == item_id for m in ledger.recall(kind=kind, limit=10_000))
         if not (readable and recalled):
             report.findings.append(f"kept item {UUID(item_id)} is not readable after the restore")
         checked += 1

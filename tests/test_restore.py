@@ -559,3 +559,27 @@ def test_key_destructions_after_the_backup_are_replayed_too(
     with LifecycleLedger(store) as ledger:
         [entry] = [e for e in ledger.entries() if e.entry_type == "restore"]
         assert entry.payload["derived_keys_destroyed"] >= 2
+
+
+def test_a_drill_restores_an_agents_files_and_runs_without_what_was_forgotten(
+    store: Settings, tmp_path: Path
+) -> None:
+    """Memory files and runs are items of the same log: a restore replays their erasure,
+    and the kept ones read back."""
+    from restore.drill import drill
+
+    token = f"zq{secrets.token_hex(8)}"
+    with MemoryService(store) as service:
+        alice = service.for_principal(ALICE)
+        files = alice.files
+        source = files.source("claude", session_id="s1", turn_id="t1")
+        files.create("/memories/gone.md", f"note {token}", source)
+        files.create("/memories/kept.md", "kept note", source)
+        run = alice.runs.start("a task", source, state={"secret": token})
+        _backup(service, tmp_path)
+        files.forget("/memories/gone.md")
+        alice.runs.forget(run.run_id)
+        report = drill(service, datetime.now(UTC))
+        assert report.passed, report.findings
+        assert len(report.replayed) == 2 and report.retained_sampled == 1
+        assert "kept note" in files.view("/memories/kept.md", source)

@@ -92,6 +92,8 @@ def clear_strings(items: Iterable[MemoryItem]) -> list[str]:
         out.extend(vars(item))
         out.extend(item.provenance or {})
         out.extend(item.retention or {})
+        for flag in getattr(item, "flags", None) or []:  # clear codes: `status:running`
+            out.extend([flag, *flag.split(":")])
         out.extend(
             str(v)
             for v in (
