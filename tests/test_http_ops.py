@@ -214,3 +214,44 @@ def test_the_gate_refuses_requests_while_a_restore_runs(tmp_path: object) -> Non
     assert old.closed and serving.service is new and not serving.restoring
     with serving.request():
         pass
+
+
+def test_memory_files_and_runs_over_http(
+    server: tuple[str, Settings], tokens: dict[str, str]
+) -> None:
+    base, _ = server
+    dana, erin = {"Authorization": tokens["dana"]}, {"Authorization": tokens["erin"]}
+    create = {"command": "create", "path": "/memories/http.md", "file_text": "over http",
+              "session_id": "s1", "turn_id": "t1"}  # fmt: skip
+    made = httpx.post(f"{base}/v1/memory-files", json=create, headers=dana)
+    assert made.status_code == 200 and made.json()["result"].startswith("File created"), made.text
+    view = {"command": "view", "path": "/memories/http.md", "session_id": "s1"}
+    assert "over http" in httpx.post(f"{base}/v1/memory-files", json=view, headers=dana).text
+    theirs = httpx.post(f"{base}/v1/memory-files", json=view, headers=erin)
+    assert theirs.status_code == 404  # another namespace's file is not there
+    escape = {"command": "view", "path": "/memories/../../secrets.env", "session_id": "s1"}
+    refused = httpx.post(f"{base}/v1/memory-files", json=escape, headers=dana)
+    assert refused.status_code == 422 and refused.json()["problems"] == ["path: traversal"]
+    changes = httpx.get(f"{base}/v1/memory-files/changes", params={"turn_id": "t1"},
+                        headers=dana).json()["changes"]  # fmt: skip
+    assert [c["change"] for c in changes] == ["created"] and changes[0]["writer"].startswith(
+        "token:"
+    )
+    start = {"action": "start", "task": "over http", "session_id": "s1"}
+    run = httpx.post(f"{base}/v1/runs", json=start, headers=dana).json()
+    step = {"action": "begin_step", "run_id": run["run_id"], "expected_version": run["version"],
+            "step_id": "one"}  # fmt: skip
+    assert httpx.post(f"{base}/v1/runs", json=step, headers=dana).status_code == 200
+    stale = httpx.post(f"{base}/v1/runs", json={**step, "step_id": "two"}, headers=dana)
+    assert stale.status_code == 409 and "read it again" in stale.json()["detail"]
+    got = httpx.get(f"{base}/v1/runs/{run['run_id']}", headers=dana).json()
+    assert got["steps"]["one"]["status"] == "running"
+    assert httpx.get(f"{base}/v1/runs/{run['run_id']}", headers=erin).status_code == 404
+    assert [r["run_id"] for r in httpx.get(f"{base}/v1/runs", headers=dana).json()["runs"]] == [
+        run["run_id"]
+    ]
+    gone = httpx.post(f"{base}/v1/runs/{run['run_id']}/forget", headers=dana)
+    assert gone.status_code == 200 and gone.json()["status"] == "completed"
+    forgot = httpx.post(f"{base}/v1/memory-files/forget", json={"path": "/memories/http.md"},
+                        headers=dana)  # fmt: skip
+    assert forgot.status_code == 200 and forgot.json()["status"] == "completed"

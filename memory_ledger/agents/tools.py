@@ -650,14 +650,18 @@ class AgentTools:
             return _error(
                 "unknown_tool", f"no tool {shown}; the tools are {', '.join(TOOLS_BY_NAME)}"
             )
-        data = dict(arguments) if isinstance(arguments, Mapping) else arguments
         try:
-            args = parse_input(
-                spec.model, {} if data is None else data, f"{name} call", spec.outcome
-            )
-            return _jsonable(self._handlers[name](args))
+            return self.invoke(name, arguments)
         except MemoryLedgerError as exc:
             return error_result(exc)
+
+    def invoke(self, name: str, arguments: Any) -> dict[str, Any]:
+        """`call` without the error wrapping: a refusal raises its MemoryLedgerError
+        (for a caller with its own error shape, such as the HTTP service)."""
+        spec = TOOLS_BY_NAME[name]
+        data = dict(arguments) if isinstance(arguments, Mapping) else arguments
+        args = parse_input(spec.model, {} if data is None else data, f"{name} call", spec.outcome)
+        return _jsonable(self._handlers[name](args))
 
     def _provenance(self, args: Any) -> dict[str, Any]:
         return {

@@ -11,7 +11,17 @@ from memory_ledger.access import TokenStore
 from memory_ledger.api import MemoryService
 from memory_ledger.http import idempotency, problems
 from memory_ledger.http.idempotency import IdempotencyKeys
-from memory_ledger.http.routes import compliance, feed, forget, health, holds, memories, ops, plans
+from memory_ledger.http.routes import (
+    agent_state,
+    compliance,
+    feed,
+    forget,
+    health,
+    holds,
+    memories,
+    ops,
+    plans,
+)
 from memory_ledger.http.serving import Restoring, Serving
 
 #: The largest request body: a batch of memories fits; anything larger is refused (413).
@@ -67,6 +77,6 @@ def create_app(
             response.headers["Retry-After"] = "5"
             return response
 
-    for module in (memories, forget, plans, feed, holds, ops, health, compliance):
+    for module in (memories, forget, plans, agent_state, feed, holds, ops, health, compliance):
         app.include_router(module.router)
     return app
