@@ -47,6 +47,7 @@ def test_forget_removes_the_item_everywhere_and_keeps_neighbours(
         "transcripts",
         "facts",
         "preferences",
+        "memory_files",
         "catalog",
         "keyword_index",
         "summaries",
