@@ -18,6 +18,7 @@ from memory_ledger.cli.common import (
     fail,
     open_ledger,
     out,
+    parse_json_text,
     read_json_input,
     shown,
 )
@@ -247,8 +248,8 @@ def _run_line(view: Any) -> None:
 def _json_object(text: str | None, what: str, as_json: bool) -> dict[str, Any] | None:
     if text is None:
         return None
-    try:
-        value = read_json_input(text)
+    try:  # inline JSON, or a file, or '-' for stdin
+        value = parse_json_text(text) if text.lstrip().startswith("{") else read_json_input(text)
     except InvalidWrite as exc:
         fail(exc, as_json)
     if not isinstance(value, dict):
@@ -260,7 +261,9 @@ def _json_object(text: str | None, what: str, as_json: bool) -> dict[str, Any] |
 def runs_start(
     task: Annotated[str, typer.Argument(help="What the run is for.")],
     namespace: Namespace,
-    state: Annotated[str | None, typer.Option(help="Initial state: JSON, '-' for stdin.")] = None,
+    state: Annotated[
+        str | None, typer.Option(help="Initial state: a JSON object, a file, or '-' for stdin.")
+    ] = None,
     deadline: Annotated[str | None, typer.Option(help="ISO time with zone.")] = None,
     writer: Writer = "cli",
     session_id: Session = "cli",

@@ -161,6 +161,13 @@ def read_json_input(source: str) -> Any:
     except UnicodeDecodeError as exc:
         where = f"byte {raw[exc.start]:#04x} at offset {exc.start}"
         raise _unreadable(f"it is not UTF-8 ({where})") from None
+    return parse_json_text(text)
+
+
+def parse_json_text(text: str) -> Any:
+    """JSON given inline, under the same rules as `read_json_input`."""
+    if len(text.encode("utf-8")) > MAX_JSON_BYTES:
+        raise _unreadable(f"it is larger than {MAX_JSON_BYTES} bytes")
     _check_depth(text)
     try:
         return json.loads(
