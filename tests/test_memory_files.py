@@ -131,6 +131,12 @@ def test_sizes_and_counts_are_bounded(alice: MemoryLedger, monkeypatch: pytest.M
     with pytest.raises(InvalidWrite, match="at most 3 memory files"):
         _run(alice, command="create", path="/memories/f3.md", file_text="abc")
     _run(alice, command="create", path="/memories/f0.md", file_text="replaced")  # a new version
+    monkeypatch.setattr(files_module, "MAX_KEPT_FILES", 4)
+    _run(alice, command="delete", path="/memories/f2.md")
+    _run(alice, command="create", path="/memories/f4.md", file_text="abc")  # 4 kept in all
+    _run(alice, command="delete", path="/memories/f4.md")
+    with pytest.raises(InvalidWrite, match="deleted ones included"):
+        _run(alice, command="create", path="/memories/f5.md", file_text="abc")
     monkeypatch.setattr(files_module, "MAX_TOTAL_BYTES", 40)
     with pytest.raises(InvalidWrite, match="together"):
         _run(alice, command="insert", path="/memories/f1.md", insert_line=0,
