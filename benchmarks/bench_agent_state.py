@@ -4,10 +4,10 @@ plain `remember` of one fact in the same store, interleaved round by round.
 Run from the repository root:
 
     python -m benchmarks.bench_agent_state
-    python -m benchmarks.bench_agent_state --files 10,200 --operations 0,500 --rounds 200
+    python -m benchmarks.bench_agent_state --files 10,199 --operations 0,500 --rounds 200
 
 **Memory files.** A namespace already holding `--files` files (the limit is 200): the
-latency of `view` (a file), `str_replace` and `create`, each of which opens the
+latency of `view` (a file), `str_replace` and `create` (the 200th file), each of which opens the
 namespace's paths (one sealed cell per file).
 
 **Runs.** A run whose state already records `--operations` operations (the limit is
@@ -109,7 +109,7 @@ def _measure(ledger: Any, n_files: int, n_ops: int, rounds: int, memories: int) 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--files", default="10,200")
+    parser.add_argument("--files", default="10,199")
     parser.add_argument("--operations", default="0,500")
     parser.add_argument("--rounds", type=int, default=100)
     parser.add_argument("--memories", type=int, default=5000)

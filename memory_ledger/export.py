@@ -32,6 +32,7 @@ SECTIONS = {"fact": "facts", "preference": "preferences", "turn": "transcripts"}
 AGENT_SECTIONS = {
     "file": "memory_files",
     "run": "runs",
+    "run_operation": "run_operations",
     "run_scratch": "run_scratch",
     "run_checkpoint": "run_checkpoints",
 }
@@ -123,9 +124,12 @@ def _agent_entry(
     elif item.kind == "run":
         entry["run_id"] = row["item_id"]
         entry["state"] = json.loads(fields["state"]) if "state" in fields else None
+    elif item.kind == "run_operation":
+        entry["run_id"] = str(item.derived_from[0]["item_id"]) if item.derived_from else None
+        entry["operation"] = json.loads(fields["operation"]) if "operation" in fields else None
     else:
         entry["run_id"] = str(item.derived_from[0]["item_id"]) if item.derived_from else None
-        entry["content"] = fields.get("scratch", fields.get("artifact"))
+        entry["content"] = fields.get("scratch", fields.get("artifact", fields.get("context")))
     return entry
 
 

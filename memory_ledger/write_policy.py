@@ -43,9 +43,11 @@ MAX_CANDIDATES = 16
 Kind = Literal["fact", "preference", "turn"]
 #: The kinds an agent keeps for its own work (memory_ledger/agent_state): recorded through
 #: their own handlers, never through `MemoryWrite`, and never recalled as memories.
-AgentKind = Literal["run", "run_scratch", "run_checkpoint", "file"]
+AgentKind = Literal["run", "run_operation", "run_scratch", "run_checkpoint", "file"]
 #: Every kind an item can have, as the retention policy selects them.
-AnyKind = Literal["fact", "preference", "turn", "run", "run_scratch", "run_checkpoint", "file"]
+AnyKind = Literal[
+    "fact", "preference", "turn", "run", "run_operation", "run_scratch", "run_checkpoint", "file"
+]  # fmt: skip
 Origin = Literal["explicit", "observed", "inferred"]
 Sensitivity = Literal["public", "internal", "personal", "restricted"]
 RetentionBasis = Literal["session", "consent", "contract", "indefinite"]

@@ -191,9 +191,9 @@ def test_nothing_of_a_run_is_recalled_until_promoted(alice: MemoryLedger) -> Non
     assert alice.context("Zq5window seat Oslo flight").items == []
     export = alice.export()  # a data subject access shows the run, and its scratch
     [run] = export["runs"]
-    assert run["run_id"] == run_id and run["state"]["operations"]["op"]["result"] == {
-        "seat": "Zq5window"
-    }
+    [operation] = export["run_operations"]
+    assert run["run_id"] == operation["run_id"] == run_id
+    assert operation["operation"]["result"] == {"seat": "Zq5window"}
     assert [s["content"] for s in export["run_scratch"]] == ['{"draft": "Zq5draft"}']
     assert export["facts"] == [] and export["summary"] is None
 
@@ -247,7 +247,7 @@ def test_forgetting_the_user_reaches_every_run(service: MemoryService, alice: Me
     alice.runs.checkpoint(run_id, "book", "Zq2artifact")
     alice.runs.operation(run_id, "book", "op", lambda: {"pnr": "Zq2result"})
     report = alice.forget_scope({"kind": "namespace"})
-    assert report.status == "completed" and len(report.all_targets) == 2
+    assert report.status == "completed" and len(report.all_targets) == 3  # run, checkpoint, op
     assert alice.runs.list() == []
     service.compact()
     assert not store_bytes_contain(service.settings, "Zq2")
@@ -285,3 +285,33 @@ def test_run_state_is_bounded_and_validated(alice: MemoryLedger) -> None:
     bob = alice.service.for_principal(Principal("acme", "bob"))
     with pytest.raises(NotFound):
         bob.runs.get(_running(alice))
+
+
+def test_operations_live_beside_the_run_so_its_state_does_not_grow(alice: MemoryLedger) -> None:
+    run_id = _running(alice)
+
+    def state_bytes() -> int:
+        return len(alice.runs.items.fields(alice.runs.items.owned(run_id, ("run",)))["state"])
+
+    before = state_bytes()
+    for i in range(30):
+        alice.runs.operation(run_id, "book", f"op{i}", lambda: {"payload": "x" * 1000})
+    assert state_bytes() == before
+    view = alice.runs.get(run_id)
+    assert len(view.operations) == 30 and view.operations["op7"] == {"status": "succeeded"}
+    assert alice.runs.operation_record(run_id, "op7")["result"] == {"payload": "x" * 1000}
+
+
+def test_a_second_caller_of_a_running_operation_is_told_it_is_in_doubt(
+    alice: MemoryLedger,
+) -> None:
+    run_id = _running(alice)
+    seen: list[str] = []
+
+    def slow_tool() -> dict[str, str]:  # while it runs, another caller asks for it
+        with pytest.raises(OperationInDoubt):
+            alice.runs.operation(run_id, "book", "op-pay", lambda: seen.append("twice"))
+        return {"paid": "yes"}
+
+    done = alice.runs.operation(run_id, "book", "op-pay", slow_tool)
+    assert done.result == {"paid": "yes"} and seen == []

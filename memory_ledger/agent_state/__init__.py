@@ -6,7 +6,7 @@ from memory_ledger.agent_state.items import AgentItems, StaleState
 from memory_ledger.agent_state.promotion import PromotionGate, PromotionRefused
 from memory_ledger.agent_state.runs import Operation, OperationInDoubt, Runs, RunView
 
-AGENT_KINDS = ("run", "run_scratch", "run_checkpoint", "file")
+AGENT_KINDS = ("run", "run_operation", "run_scratch", "run_checkpoint", "file")
 
 __all__ = [
     "AGENT_KINDS",

@@ -47,6 +47,7 @@ class StaleState(InvalidTransition):
 #: The attributes the catalog and the policy see for each kind: clear codes only.
 CATEGORY = {
     "run": "agent_runs",
+    "run_operation": "agent_runs",
     "run_scratch": "agent_runs",
     "run_checkpoint": "agent_runs",
     "file": "memory_files",
@@ -101,8 +102,10 @@ class AgentItems:
         flags: Sequence[str] = (),
         derived_from: Sequence[MemoryItem] = (),
         item_id: UUID | None = None,
+        subject: str = "agent",
     ) -> MemoryItem:
-        """A new item of `kind`, its fields sealed under a new data key, saved."""
+        """A new item of `kind`, its fields sealed under a new data key, saved. An
+        `item_id` chosen by the caller makes a second record of it fail (`StaleState`)."""
         ident = item_id or uuid4()
         sealed, key = self.log.seal_new(ident, 1, fields)
         now = canonical_time(self.clock())
@@ -111,7 +114,7 @@ class AgentItems:
             id=ident,
             namespace=self.namespace,
             kind=kind,
-            subject="agent",
+            subject=subject,
             predicate=predicate,
             category=CATEGORY[kind],
             origin="observed",
@@ -194,6 +197,13 @@ class AgentItems:
         if item is None or item.namespace != self.namespace or item.kind not in kinds:
             raise NotFound(f"no {' or '.join(kinds)} {ident}")
         return item
+
+    def find(self, item_id: UUID, kind: str) -> MemoryItem | None:
+        """This namespace's item of `kind` with this id, or None if there is none."""
+        try:
+            return self.owned(item_id, (kind,))
+        except NotFound:
+            return None
 
     def fields(self, item: MemoryItem) -> dict[str, str] | None:
         """The item's current fields from the log; None once it is erased."""

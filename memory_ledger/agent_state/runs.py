@@ -9,15 +9,18 @@ per transition:
 
 - **compare-and-set**: a transition names the state version it was decided on, and is
   refused (`StaleState`) if the run moved on; two racing writers cannot both commit.
-- **idempotent operations**: an operation is recorded as started before it runs and
-  with its result after. A retry (after a crash, or a duplicate delivery) finds the
-  result instead of running again; one found started without a result is *in doubt*,
-  and is settled by asking the caller's `lookup` (the tool's own record of that
-  operation id), never by running it a second time on a guess.
+- **idempotent operations**: an operation is an item of its own (kind `run_operation`,
+  its id derived from the run's and the operation's, so two callers cannot both start
+  it), recorded as started before it runs and with its result after. A retry (after a
+  crash, or a duplicate delivery) finds the result instead of running again; one found
+  started without a result is *in doubt*, and is settled by asking the caller's
+  `lookup` (the tool's own record of that operation id), never by running it a second
+  time on a guess. Keeping results out of the run's own state keeps every transition
+  the same size however many operations the run made.
 - **resume** reads the current state from the log (`get`), never a summary.
 - the **context snapshot** of an attempt (its items and versions, and the hash of what
-  was shown) is recorded on the run; a retry of the same attempt is shown the same
-  items (memory_ledger/agent_state/run_context.py).
+  was shown) is recorded beside the run, as a checkpoint; a retry of the same
+  attempt is shown the same items (memory_ledger/agent_state/run_context.py).
 - **short-lived**: a run's scratch state and checkpoints are items of their own,
   derived from the run; finishing the run erases them (a retention-expiry request)
   and archives the run, which the retention policy erases after its TTL. Nothing of a
@@ -32,6 +35,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
+from uuid import UUID, uuid5
 
 from sqlalchemy import Engine, select
 
@@ -48,7 +52,11 @@ from projections.facts import facts
 
 STATUSES = ("running", "waiting", "succeeded", "failed", "cancelled")
 FINISHED = ("succeeded", "failed", "cancelled")
-MAX_STATE_BYTES = 256 * 1024
+#: The run's own state, re-sealed whole by every transition: kept small (operations'
+#: results and context snapshots are items of their own).
+MAX_STATE_BYTES = 64 * 1024
+#: One operation's result, or one checkpoint's artifact.
+MAX_RESULT_BYTES = 256 * 1024
 MAX_TASK_CHARS = 2000
 MAX_STEPS, MAX_ATTEMPTS, MAX_OPERATIONS, MAX_PENDING, MAX_CHECKPOINTS = 200, 20, 1000, 100, 50
 #: Internal transitions (an operation's start and result, a delivery) re-read and retry
@@ -135,8 +143,19 @@ class Runs:
 
     def get(self, run_id: str) -> RunView:
         """The run's current state, read from the log (what `resume` after a restart
-        reads: never a summary)."""
-        return _view(self._item(run_id), self.items)
+        reads: never a summary), with its operations' status (`operation_record` reads
+        one operation's result)."""
+        run = self._item(run_id)
+        return _view(run, self.items, self._operations(run))
+
+    def operation_record(self, run_id: str, op_id: str) -> dict[str, Any] | None:
+        """One operation as recorded (status, step, result or error), or None."""
+        _id(op_id, "op_id")
+        found = self.items.find(_operation_id(self._item(run_id).id, op_id), "run_operation")
+        if found is None:
+            return None
+        fields = self.items.fields(found)
+        return None if fields is None else dict(json.loads(fields["operation"]))
 
     resume = get
 
@@ -195,7 +214,6 @@ class Runs:
             "status": "running",
             "state": _object(state or {}, "state"),
             "steps": {},
-            "operations": {},
             "pending": {},
             "received": {},
             "deadline": _time(deadline),
@@ -300,7 +318,7 @@ class Runs:
     ) -> Operation:
         """Run a side effect once per `op_id`, however often it is asked for."""
         _id(op_id, "op_id")
-        recorded = self.get(run_id).operations.get(op_id)
+        recorded = self.operation_record(run_id, op_id)
         if recorded is not None and recorded["status"] in ("succeeded", "failed"):
             return Operation(op_id, recorded["status"], recorded.get("result"),
                              recorded.get("error"), "recorded")  # fmt: skip
@@ -312,12 +330,14 @@ class Runs:
                 )
             found = lookup(op_id)
             if found is not None:
-                self._settle(run_id, op_id, "succeeded", _json(found, "result"), None)
+                self._settle(
+                    run_id, op_id, "succeeded", _json(found, "result", MAX_RESULT_BYTES), None
+                )
                 return Operation(op_id, "succeeded", found, None, "recovered")
         else:
             self._start_operation(run_id, step_id, op_id)
         try:
-            result = _json(execute(), "result")
+            result = _json(execute(), "result", MAX_RESULT_BYTES)
         except Exception as exc:
             self._settle(run_id, op_id, "failed", None, type(exc).__name__)
             raise
@@ -337,9 +357,7 @@ class Runs:
 
         self._change(run_id, apply, expected_version)
         view = self.get(run_id)
-        short_lived = [c["checkpoint_id"] for c in view.checkpoints]
-        if view.scratch_id:
-            short_lived.append(view.scratch_id)
+        short_lived = _short_lived(view)
         if short_lived:
             self.erase(short_lived, "retention_expiry")
         item = self._item(run_id)
@@ -350,28 +368,39 @@ class Runs:
     def context(self, run_id: str, step_id: str, query: str, **options: Any) -> RunContext:
         """The context for the running attempt of a step: built and recorded on its
         first call, the recorded snapshot again on every retry of the same attempt."""
-        body = _body(self.items, self._item(run_id))
+        run = self._item(run_id)
+        body = _body(self.items, run)
         attempt = _running_step(body, step_id)["attempts"][-1]
-        recorded = attempt.get("context")
-        if recorded is not None:
+        if attempt.get("context") is not None:
+            recorded = self._snapshot(attempt["context"]["snapshot_id"])
             context, dropped = replay(self.memories, recorded)
             now = digest(context)
             return RunContext(context, now, now == recorded["hash"], dropped, None)
         context = self.memories.context(query, **options)
         taken = snapshot(context)
         previous = _previous_snapshot(body, step_id)
-        diff = step_diff(previous, taken) if previous is not None else None
+        diff = step_diff(self._snapshot(previous), taken) if previous is not None else None
+        made = self.items.record("run_checkpoint", "context_snapshot",
+                                 {"context": json.dumps(taken)}, self._source(run),
+                                 derived_from=[run])  # fmt: skip
+        ref = {"snapshot_id": str(made.id), "hash": taken["hash"]}
 
         def apply(b: dict[str, Any]) -> None:
             latest = _running_step(b, step_id)["attempts"][-1]
             if latest["attempt"] != attempt["attempt"] or latest.get("context") is not None:
                 raise StaleState("the attempt moved on while its context was built; ask again")
-            latest["context"] = taken
+            latest["context"] = ref
             if diff is not None:
                 latest["since_previous_step"] = diff
 
         self._change(run_id, apply, None)
         return RunContext(context, taken["hash"], False, [], diff)
+
+    def _snapshot(self, snapshot_id: str) -> dict[str, Any]:
+        found = self.items.fields(self.items.owned(snapshot_id, ("run_checkpoint",)))
+        if found is None:
+            raise NotFound(f"the context snapshot {snapshot_id} was erased")
+        return dict(json.loads(found["context"]))
 
     # -- scratch and checkpoints: short-lived items of their own ---------------------
 
@@ -401,8 +430,8 @@ class Runs:
 
     def checkpoint(self, run_id: str, step_id: str, artifact: str) -> str:
         """Keep an artifact of a step (a draft, a tool's output) until the run ends."""
-        if not isinstance(artifact, str) or len(artifact.encode("utf-8")) > MAX_STATE_BYTES:
-            raise InvalidWrite(f"an artifact is text of at most {MAX_STATE_BYTES} bytes")
+        if not isinstance(artifact, str) or len(artifact.encode("utf-8")) > MAX_RESULT_BYTES:
+            raise InvalidWrite(f"an artifact is text of at most {MAX_RESULT_BYTES} bytes")
         run = self._item(run_id)
         body = _body(self.items, run)
         _running_step(body, step_id)
@@ -462,9 +491,8 @@ class Runs:
         run = self._item(run_id)
         ids = [str(run.id), *self._promoted(run)]
         if not run.erased:
-            view = _view(run, self.items)
-            ids += [c["checkpoint_id"] for c in view.checkpoints]
-            ids += [view.scratch_id] if view.scratch_id else []
+            ids += _short_lived(_view(run, self.items))
+        ids += [str(_operation_id(run.id, op)) for op in self._operations(run)]
         return self.erase(list(dict.fromkeys(ids)), "user_request")
 
     # -- inside --------------------------------------------------------------------
@@ -507,21 +535,45 @@ class Runs:
         raise StaleState(f"run {run_id} kept changing under this transition; try again")
 
     def _start_operation(self, run_id: str, step_id: str, op_id: str) -> None:
-        def apply(body: dict[str, Any]) -> None:
-            _running_step(body, step_id)
-            if op_id in body["operations"]:
-                raise InvalidTransition(f"operation {op_id} was started by another caller")
-            if len(body["operations"]) >= MAX_OPERATIONS:
-                raise InvalidWrite(f"a run records at most {MAX_OPERATIONS} operations")
-            body["operations"][op_id] = {"step_id": step_id, "status": "started"}
-
-        self._change(run_id, apply, None)
+        """Record the operation as started: an item whose id only this run and this
+        operation id give, so a second start (a racing caller) cannot be recorded."""
+        run = self._item(run_id)
+        _running_step(_body(self.items, run), step_id)
+        if len(self._operations(run)) >= MAX_OPERATIONS:
+            raise InvalidWrite(f"a run records at most {MAX_OPERATIONS} operations")
+        record = {"op_id": op_id, "step_id": step_id, "status": "started"}
+        try:
+            self.items.record("run_operation", op_id, {"operation": json.dumps(record)},
+                              self._source(run), flags=["status:started"], derived_from=[run],
+                              item_id=_operation_id(run.id, op_id),
+                              subject=str(run.id))  # fmt: skip
+        except StaleState:
+            raise InvalidTransition(f"operation {op_id} was started by another caller") from None
 
     def _settle(self, run_id: str, op_id: str, status: str, result: Any, error: str | None) -> None:
-        def apply(body: dict[str, Any]) -> None:
-            body["operations"][op_id].update(status=status, result=result, error=error)
+        run = self._item(run_id)
+        item = self.items.owned(_operation_id(run.id, op_id), ("run_operation",))
+        record = self.items.fields(item)
+        if record is None:
+            raise NotFound(f"operation {op_id} was erased")
+        body = dict(json.loads(record["operation"]))
+        body.update(status=status, result=result, error=error)
+        self.items.change(item, {"operation": json.dumps(body, sort_keys=True)},
+                          self._source(run), expected_version=item.version,
+                          flags=[f"status:{status}"])  # fmt: skip
 
-        self._change(run_id, apply, None)
+    def _operations(self, run: MemoryItem) -> dict[str, Any]:
+        """op id -> {status}: the run's operations as the catalog lists them."""
+        self.catch_up()
+        c = catalog.c
+        query = select(c.predicate, c.flags).where(
+            c.namespace == self.items.namespace,
+            c.kind == "run_operation",
+            c.subject == str(run.id),
+        )
+        with self.engine.connect() as conn:
+            rows = conn.execute(query).all()
+        return {op: {"status": _codes(flags).get("status")} for op, flags in rows}
 
     def _promoted(self, run: MemoryItem) -> list[str]:
         """What was promoted from the run: as the run lists it, and by the provenance of
@@ -557,9 +609,24 @@ def _body(items: AgentItems, run: MemoryItem) -> dict[str, Any]:
     return dict(json.loads(fields["state"]))
 
 
-def _view(run: MemoryItem, items: AgentItems) -> RunView:
+def _view(run: MemoryItem, items: AgentItems, operations: dict[str, Any] | None = None) -> RunView:
     body = _body(items, run)
-    return RunView(run_id=str(run.id), version=int(run.version), **body)
+    return RunView(
+        run_id=str(run.id), version=int(run.version), operations=operations or {}, **body
+    )
+
+
+def _operation_id(run_id: UUID, op_id: str) -> UUID:
+    """An operation's item id: the same for the same run and operation id, always."""
+    return uuid5(run_id, f"operation:{op_id}")
+
+
+def _short_lived(view: RunView) -> list[str]:
+    """What ends with the run: scratch, checkpoints, and the context snapshots."""
+    ids = [c["checkpoint_id"] for c in view.checkpoints]
+    for step in view.steps.values():
+        ids += [a["context"]["snapshot_id"] for a in step["attempts"] if a.get("context")]
+    return ids + ([view.scratch_id] if view.scratch_id else [])
 
 
 def _fields(body: dict[str, Any]) -> dict[str, str]:
@@ -612,13 +679,13 @@ def _time(value: datetime | None) -> str | None:
     return canonical_time(value)
 
 
-def _json(value: Any, name: str) -> Any:
+def _json(value: Any, name: str, limit: int = MAX_STATE_BYTES) -> Any:
     try:
         text = json.dumps(value, sort_keys=True, allow_nan=False)
     except (TypeError, ValueError):
         raise InvalidWrite(f"{name} must be JSON (objects, lists, strings, numbers)") from None
-    if len(text.encode("utf-8")) > MAX_STATE_BYTES:
-        raise InvalidWrite(f"{name} is at most {MAX_STATE_BYTES // 1024} KiB as JSON")
+    if len(text.encode("utf-8")) > limit:
+        raise InvalidWrite(f"{name} is at most {limit // 1024} KiB as JSON")
     return json.loads(text)
 
 
