@@ -126,18 +126,11 @@ class Runs:
         self.erase = erase
         self.gate = gate or PromotionGate()
 
-    def source(
-        self,
-        writer: str,
-        *,
-        session_id: str | None = None,
-        turn_id: str | None = None,
-        tool_call_id: str | None = None,
-    ) -> Provenance:
-        """The provenance of the next changes: the agent, and its session and turn."""
-        return self.items.source(
-            writer, session_id=session_id, turn_id=turn_id, tool_call_id=tool_call_id
-        )
+    @property
+    def source(self) -> Callable[..., Provenance]:
+        """`source(writer, session_id=, turn_id=, tool_call_id=)`: the provenance of the
+        next changes (the agent, its session and turn), validated as every write's is."""
+        return self.items.source
 
     # -- reading -------------------------------------------------------------------
 
