@@ -154,6 +154,17 @@ def test_list_remember_context_and_forget_over_stdio(tmp_path: Path) -> None:
         unknown = await _call(session, "drop_everything", {})
         assert unknown["error"]["code"] == "unknown_tool"
 
+        # the memory tool's commands, as Claude sends them (no session: the server's)
+        made = await _call(session, "memory", {"command": "create", "path": "/memories/n.md",
+                                               "file_text": "prefers trains"})  # fmt: skip
+        assert made["result"].startswith("File created"), made
+        shown = await _call(session, "memory", {"command": "view", "path": "/memories/n.md"})
+        assert shown["result"].endswith("\tprefers trains")
+        escape = await _call(session, "memory", {"command": "view", "path": "/etc/passwd"})
+        assert escape["error"]["problems"] == ["path: outside the root"]
+        run = await _call(session, "run_state", {"action": "start", "task": "plan a trip"})
+        assert run["status"] == "running" and run["version"] == 1
+
         # forget by id, for ids the user named
         report = await _call(session, "forget", {"item_ids": [city["item_id"]]})
         assert report["status"] == "completed" and report["targets"] == [city["item_id"]]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import secrets
 from importlib.metadata import PackageNotFoundError, version
 from typing import Annotated
 
@@ -31,6 +32,13 @@ def mcp_command(
     writer: Annotated[
         str, typer.Option(help="The writer recorded in the provenance of every write.")
     ] = "mcp-agent",
+    session_id: Annotated[
+        str | None,
+        typer.Option(
+            help="The session memory-file and run changes are recorded under when a call "
+            "names none (default: one new id per server process, mcp-<hex>)."
+        ),
+    ] = None,
     data_dir: DataDir = None,
     url: Url = None,
 ) -> None:
@@ -51,7 +59,8 @@ def mcp_command(
     )
     with open_ledger(namespace, data_dir, url, False) as ledger:
         try:
-            tools = AgentTools(ledger, writer=writer)
+            session = session_id or f"mcp-{secrets.token_hex(6)}"
+            tools = AgentTools(ledger, writer=writer, session_id=session)
         except MemoryLedgerError as exc:
             fail(exc, False)
         err.print(
