@@ -389,13 +389,12 @@ class MemoryFiles:
             raise NotFound(f"no file or directory {directory}")
         depth = directory.count("/")
         sizes: dict[str, int] = {directory: 0}
-        for f in below:
+        for f in below:  # each file counts in its directory and its two levels below
             sizes[directory] += f.size
             parts = f.path.split("/")
             for level in range(depth + 1, min(len(parts), depth + 3)):
-                sizes[("/".join(parts[: level + 1]))] = (
-                    sizes.get("/".join(parts[: level + 1]), 0) + f.size
-                )
+                name = "/".join(parts[: level + 1])
+                sizes[name] = sizes.get(name, 0) + f.size
         lines = [f"{_human(size)}\t{name}" for name, size in sorted(sizes.items())]
         head = (
             f"Here're the files and directories up to 2 levels deep in {directory}, "
