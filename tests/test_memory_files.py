@@ -312,3 +312,18 @@ def test_any_command_sequence_leaves_a_directory_the_log_explains(
         if last is not None:
             assert last["content"] == alice.files._content(f)
     alice.forget_scope({"kind": "namespace"})  # a clean directory for the next example
+
+
+def test_a_redaction_removes_a_span_from_every_version_of_a_file(
+    service: MemoryService, alice: MemoryLedger
+) -> None:
+    _run(alice, "t1", command="create", path="/memories/p.md", file_text="call Zq9 555-0199")
+    _run(alice, "t2", command="insert", path="/memories/p.md", insert_line=1, insert_text="ok")
+    report = alice.redact(alice.files.find("/memories/p.md"), spans=["555-0199"])
+    assert report.status == "completed"
+    assert "call Zq9 [redacted]" in _run(alice, command="view", path="/memories/p.md")
+    history = alice.files.history("/memories/p.md")
+    assert history[-1]["content"] == "call Zq9 [redacted]\nok"
+    assert all(v["content"] is None for v in history[:-1])  # older keys destroyed
+    service.compact()
+    assert not store_bytes_contain(service.settings, "555-0199")

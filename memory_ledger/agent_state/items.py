@@ -218,15 +218,14 @@ class AgentItems:
         out = []
         for event in self.log.events_of(item.id):
             sealed = getattr(event, "sealed", None)
-            if type(event).__name__ not in ("Recorded", "Superseded") or sealed is None:
+            if type(event).__name__ not in ("Recorded", "Superseded", "Redacted") or not sealed:
                 continue
             generation = int(getattr(event, "key_generation", item.key_generation))
             fields = self.log.open_fields(keys, ident, generation, sealed)
             opened = None if fields is ERASED else dict(fields)  # type: ignore[call-overload]
             flags = list(getattr(event, "flags", None) or [])
-            out.append(
-                Version(int(event.originator_version), dict(event.provenance), opened, flags)
-            )
+            made = dict(getattr(event, "provenance", None) or {})  # a redaction has none
+            out.append(Version(int(event.originator_version), made, opened, flags))
         return out
 
 
