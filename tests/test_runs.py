@@ -271,6 +271,16 @@ def test_a_retry_of_the_same_attempt_is_shown_the_same_context(alice: MemoryLedg
     view = alice.runs.begin_step(run_id, view.version, "book")  # a new attempt refreshes
     fresh = alice.runs.context(run_id, "book", "home city Oslo, aisle seat")
     assert not fresh.reused and home not in {i.item_id for i in fresh.context.items}
+    view = alice.runs.end_step(run_id, alice.runs.get(run_id).version, "book", "succeeded")
+    alice.runs.begin_step(run_id, view.version, "pay")  # a new step: what changed is recorded
+    paying = alice.runs.context(run_id, "pay", "home address Fjord Street")
+    shown = {i.item_id for i in paying.context.items}
+    assert paying.since_previous_step == {
+        "added": sorted(shown - {i.item_id for i in fresh.context.items}),
+        "removed": sorted({i.item_id for i in fresh.context.items} - shown),
+    }
+    attempt = alice.runs.get(run_id).steps["pay"]["attempts"][-1]
+    assert attempt["since_previous_step"] == paying.since_previous_step
 
 
 def test_run_state_is_bounded_and_validated(alice: MemoryLedger) -> None:

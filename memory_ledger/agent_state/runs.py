@@ -584,14 +584,15 @@ class Runs:
         return list(dict.fromkeys([*listed, *found]))
 
 
-def _previous_snapshot(body: dict[str, Any], step_id: str) -> dict[str, Any] | None:
-    """The last snapshot another step recorded (steps keep their start order)."""
+def _previous_snapshot(body: dict[str, Any], step_id: str) -> str | None:
+    """The id of the last snapshot another step recorded (steps keep their start order)."""
     found = None
     for name, step in body["steps"].items():
         if name == step_id:
             continue
         for attempt in step["attempts"]:
-            found = attempt.get("context") or found
+            if attempt.get("context"):
+                found = attempt["context"]["snapshot_id"]
     return found
 
 
