@@ -143,8 +143,10 @@ def test_pending_events_duplicates_and_deadlines(alice: MemoryLedger) -> None:
     due = now() + timedelta(minutes=5)
     view = alice.runs.wait_for(run_id, view.version, "confirm-1", "user_confirmation", due)
     assert view.status == "waiting" and alice.runs.overdue(now()) == []
-    assert [r["run_id"] for r in alice.runs.overdue(now() + timedelta(hours=1))] == []  # run's own
+    later = now() + timedelta(hours=1)
+    assert [r["run_id"] for r in alice.runs.overdue(later)] == [run_id]  # the event is late
     done = alice.runs.deliver(run_id, "confirm-1", {"answer": "yes"})
+    assert alice.runs.overdue(later) == []
     twice = alice.runs.deliver(run_id, "confirm-1", {"answer": "no"})  # a duplicate delivery
     assert done.status == twice.status == "running" and twice.version == done.version
     assert twice.received["confirm-1"]["payload"] == {"answer": "yes"}

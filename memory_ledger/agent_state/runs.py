@@ -182,7 +182,7 @@ class Runs:
         return out
 
     def overdue(self, now: datetime | None = None) -> list[dict[str, Any]]:
-        """Unfinished runs whose deadline has passed."""
+        """Unfinished runs whose deadline, or an awaited event's, has passed."""
         at = canonical_time(now or self.items.clock())
         return [
             r
@@ -633,8 +633,10 @@ def _fields(body: dict[str, Any]) -> dict[str, str]:
 def _flags(body: dict[str, Any]) -> list[str]:
     """The clear codes the catalog lists runs by: status and deadline, no content."""
     flags = [f"status:{body['status']}"]
-    if body.get("deadline"):
-        flags.append(f"deadline:{body['deadline']}")
+    due = [d for d in (body.get("deadline"), *(p["deadline"] for p in body["pending"].values()))
+           if d]  # fmt: skip
+    if due:  # the earliest: the run's own, or an awaited event's
+        flags.append(f"deadline:{min(due)}")
     return flags
 
 
