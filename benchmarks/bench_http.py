@@ -27,13 +27,10 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -41,6 +38,8 @@ from typing import Any
 import httpx
 from rich.console import Console
 from rich.table import Table
+
+from memory_ledger.http.local import serve_locally
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "http.json"
 ROOT = Path(__file__).resolve().parent.parent
@@ -55,28 +54,6 @@ def _write(i: int, tag: str) -> dict[str, Any]:
         "provenance": {"writer": "bench", "written_at": datetime.now(UTC).isoformat(),
                        "session_id": f"s{i // 50}", "turn_id": f"t{i}"},
     }  # fmt: skip
-
-
-@contextmanager
-def served(data_dir: Path, port: int) -> Iterator[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "memory_ledger.cli", "serve", "--port", str(port),
-         "--data-dir", str(data_dir)],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    base = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(600):
-            try:
-                if httpx.get(f"{base}/v1/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        yield base
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
 
 
 def _load(clients: int, seconds: float, call: Callable[[int, int], None]) -> dict[str, Any]:
@@ -240,12 +217,13 @@ def main(argv: list[str] | None = None) -> int:
             tokens = TokenStore(service.settings, now)
             token = tokens.create("bench/user", "agent", ["forget"])[1]
             tokens.close()
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
         for round_ in range(args.rounds):
-            with served(data_dir, args.port) as base:
+            with serve_locally(data_dir, port=args.port, env=env) as base:
                 http = http_phase(base, token, args.clients, args.seconds, round_)
             api = api_phase(data_dir, args.clients, args.seconds, round_)
             results["rounds"].append({"http": http, "api": api})
-        with served(data_dir, args.port) as base:
+        with serve_locally(data_dir, port=args.port, env=env) as base:
             results["feed"] = feed_lag(base, token, args.writes)
     render(results, Console())
     args.out.parent.mkdir(parents=True, exist_ok=True)

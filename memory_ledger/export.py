@@ -115,7 +115,7 @@ def _agent_entry(
     }
     if item.kind == "file":
         owner = _owner(ledger, row["namespace"])
-        versions = owner._agent_items.versions(item)
+        versions = owner.files.items.versions(item)
         entry.update(path=fields.get("path"), content=fields.get("content"),
                      deleted="file_deleted" in item.flags)  # fmt: skip
         entry["versions"] = [

@@ -1,49 +1,36 @@
-"""A real `memory-ledger serve` process on a free loopback port, for the HTTP tests."""
+"""A real `memory-ledger serve` process for the HTTP tests (memory_ledger/http/local.py),
+on a scratch store, with the test environment: no inherited MEMORY_LEDGER_ settings,
+the deterministic embedder."""
 
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import httpx
+import pytest
+
+from memory_ledger.config import Settings
+from memory_ledger.http.local import serve_locally
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @contextmanager
 def running_server(data_dir: Path) -> Iterator[str]:
     """The server's base URL while it runs; stopped (and waited for) afterwards."""
-    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_LEDGER_")}
     env.update(MEMORY_LEDGER_EMBEDDER="hashing", PYTHONPATH=str(ROOT))
-    process = subprocess.Popen(
-        [sys.executable, "-m", "memory_ledger.cli", "serve", "--port", str(port),
-         "--data-dir", str(data_dir)],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    base = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(300):
-            try:
-                if httpx.get(f"{base}/v1/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        else:
-            raise AssertionError("the server did not start")
+    with serve_locally(data_dir, env=env) as base:
         yield base
-    finally:
-        process.terminate()
-        process.wait(timeout=20)
+
+
+@contextmanager
+def server_on_scratch_store(
+    tmp_path_factory: pytest.TempPathFactory, name: str
+) -> Iterator[tuple[str, Settings]]:
+    """A server on a new store: its base URL, and the store's settings (to make tokens)."""
+    data_dir = tmp_path_factory.mktemp(name) / "data"
+    with running_server(data_dir) as base:
+        yield base, Settings.resolve(data_dir)

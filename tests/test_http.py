@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 from factories import store_bytes_contain
-from http_server import running_server
+from http_server import server_on_scratch_store
 
 from memory_ledger.access import TokenStore
 from memory_ledger.config import Settings
@@ -25,9 +25,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Settings]]:
-    data_dir = tmp_path_factory.mktemp("http") / "data"
-    with running_server(data_dir) as base:
-        yield base, Settings.resolve(data_dir)
+    with server_on_scratch_store(tmp_path_factory, "http") as served:
+        yield served
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 import httpx
 import pytest
 from factories import store_bytes_contain
-from http_server import running_server
+from http_server import server_on_scratch_store
 
 from memory_ledger.access import TokenStore
 from memory_ledger.config import Settings
@@ -24,9 +24,8 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Settings]]:
-    data_dir = tmp_path_factory.mktemp("http-ops") / "data"
-    with running_server(data_dir) as base:
-        yield base, Settings.resolve(data_dir)
+    with server_on_scratch_store(tmp_path_factory, "http-ops") as served:
+        yield served
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,6 @@ version cannot both commit (the event store's unique (item, version) key).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -27,7 +26,7 @@ from memory_ledger.domain import MemoryItem
 from memory_ledger.errors import InvalidTransition, InvalidWrite, NotFound
 from memory_ledger.event_log import ERASED, EventLog
 from memory_ledger.times import canonical_time
-from memory_ledger.write_policy import AgentKind, Provenance
+from memory_ledger.write_policy import AgentKind, Provenance, parse_input
 
 
 @dataclass(frozen=True)
@@ -79,18 +78,9 @@ class AgentItems:
         tool_call_id: str | None = None,
     ) -> Provenance:
         """The provenance of one change, validated as every write's is."""
-        try:
-            return Provenance(
-                writer=writer,
-                written_at=self.clock(),
-                session_id=session_id,
-                turn_id=turn_id,
-                tool_call_id=tool_call_id,
-            )
-        except ValueError as exc:
-            raise InvalidWrite(
-                f"invalid provenance: {_first_error(exc)}; nothing changed"
-            ) from None
+        made = {"writer": writer, "written_at": self.clock(), "session_id": session_id,
+                "turn_id": turn_id, "tool_call_id": tool_call_id}  # fmt: skip
+        return parse_input(Provenance, made, "provenance", "nothing changed")
 
     def record(
         self,
@@ -231,12 +221,3 @@ class AgentItems:
 
 def _what(item: MemoryItem) -> str:
     return f"{item.kind.replace('_', ' ')} {item.id}"
-
-
-def _first_error(exc: ValueError) -> str:
-    errors = getattr(exc, "errors", None)
-    if callable(errors):
-        first = errors()[0]
-        where = ".".join(str(p) for p in first.get("loc", ())) or "provenance"
-        return f"{where}: {first.get('msg')}"
-    return json.dumps(str(exc))[:200]

@@ -144,7 +144,10 @@ class Runs:
     def operation_record(self, run_id: str, op_id: str) -> dict[str, Any] | None:
         """One operation as recorded (status, step, result or error), or None."""
         _id(op_id, "op_id")
-        found = self.items.find(_operation_id(self._item(run_id).id, op_id), "run_operation")
+        return self._record_of(self._item(run_id), op_id)
+
+    def _record_of(self, run: MemoryItem, op_id: str) -> dict[str, Any] | None:
+        found = self.items.find(_operation_id(run.id, op_id), "run_operation")
         if found is None:
             return None
         fields = self.items.fields(found)
@@ -311,7 +314,8 @@ class Runs:
     ) -> Operation:
         """Run a side effect once per `op_id`, however often it is asked for."""
         _id(op_id, "op_id")
-        recorded = self.operation_record(run_id, op_id)
+        run = self._item(run_id)  # the run's id and source are all an operation needs of it
+        recorded = self._record_of(run, op_id)
         if recorded is not None and recorded["status"] in ("succeeded", "failed"):
             return Operation(op_id, recorded["status"], recorded.get("result"),
                              recorded.get("error"), "recorded")  # fmt: skip
@@ -324,17 +328,17 @@ class Runs:
             found = lookup(op_id)
             if found is not None:
                 self._settle(
-                    run_id, op_id, "succeeded", _json(found, "result", MAX_RESULT_BYTES), None
+                    run, op_id, "succeeded", _json(found, "result", MAX_RESULT_BYTES), None
                 )
                 return Operation(op_id, "succeeded", found, None, "recovered")
         else:
-            self._start_operation(run_id, step_id, op_id)
+            self._start_operation(run, step_id, op_id)
         try:
             result = _json(execute(), "result", MAX_RESULT_BYTES)
         except Exception as exc:
-            self._settle(run_id, op_id, "failed", None, type(exc).__name__)
+            self._settle(run, op_id, "failed", None, type(exc).__name__)
             raise
-        self._settle(run_id, op_id, "succeeded", result, None)
+        self._settle(run, op_id, "succeeded", result, None)
         return Operation(op_id, "succeeded", result, None, "ran")
 
     def finish(self, run_id: str, expected_version: int, outcome: str) -> RunView:
@@ -516,7 +520,7 @@ class Runs:
             before = json.dumps(body, sort_keys=True)
             apply(body)
             if json.dumps(body, sort_keys=True) == before:
-                return _view(run, self.items)  # nothing to change (a duplicate): no version
+                return _shown(run, body)  # nothing to change (a duplicate): no version
             try:
                 self.items.change(run, _fields(body), self._source(run),
                                   expected_version=run.version, flags=_flags(body))  # fmt: skip
@@ -524,13 +528,12 @@ class Runs:
                 if expected_version is not None:
                     raise
                 continue
-            return _view(run, self.items)
+            return _shown(run, body)
         raise StaleState(f"run {run_id} kept changing under this transition; try again")
 
-    def _start_operation(self, run_id: str, step_id: str, op_id: str) -> None:
+    def _start_operation(self, run: MemoryItem, step_id: str, op_id: str) -> None:
         """Record the operation as started: an item whose id only this run and this
         operation id give, so a second start (a racing caller) cannot be recorded."""
-        run = self._item(run_id)
         _running_step(_body(self.items, run), step_id)
         if len(self._operations(run)) >= MAX_OPERATIONS:
             raise InvalidWrite(f"a run records at most {MAX_OPERATIONS} operations")
@@ -543,8 +546,9 @@ class Runs:
         except StaleState:
             raise InvalidTransition(f"operation {op_id} was started by another caller") from None
 
-    def _settle(self, run_id: str, op_id: str, status: str, result: Any, error: str | None) -> None:
-        run = self._item(run_id)
+    def _settle(
+        self, run: MemoryItem, op_id: str, status: str, result: Any, error: str | None
+    ) -> None:
         item = self.items.owned(_operation_id(run.id, op_id), ("run_operation",))
         record = self.items.fields(item)
         if record is None:
@@ -604,7 +608,12 @@ def _body(items: AgentItems, run: MemoryItem) -> dict[str, Any]:
 
 
 def _view(run: MemoryItem, items: AgentItems, operations: dict[str, Any] | None = None) -> RunView:
-    body = _body(items, run)
+    return _shown(run, _body(items, run), operations)
+
+
+def _shown(
+    run: MemoryItem, body: dict[str, Any], operations: dict[str, Any] | None = None
+) -> RunView:
     return RunView(
         run_id=str(run.id), version=int(run.version), operations=operations or {}, **body
     )

@@ -1,0 +1,56 @@
+"""A `memory-ledger serve` process on a free loopback port, for as long as a `with`
+block lasts: what the HTTP tests and the HTTP benchmark run against (a real server
+process, a real client), started and stopped one way."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+#: How long to wait for the server to answer `/v1/health`.
+START_SECONDS = 60.0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def serve_locally(
+    data_dir: Path, *, port: int | None = None, env: Mapping[str, str] | None = None
+) -> Iterator[str]:
+    """The server's base URL while it runs; it is stopped (and waited for) afterwards.
+    `env` replaces the process's environment (default: this one's)."""
+    port = port or free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "memory_ledger.cli", "serve", "--port", str(port),
+         "--data-dir", str(data_dir)],
+        env=dict(os.environ if env is None else env),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + START_SECONDS
+        while True:
+            try:
+                if httpx.get(f"{base}/v1/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"memory-ledger serve did not start on {base}")
+            time.sleep(0.1)
+        yield base
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
