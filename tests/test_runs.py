@@ -133,6 +133,10 @@ def test_operations_run_once_and_failures_are_recorded(alice: MemoryLedger) -> N
         alice.runs.operation(run_id, "book", "op2", broken)
     failed = alice.runs.operation(run_id, "book", "op2", lambda: calls.append(2))
     assert (failed.status, failed.error, calls) == ("failed", "TimeoutError", [1])
+    after = alice.runs.set_state(run_id, alice.runs.get(run_id).version, {"stage": "paid"})
+    assert after.operations == alice.runs.get(run_id).operations == {
+        "op1": {"status": "succeeded"}, "op2": {"status": "failed"}
+    }  # fmt: skip
     with pytest.raises(InvalidTransition, match="not running"):
         alice.runs.operation(run_id, "pay", "op3", lambda: None)
 

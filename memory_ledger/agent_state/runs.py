@@ -520,7 +520,7 @@ class Runs:
             before = json.dumps(body, sort_keys=True)
             apply(body)
             if json.dumps(body, sort_keys=True) == before:
-                return _shown(run, body)  # nothing to change (a duplicate): no version
+                return _shown(run, body, self._operations(run))  # a duplicate: no version
             try:
                 self.items.change(run, _fields(body), self._source(run),
                                   expected_version=run.version, flags=_flags(body))  # fmt: skip
@@ -528,7 +528,7 @@ class Runs:
                 if expected_version is not None:
                     raise
                 continue
-            return _shown(run, body)
+            return _shown(run, body, self._operations(run))
         raise StaleState(f"run {run_id} kept changing under this transition; try again")
 
     def _start_operation(self, run: MemoryItem, step_id: str, op_id: str) -> None:
