@@ -1,5 +1,6 @@
 """The FastAPI application: one MemoryService and one TokenStore per process, problem+json
-errors, a bound on every request body, and the /v1 routes."""
+errors, a bound on every request body (memory_ledger/http/limits.py), the gate a
+restore closes, and the /v1 routes."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from memory_ledger.access import TokenStore
 from memory_ledger.api import MemoryService
 from memory_ledger.http import idempotency, problems
 from memory_ledger.http.idempotency import IdempotencyKeys
+from memory_ledger.http.limits import BodyLimit
 from memory_ledger.http.routes import (
     agent_state,
     compliance,
@@ -24,7 +26,8 @@ from memory_ledger.http.routes import (
 )
 from memory_ledger.http.serving import Restoring, Serving
 
-#: The largest request body: a batch of memories fits; anything larger is refused (413).
+#: The largest request body: a batch of memories fits; anything larger is refused (413)
+#: while it streams in, never buffered whole (memory_ledger/http/limits.py).
 MAX_BODY_BYTES = 1024 * 1024
 #: Served while a restore holds the gate: liveness, readiness, and the restore itself
 #: (a restore that failed half-way is finished by running it again).
@@ -53,20 +56,9 @@ def create_app(
         idempotency.install(app, keys)
 
     @app.middleware("http")
-    async def _bounded(
+    async def _gated(
         request: Request, call_next: Callable[[Request], Awaitable[Response]]
     ) -> Response:
-        declared = request.headers.get("content-length")
-        if declared is not None and (not declared.isdigit() or int(declared) > MAX_BODY_BYTES):
-            return problems.problem(
-                413, "Request too large", f"a request body is at most {MAX_BODY_BYTES} bytes"
-            )
-        if request.method in ("POST", "PUT", "PATCH") and declared is None:
-            body = await request.body()
-            if len(body) > MAX_BODY_BYTES:
-                return problems.problem(
-                    413, "Request too large", f"a request body is at most {MAX_BODY_BYTES} bytes"
-                )
         if request.url.path in UNGATED:
             return await call_next(request)
         try:
@@ -76,6 +68,10 @@ def create_app(
             response = problems.problem(503, "Service unavailable", str(exc))
             response.headers["Retry-After"] = "5"
             return response
+
+    # Added last, so outermost: a body is bounded (and its caller authenticated) before
+    # the gate counts the request in flight or anything else reads the body.
+    app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
 
     for module in (memories, forget, plans, agent_state, feed, holds, ops, health, compliance):
         app.include_router(module.router)

@@ -7,17 +7,31 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from memory_ledger.access import Access
+from memory_ledger.access import Access, TokenStore
 from memory_ledger.api import MemoryLedger, MemoryService
 from memory_ledger.errors import Forbidden, Unauthenticated
 
 
-def access(request: Request) -> Access:
-    header = request.headers.get("authorization", "")
-    scheme, _, token = header.partition(" ")
+def bearer(tokens: TokenStore, authorization: str | None) -> Access:
+    """The access of an `Authorization: Bearer <token>` header; `Unauthenticated` for a
+    missing, malformed, unknown, expired or revoked token alike. The one check of a
+    bearer token: the routes' dependency below, and the body limit (which authenticates
+    before it reads a body: memory_ledger/http/limits.py)."""
+    scheme, _, token = (authorization or "").partition(" ")
     if scheme.lower() != "bearer" or not token:
         raise Unauthenticated("a valid bearer token is needed")
-    return request.app.state.tokens.authenticate(token.strip())
+    return tokens.authenticate(token.strip())
+
+
+#: Where the body limit leaves the access it authenticated (request.state).
+ACCESS_STATE = "access"
+
+
+def access(request: Request) -> Access:
+    found = getattr(request.state, ACCESS_STATE, None)
+    if isinstance(found, Access):
+        return found
+    return bearer(request.app.state.tokens, request.headers.get("authorization"))
 
 
 Caller = Annotated[Access, Depends(access)]
