@@ -10,12 +10,13 @@ and a forget erases every version at once. A deletion is a version too (marked
 forgotten or expires. A read is recorded (at most once an hour per file, without
 content), and a file unread for the policy's time expires (`since = "last_read"`).
 
-What the seeds warn of, answered here: a path is normalised and confined to the root
-(memory_ledger/agent_state/paths.py); sizes and counts are bounded per namespace; text
-that reads like an instruction is flagged when written and shown quoted as untrusted
-whenever it is read back, so a page that made an agent write "always push to this
-repository" is not obeyed by every later session; and each turn's changes can be shown
-to the user as a diff (`changes`).
+What the seeds warn of, answered here: a path is normalised and confined to the root,
+by the one check every command makes (memory_ledger/agent_state/paths.py `check`); sizes
+and counts are bounded per namespace; a file whose text reads like an instruction (the
+whole file, after every edit, normalised as the matcher reads it) is flagged and shown
+quoted as untrusted whenever it is read back, so a page that made an agent write "always
+push to this repository" is not obeyed by every later session; and each turn's changes
+can be shown to the user as a diff (`changes`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import threading
+import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import timedelta
@@ -31,7 +33,7 @@ from typing import Any
 from sqlalchemy import Engine, select
 
 from memory_ledger.agent_state.items import AgentItems, StaleState, Version
-from memory_ledger.agent_state.paths import ROOT, inside, normalise
+from memory_ledger.agent_state.paths import ROOT, check, inside
 from memory_ledger.domain import MemoryItem
 from memory_ledger.errors import InvalidWrite, NotFound
 from memory_ledger.retrieval.instruction_like import FLAG, content_flags
@@ -118,7 +120,7 @@ class MemoryFiles:
 
     def view(self, path: str, source: Provenance, view_range: Sequence[int] | None = None) -> str:
         """A directory listing (two levels deep, with sizes) or a file's numbered lines."""
-        wanted = normalise(path, directory=True)
+        wanted = check(path, directory=True)
         files = self._files()
         found = next((f for f in files if f.path == wanted and not f.deleted), None)
         if found is None:
@@ -135,13 +137,11 @@ class MemoryFiles:
 
     def create(self, path: str, file_text: str, source: Provenance) -> str:
         """A new file; an existing one is replaced by a new version (its history stays)."""
-        wanted = normalise(path)
         text = _text(file_text, "file_text")
         with self._lock():
             files = self._files()
+            wanted = check(path, placed_among=_live(files))
             existing = next((f for f in files if f.path == wanted and not f.deleted), None)
-            if any(inside(f.path, wanted) and f.path != wanted and not f.deleted for f in files):
-                raise InvalidWrite(f"{wanted} is a directory", ["path: a directory"])
             self._check_room(files, len(text.encode("utf-8")), replacing=existing)
             if existing is None:
                 self.items.record(
@@ -153,7 +153,7 @@ class MemoryFiles:
             return f"File overwritten at: {wanted}" + _warning(text)
 
     def str_replace(self, path: str, old_str: str, new_str: str, source: Provenance) -> str:
-        wanted = normalise(path)
+        wanted = check(path)
         old, new = _text(old_str, "old_str"), _text(new_str, "new_str")
         if old == "":
             raise InvalidWrite("old_str is empty: say what text to replace", ["old_str: empty"])
@@ -176,10 +176,10 @@ class MemoryFiles:
             updated = content.replace(old, new, 1)
             self._check_room(files, len(updated.encode("utf-8")), replacing=found)
             self._write(found, wanted, updated, source)
-        return f"The memory file {wanted} has been edited." + _warning(new)
+        return f"The memory file {wanted} has been edited." + _warning(updated)
 
     def insert(self, path: str, insert_line: int, insert_text: str, source: Provenance) -> str:
-        wanted = normalise(path)
+        wanted = check(path)
         text = _text(insert_text, "insert_text")
         with self._lock():
             files = self._files()
@@ -195,12 +195,12 @@ class MemoryFiles:
             updated = "\n".join([*lines[:insert_line], *text.split("\n"), *lines[insert_line:]])
             self._check_room(files, len(updated.encode("utf-8")), replacing=found)
             self._write(found, wanted, updated, source)
-        return f"The memory file {wanted} has been edited." + _warning(text)
+        return f"The memory file {wanted} has been edited." + _warning(updated)
 
     def delete(self, path: str, source: Provenance) -> str:
         """Remove a file (or a directory's files) from the directory; each stays in its
         history, and is erased only by `forget` or when it expires."""
-        wanted = normalise(path, directory=True)
+        wanted = check(path, directory=True)
         with self._lock():
             files = [f for f in self._files() if not f.deleted and inside(f.path, wanted)]
             if not files:
@@ -211,11 +211,14 @@ class MemoryFiles:
         return f"Successfully deleted {wanted}"
 
     def rename(self, old_path: str, new_path: str, source: Provenance) -> str:
-        old, new = normalise(old_path), normalise(new_path)
+        """Move a file, its text unchanged; the new path is checked as create's is."""
+        old = check(old_path)
         with self._lock():
             files = self._files()
+            live = _live(files)
+            new = check(new_path, placed_among=live)
             found = self._file(files, old)
-            if any(not f.deleted and (f.path == new or inside(f.path, new)) for f in files):
+            if new in live:
                 raise InvalidWrite(f"{new} already exists", ["new_path: exists"])
             self._write(found, new, self._content(found), source)
         return f"Successfully renamed {old} to {new}"
@@ -245,8 +248,8 @@ class MemoryFiles:
 
     def history(self, path: str) -> list[dict[str, Any]]:
         """Every version of the file at `path` (deleted or not), oldest first."""
-        wanted = normalise(path)
-        found = _latest(self._files(), wanted)
+        files = self._files()
+        found = _latest(files, _kept(path, files))
         item = self.items.owned(found.item_id, ("file",))
         return [
             {"version": v.version, "provenance": v.provenance, "deleted": DELETED in v.flags,
@@ -256,7 +259,7 @@ class MemoryFiles:
 
     def revert(self, path: str, version: int, source: Provenance) -> str:
         """Make an earlier version the file's content again (a deleted file comes back)."""
-        wanted = normalise(path)
+        wanted = check(path)
         with self._lock():
             files = self._files()
             found = _latest(files, wanted)
@@ -266,6 +269,8 @@ class MemoryFiles:
                 raise NotFound(f"{wanted} has no readable version {version}")
             if found.deleted and any(f.path == wanted and not f.deleted for f in files):
                 raise InvalidWrite(f"{wanted} exists again; revert that file instead")
+            if found.deleted:  # it is put back: where create could put it
+                check(wanted, placed_among=_live(files))
             text = earlier["content"]
             self._check_room(files, len(text.encode("utf-8")), replacing=found)
             self._write(found, wanted, text, source)
@@ -273,12 +278,14 @@ class MemoryFiles:
 
     def find(self, path: str) -> str:
         """The item id of the file at `path` (or of the last one deleted there)."""
-        return _latest(self._files(), normalise(path)).item_id
+        files = self._files()
+        return _latest(files, _kept(path, files)).item_id
 
     def forget(self, path: str) -> Any:
         """Erase a file, every version of it, through the forget request path."""
-        wanted = normalise(path, directory=True)
-        ids = [f.item_id for f in self._files() if inside(f.path, wanted)]
+        files = self._files()
+        wanted = _kept(path, files, directory=True)
+        ids = [f.item_id for f in files if inside(f.path, wanted)]
         if not ids:
             raise NotFound(f"no file or directory {wanted}")
         return self.erase(ids)
@@ -407,6 +414,26 @@ class MemoryFiles:
         not make two files (a writer in another process is refused by the version check
         when it edits, not when it creates)."""
         return _LOCKS[hash(self.items.namespace) % len(_LOCKS)]
+
+
+def _live(files: list[_File]) -> set[str]:
+    """The paths of the files in the directory (not deleted)."""
+    return {f.path for f in files if not f.deleted}
+
+
+def _kept(path: object, files: list[_File], *, directory: bool = False) -> str:
+    """For the user's verbs on what is kept (`history`, `find`, `forget`): the path as
+    `check` takes it, or else exactly the path of a kept file that `check` refuses (one
+    written before the check was as strict), so it can still be shown and erased."""
+    try:
+        return check(path, directory=directory)
+    except InvalidWrite:
+        text = unicodedata.normalize("NFC", path) if isinstance(path, str) else None
+        if text is not None and any(
+            f.path == text or (directory and inside(f.path, text)) for f in files
+        ):
+            return text
+        raise
 
 
 def _text(value: object, name: str) -> str:
