@@ -3,7 +3,8 @@
 A backup holds sealed copies of everything erased after it was taken, until it is
 destroyed; its expiry date (set when it is taken, `--keep-days`) is what every forget's
 `backups` receipt names as the day the last copy goes. This job keeps that promise:
-each registered backup past its `expires_at` at `now` is deleted from disk, removed
+each registered backup past its expiry at `now` (the earlier of its manifest's and the
+one the ledger recorded when it was taken: restore/store.py) is deleted from disk, removed
 from the registry, and recorded (`backup_destroyed`, reason `retention_expiry`).
 Time is given, never read here.
 """
@@ -15,13 +16,13 @@ from datetime import datetime
 
 from memory_ledger.api import MemoryService
 from memory_ledger.ledger import EntryType
-from restore.store import registered, unregister
+from restore.store import expires_at, registered, unregister
 
 
 def destroy_expired(service: MemoryService, now: datetime) -> dict[str, int]:
     destroyed = 0
     for backup in registered(service.settings.data_dir):
-        if backup.manifest.expires_at > now:
+        if expires_at(backup, service.ledger) > now:
             continue
         backup_id = backup.manifest.backup_id
         shutil.rmtree(backup.path)

@@ -99,6 +99,8 @@ def _verification_scan(
         "requests": len(done),
         "ok": statuses.count("ok"),
         "residue": statuses.count("failed"),
+        # Due, but nothing to scan with (their fingerprints are gone): not verified.
+        "not_checked": statuses.count("not run"),
     }
 
 

@@ -65,4 +65,12 @@ def scan_due(service: MemoryService, progress: Progress | None = None) -> dict[s
     if done:
         found = sum(1 for s in done.values() if s == "failed")
         log.info("verification scan of %d request(s): %d with residue", len(done), found)
+    unchecked = [r for r, s in done.items() if s == "not run"]
+    if unchecked:
+        log.warning(
+            "verification scan could not check %d request(s) (their fingerprints are "
+            "gone; see `memory-ledger doctor`): %s",
+            len(unchecked),
+            ", ".join(unchecked[:10]),
+        )
     return done

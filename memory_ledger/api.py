@@ -203,17 +203,21 @@ class MemoryService:
 
     def rebuild(self, names: Sequence[str] | None = None, progress: Progress | None = None) -> int:
         """Replay the log into the named projections (all, and the vector index, by
-        default). `progress(stage, position, head)` is called as the replay goes."""
+        default). `progress(stage, position, head)` is called as the replay goes. A name
+        that is no projection's is refused (InvalidWrite). A full rebuild clears the
+        note of discarded vector files (`self.vectors.cleared` says what it held)."""
         if names is not None:
             return self.runner.rebuild(names, progress)
         # Every projection, and the vector index too, in a second process beside them.
-        return rebuild_all(
+        replayed = rebuild_all(
             self.settings,
             self.log.master,
             self.vectors,
             lambda report: self.runner.rebuild(None, report),
             progress,
         )
+        self.vectors.clear_discards()  # after the child's rebuild too: it notes its own
+        return replayed
 
     def compact(self) -> list[str]:
         """Remove deleted bytes from the files; returns what was done, as evidence."""
@@ -268,10 +272,20 @@ class MemoryService:
 
     # -- legal holds (memory_ledger/forgetting/holds.py; placed with `holds.place`) -------
 
-    def lift_hold(self, name: str, *, lifted_by: str) -> list[RequestReport]:
-        """Lift a hold; the requests it blocked, and no other hold does, run now."""
-        self.holds.lift(name, lifted_by=lifted_by)
-        return self.requests.resume_blocked()
+    def lift_hold(
+        self,
+        name: str,
+        *,
+        lifted_by: str,
+        namespace: str | None = None,
+        within: Callable[[str], bool] | None = None,
+    ) -> list[RequestReport]:
+        """Lift a hold; the requests it blocked, and no other hold does, run now (the
+        blocked requests of its subtree are returned). Names are unique per subtree,
+        not per store: `namespace` picks the hold placed there, `within` (a caller's
+        subtree) limits the holds the name resolves among; see `Holds.lift`."""
+        hold = self.holds.lift(name, lifted_by=lifted_by, namespace=namespace, within=within)
+        return self.requests.resume_blocked(within=hold.namespace)
 
     def close(self) -> None:
         self.feed.close()

@@ -18,7 +18,9 @@ from functools import cached_property
 from pathlib import Path
 
 from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from memory_ledger.errors import ConfigurationError, CorruptKeyEntry, WrongMasterKey
 
@@ -27,6 +29,8 @@ NONCE_BYTES = 12
 MASTER_KEY_ENV = "MEMORY_LEDGER_MASTER_KEY"
 DEV_KEY_FILE = "dev-master.key"
 _KEY_CHECK_LABEL = b"memory-ledger/master-key-check/v1"
+#: The HKDF info label of the key that authenticates backup manifests (restore/backup.py).
+BACKUP_MANIFEST_LABEL = b"memory-ledger/backup-manifest-mac/v1"
 
 
 def _aad(item_id: str, generation: int, purpose: bytes) -> bytes:
@@ -64,6 +68,18 @@ class MasterKey:
     def check_value(self) -> str:
         """A keyed fingerprint stored beside the data so a wrong key is caught at open."""
         return hmac.new(self.material, _KEY_CHECK_LABEL, hashlib.sha256).hexdigest()
+
+    def subkey(self, label: bytes) -> bytes:
+        """A key of one purpose, derived from the master key (HKDF-SHA256, `label` its
+        info): what it keys cannot be confused with what the master key itself, or a key
+        of another label, keys; rotating the master key rotates it."""
+        return HKDF(algorithm=hashes.SHA256(), length=KEY_BYTES, salt=None, info=label).derive(
+            self.material
+        )
+
+    def mac(self, label: bytes, data: bytes) -> str:
+        """HMAC-SHA256 of `data` under the subkey of `label`, in hex."""
+        return hmac.new(self.subkey(label), data, hashlib.sha256).hexdigest()
 
     def verify(self, stored_check_value: str) -> None:
         if not hmac.compare_digest(self.check_value(), stored_check_value):

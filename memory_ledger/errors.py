@@ -7,11 +7,34 @@ content, so they are safe to log.
 
 from __future__ import annotations
 
+import re
+
 
 class MemoryLedgerError(Exception):
     """Base class: a clear message, and nothing was half-applied."""
 
     exit_code = 1
+
+
+#: At most this many problems are listed in one error, then `... and N more problems`:
+#: a request that is wrong in 100,000 places gets an answer of a few kilobytes, not
+#: megabytes (every boundary, CLI `--json`, HTTP problem+json and agent tools, shows
+#: the list `InvalidWrite` holds).
+MAX_PROBLEMS = 20
+
+
+_MORE = re.compile(r"\.\.\. and [0-9]+ more problems?")
+
+
+def cap_problems(problems: list[str]) -> list[str]:
+    """The first MAX_PROBLEMS problems, and a last line counting the rest. A list capped
+    already is kept as it is (an error re-raised with another's problems)."""
+    if len(problems) <= MAX_PROBLEMS:
+        return list(problems)
+    if len(problems) == MAX_PROBLEMS + 1 and _MORE.fullmatch(problems[-1]):
+        return list(problems)
+    more = len(problems) - MAX_PROBLEMS
+    return [*problems[:MAX_PROBLEMS], f"... and {more} more problem{'s' if more > 1 else ''}"]
 
 
 class InvalidWrite(MemoryLedgerError):
@@ -21,7 +44,13 @@ class InvalidWrite(MemoryLedgerError):
 
     def __init__(self, message: str, problems: list[str] | None = None) -> None:
         super().__init__(message)
-        self.problems = problems or []
+        self.problems = cap_problems(problems or [])
+
+    @classmethod
+    def listing(cls, headline: str, problems: list[str]) -> InvalidWrite:
+        """`headline: problem; problem; ...`, the problems capped as in `problems`."""
+        capped = cap_problems(problems)
+        return cls(f"{headline}: " + "; ".join(capped), capped)
 
 
 class ConfigurationError(MemoryLedgerError):

@@ -67,6 +67,20 @@ Scope = Annotated[str, BeforeValidator(_check_scope)]
 Fraction = Annotated[float, Field(strict=True, ge=0.0, le=1.0, allow_inf_nan=False)]
 
 
+def at_most(limit: int, what: str) -> BeforeValidator:
+    """Refuse a list longer than `limit` before its members are validated: a write
+    citing 100,000 malformed inputs costs one length check and one problem, not 100,000
+    validations and 300,000 problems. (`Field(max_length=...)` alone is checked after
+    the members, and it is what the JSON schema shows.)"""
+
+    def check(value: Any) -> Any:
+        if isinstance(value, list | tuple) and len(value) > limit:
+            raise ValueError(f"at most {limit} {what}, not {len(value)}")
+        return value
+
+    return BeforeValidator(check)
+
+
 class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -139,6 +153,18 @@ class DerivedRef(StrictModel):
         return {"item_id": str(self.item_id), "version": self.version}
 
 
+#: The inputs a derived write cites, bounded before they are read.
+DerivedFrom = Annotated[
+    tuple[DerivedRef, ...],
+    Field(max_length=MAX_DERIVED_FROM),
+    at_most(MAX_DERIVED_FROM, "derived_from inputs"),
+]
+#: The members of a many-valued predicate a fact replaces (as many as it may cite).
+Replaces = Annotated[
+    tuple[ItemId, ...], Field(max_length=MAX_DERIVED_FROM), at_most(MAX_DERIVED_FROM, "ids")
+]
+
+
 #: The subject of what a user says about themselves.
 USER_SUBJECT = "user"
 
@@ -174,6 +200,12 @@ class TurnCandidate(StrictModel):
 
 
 _CANDIDATES_FORMAT = "candidates/1"
+#: The candidates a turn carries, bounded before they are read.
+Candidates = Annotated[
+    tuple[TurnCandidate, ...],
+    Field(max_length=MAX_CANDIDATES),
+    at_most(MAX_CANDIDATES, "candidates"),
+]
 _CANDIDATE_FIELDS = ("kind", "subject", "predicate", "category", "about")
 
 
@@ -227,7 +259,7 @@ class MemoryWrite(StrictModel):
     sensitivity: Sensitivity
     retention: Retention = Retention()
     redaction: Redaction = Redaction()
-    derived_from: Annotated[tuple[DerivedRef, ...], Field(max_length=MAX_DERIVED_FROM)] = ()
+    derived_from: DerivedFrom = ()
     scope: Scope = "global"
     strength: Fraction | None = None
     valid_from: AwareDatetime | None = None
@@ -236,10 +268,10 @@ class MemoryWrite(StrictModel):
     #: the predicate's cardinality (one: replace, many: add). See policy/cardinality.py.
     mode: Literal["add", "replace"] | None = None
     #: Facts only: the members of a many-valued predicate this value replaces.
-    replaces: tuple[ItemId, ...] = ()
+    replaces: Replaces = ()
     #: Turns only: facts and preferences the writing agent read in the turn, for the
     #: consolidation job; sealed with the content (see `TurnCandidate`).
-    candidates: Annotated[tuple[TurnCandidate, ...], Field(max_length=MAX_CANDIDATES)] = ()
+    candidates: Candidates = ()
 
     @model_validator(mode="after")
     def _kind_rules(self) -> MemoryWrite:
@@ -332,7 +364,7 @@ def invalid_input(headline: str, exc: ValidationError, what: str) -> InvalidWrit
         location = ".".join(str(part) for part in error["loc"]) or what
         message = error["msg"].removeprefix("Value error, ")
         problems.append(f"{location}: {message}")
-    return InvalidWrite(f"{headline}: " + "; ".join(problems), problems)
+    return InvalidWrite.listing(headline, problems)
 
 
 Parsed = TypeVar("Parsed", bound=BaseModel)

@@ -86,6 +86,22 @@ def all_projections(log: EventLog | None = None) -> list[Projection]:
     ]
 
 
+def check_projection_names(names: Sequence[str], known: Sequence[str] | None = None) -> None:
+    """Refuse a list of projection names that names none, or one that is no
+    projection's (`known`: all of them by default), with an InvalidWrite listing the
+    known ones: a misspelt name must not rebuild or run nothing and report success."""
+    known = list(known) if known is not None else [p.name for p in all_projections()]
+    if isinstance(names, str) or not names:
+        raise InvalidWrite(f"name one or more projections as a list; known: {known}")
+    unknown = sorted(set(names) - set(known))
+    if unknown:
+        raise InvalidWrite(
+            f"unknown projection(s) {unknown}; known: {known} (the vector index is "
+            "rebuilt with everything, when no projection is named)",
+            [f"projection: {name!r} is unknown" for name in unknown],
+        )
+
+
 def make_engine(settings: Settings) -> Engine:
     """One engine for all projections. SQLite files zero deleted content (secure_delete)."""
     if settings.postgres is None:
@@ -204,10 +220,7 @@ class ProjectionRunner:
 
     def only(self, names: Sequence[str]) -> ProjectionRunner:
         """A runner of just the named projections, on the same log and database."""
-        unknown = sorted(set(names) - {p.name for p in self.projections})
-        if unknown:
-            known = [p.name for p in self.projections]
-            raise InvalidWrite(f"unknown projection(s) {unknown}; known: {known}")
+        check_projection_names(names, [p.name for p in self.projections])
         chosen = [p for p in self.projections if p.name in names]
         return ProjectionRunner(self.log, self.engine, chosen, self.batch_size)
 
@@ -259,7 +272,10 @@ class ProjectionRunner:
                         return applied
 
     def rebuild(self, names: Sequence[str] | None = None, progress: Progress | None = None) -> int:
-        """Drop the named projections (all by default) and replay the whole log into them."""
+        """Drop the named projections (all by default) and replay the whole log into them.
+        A name that is no projection's is refused (InvalidWrite), never skipped."""
+        if names is not None:
+            check_projection_names(names, [p.name for p in self.projections])
         chosen = [p for p in self.projections if names is None or p.name in names]
         with self._damage_guard(), self._thread_lock, self.engine.begin() as conn:
             self._lock(conn)

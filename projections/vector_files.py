@@ -47,6 +47,13 @@ import numpy as np
 FORMAT_VERSION = 3
 MANIFEST = "manifest.json"
 LOCK = ".lock"
+#: Why files of the index were discarded since the last full `rebuild` (file names and
+#: checks only, never content), so that `status` in any later process still says it:
+#: the process that found the damage may have been a `context` that printed nothing
+#: else. Not a file of the index: a discard or a sweep leaves it, a rebuild clears it.
+DISCARDS = ".discarded.json"
+#: At most this many reasons are kept (the newest), however often the files are damaged.
+MAX_DISCARDS = 20
 TMP_PREFIX = ".tmp-"
 _ZEROS = bytes(1 << 20)
 _COLUMNS = ("item_ids", "namespaces", "kinds", "predicates", "versions", "generations")
@@ -340,8 +347,40 @@ def shred(path: Path) -> None:
         pass
 
 
+def read_discards(directory: Path) -> list[str]:
+    """The reasons noted in DISCARDS, oldest first ([] if there is no note). A note that
+    cannot be read is itself reported, never ignored."""
+    try:
+        raw = (directory / DISCARDS).read_bytes()
+    except FileNotFoundError:
+        return []
+    try:
+        reasons = json.loads(raw)["discarded"]
+        if isinstance(reasons, list) and all(isinstance(r, str) for r in reasons):
+            return reasons[-MAX_DISCARDS:]
+    except (ValueError, KeyError, TypeError):
+        pass
+    return [f"the note of discarded files {DISCARDS} is unreadable"]
+
+
+def note_discard(directory: Path, reason: str) -> None:
+    """Add a reason to DISCARDS (under the exclusive lock, like every write here)."""
+    reasons = [*read_discards(directory), reason][-MAX_DISCARDS:]
+    body = json.dumps({"discarded": reasons}, ensure_ascii=True, separators=(",", ":"))
+    write_atomic(directory, DISCARDS, body.encode("ascii"))
+    fsync_dir(directory)
+
+
+def clear_discards(directory: Path) -> list[str]:
+    """Remove DISCARDS; returns the reasons it held."""
+    reasons = read_discards(directory)
+    (directory / DISCARDS).unlink(missing_ok=True)
+    return reasons
+
+
 def index_files(directory: Path) -> list[Path]:
-    """Every file of the index except the lock (which never holds data)."""
+    """Every file of the index except the lock and the note of discards (which never
+    hold data)."""
     return [directory / name for name in _file_names(directory)]
 
 
@@ -365,7 +404,7 @@ def _file_names(directory: Path) -> list[str]:
                 for entry in entries:
                     if entry.is_dir(follow_symlinks=False):
                         pending.append((f"{prefix}{entry.name}/", entry.path))
-                    elif entry.is_file() and entry.name != LOCK:
+                    elif entry.is_file() and entry.name not in (LOCK, DISCARDS):
                         out.append(prefix + entry.name)
         except (FileNotFoundError, NotADirectoryError):
             continue

@@ -47,10 +47,13 @@ from projections.vector_files import (
     MANIFEST,
     BadIndexFiles,
     Manifest,
+    clear_discards,
     fsync_dir,
     index_files,
     locked,
     manifest_token,
+    note_discard,
+    read_discards,
     read_manifest,
     read_meta,
     read_segment,
@@ -112,8 +115,13 @@ class VectorIndex:
         self._state_lock = threading.RLock()
         self._catch_up_lock = threading.Lock()
         #: Why this process discarded the index's files (file names and checks only, no
-        #: content), oldest first: `status` and `rebuild` show it, not only the log.
+        #: content), oldest first. Each is also noted on disk (`DISCARDS`), so `status`
+        #: shows it in every process until a full rebuild clears the note.
         self.discarded: list[str] = []
+        self._reported = 0  # how many of `discarded` new_discards() has handed out
+        self._unnoted: list[str] = []  # discards the note could not be written for
+        #: What the last `clear_discards` (after a full rebuild) cleared.
+        self.cleared: list[str] = []
         #: What the last `rebuild` did with the stored vectors (counts only).
         self.last_rebuild: dict[str, int] = {}
 
@@ -226,8 +234,28 @@ class VectorIndex:
             "rows": sum(s.rows for s in state.segments),
             "segments": len(state.segments),
             "namespaces_open": len(state.opened()),
-            "discarded": list(self.discarded),
+            "discarded": self.noted_discards(),
         }
+
+    def noted_discards(self) -> list[str]:
+        """Why the index's files were discarded since the last full rebuild, by any
+        process (the note on disk), oldest first."""
+        return [*read_discards(self.directory), *self._unnoted]
+
+    def new_discards(self) -> list[str]:
+        """The discards of this process not handed out by an earlier call: for a command
+        to warn about once, whatever it was doing when it found them."""
+        new = self.discarded[self._reported :]
+        self._reported = len(self.discarded)
+        return new
+
+    def clear_discards(self) -> list[str]:
+        """After a full rebuild: the noted discards (by any process, the rebuild's own
+        included), which the note then no longer holds."""
+        with self._exclusive():
+            self.cleared = [*clear_discards(self.directory), *self._unnoted]
+        self._unnoted = []
+        return self.cleared
 
     # -- loading ---------------------------------------------------------------------------
 
@@ -292,7 +320,13 @@ class VectorIndex:
             return self._reset()
 
     def _note_discarded(self, reason: str) -> None:
+        """Under the exclusive lock: remember why files were discarded, here and on disk."""
         self.discarded.append(reason)
+        try:
+            note_discard(self.directory, reason)
+        except OSError as exc:  # the discard stands; this process still reports it
+            log.warning("could not note the discard in %s: %s", self.directory, exc)
+            self._unnoted.append(reason)
 
     def _empty_manifest(self, next_segment: int = 0) -> Manifest:
         epoch = secrets.token_hex(8)

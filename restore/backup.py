@@ -14,7 +14,15 @@ The manifest (`manifest.json`, no personal data) says what the backup is: its id
 format version, the tool version, the restore point (the log position and time of the
 last event in the copy), each file's SHA-256 and size, the master key's check value
 (so a backup is verified against the key before anything is decrypted), the wrapped
-file key, and when the backup retention policy destroys it.
+file key, and when the backup retention policy destroys it. Since format 2 it is
+authenticated: `mac` is an HMAC-SHA256, under a key derived from the master key for this
+purpose alone (crypto.BACKUP_MANIFEST_LABEL), of a canonical serialisation of every other
+field. Everything that reads a backup to trust it (`verify`, and so `backup verify`,
+`restore`, its dry run and `drill`) goes through `open_verified`, which refuses a manifest
+that does not authenticate (changed after it was taken) and one of format 1 (which had no
+MAC: nothing shows its restore point, times or expiry are the ones it was taken with).
+Listing (`list_backups`, the registry) still reads both, so every backup stays named in
+receipts and destroyed by retention at its expiry.
 
 A backup is a place where sealed copies of erased items live on until it expires; the
 backups store (restore/store.py) says so in every forget's receipts, and any restore
@@ -41,7 +49,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from pydantic import Field, ValidationError
 
 from memory_ledger.config import Settings
-from memory_ledger.crypto import MasterKey
+from memory_ledger.crypto import BACKUP_MANIFEST_LABEL, MasterKey
 from memory_ledger.errors import ConfigurationError, InvalidWrite
 from memory_ledger.ledger import EntryType, LifecycleLedger
 from memory_ledger.times import AwareDatetime, canonical_time
@@ -49,8 +57,12 @@ from memory_ledger.write_policy import StrictModel
 from projections.vector_files import write_atomic
 from restore import pg_snapshot
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+#: The first format whose manifest carries a MAC; older ones are refused for restore.
+AUTHENTICATED_FORMAT = 2
 MANIFEST = "manifest.json"
+#: A backup's id, as its manifest, its directory, the CLI and the HTTP routes name it.
+BACKUP_ID = r"^bk-[0-9a-f]{16}$"
 SEALED_EVENTS = "events.sqlite.sealed"
 #: The events table in the backup's SQLite file, by the backend it was taken from.
 EVENTS_TABLES = {"sqlite": "stored_events", "postgresql": pg_snapshot.EVENTS_TABLE}
@@ -83,7 +95,7 @@ class LedgerAnchor(StrictModel):
 class Manifest(StrictModel):
     format_version: Annotated[int, Field(strict=True, ge=1)]
     tool_version: str
-    backup_id: Annotated[str, Field(pattern=r"^bk-[0-9a-f]{16}$")]
+    backup_id: Annotated[str, Field(pattern=BACKUP_ID)]
     backend: Literal["sqlite", "postgresql"]
     created_at: AwareDatetime
     expires_at: AwareDatetime
@@ -92,6 +104,8 @@ class Manifest(StrictModel):
     ledger_anchor: LedgerAnchor
     wrapped_file_key: str
     files: tuple[ManifestFile, ...]
+    #: HMAC-SHA256 of every other field (`manifest_mac`); absent in format 1.
+    mac: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")] | None = None
 
 
 @dataclass(frozen=True)
@@ -162,6 +176,8 @@ def create(
         wrapped_file_key=base64.b64encode(master.wrap(backup_id, 1, file_key)).decode(),
         files=(ManifestFile(name=SEALED_EVENTS, sha256=_sha256(sealed), size=len(sealed)),),
     )
+    mac = manifest_mac(json.loads(manifest.model_dump_json()), master)
+    manifest = manifest.model_copy(update={"mac": mac})
     write_atomic(target, MANIFEST, manifest.model_dump_json(indent=2).encode())
     from restore.store import register  # the data map's backups store reads the registry
 
@@ -181,11 +197,31 @@ def create(
 
 def read_manifest(path: Path) -> Manifest:
     """The manifest of the backup at `path`, validated (a clear error if it is not one,
-    or is from a newer format than this tool reads)."""
+    or is from a newer format than this tool reads). Not authenticated: what lists
+    backups reads it; what trusts one goes through `open_verified`."""
+    return _load_manifest(path)[1]
+
+
+def manifest_mac(raw: dict[str, Any], master: MasterKey) -> str:
+    """The MAC of a manifest (as its JSON object): of every field but `mac` itself,
+    serialised canonically (sorted keys, no spaces, ASCII), so rewriting the file's
+    layout changes nothing and changing any value is found."""
+    body = {k: v for k, v in raw.items() if k != "mac"}
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return master.mac(BACKUP_MANIFEST_LABEL, canonical.encode("ascii"))
+
+
+def _load_manifest(path: Path) -> tuple[dict[str, Any], Manifest]:
+    """The manifest as read (its JSON object, what the MAC is of) and validated, from
+    one read of the file."""
     file = Path(path) / MANIFEST
     try:
         raw = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except OSError as exc:
+        raise ConfigurationError(
+            f"{path} is not a readable backup: {exc.strerror or type(exc).__name__}"
+        ) from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ConfigurationError(f"{path} is not a readable backup: {exc}") from None
     found = raw.get("format_version") if isinstance(raw, dict) else None
     if isinstance(found, int) and found > FORMAT_VERSION:
@@ -194,10 +230,33 @@ def read_manifest(path: Path) -> Manifest:
             f"{FORMAT_VERSION}: restore it with a newer memory-ledger"
         )
     try:
-        return Manifest.model_validate(raw)
+        return raw, Manifest.model_validate(raw)
     except ValidationError as exc:
         fields = ", ".join(".".join(map(str, e["loc"])) for e in exc.errors())
         raise ConfigurationError(f"the backup manifest at {file} is invalid ({fields})") from None
+
+
+def _authenticate(raw: dict[str, Any], manifest: Manifest, master: MasterKey) -> None:
+    """The manifest is the one the backup was written with, under this master key."""
+    if manifest.format_version < AUTHENTICATED_FORMAT:
+        raise ConfigurationError(
+            f"the backup {manifest.backup_id} is of format {manifest.format_version}, whose "
+            "manifest is not authenticated: nothing shows that its restore point, times, "
+            "expiry and checksums are the ones it was taken with, so this version neither "
+            "verifies nor restores it. Take a new backup; the old one stays listed until "
+            "retention destroys it"
+        )
+    if not secrets.compare_digest(manifest.master_check, master.check_value()):
+        raise ConfigurationError(
+            f"the backup {manifest.backup_id} was taken under another master key; "
+            "set the key it was taken with (MEMORY_LEDGER_MASTER_KEY)"
+        )
+    if manifest.mac is None or not secrets.compare_digest(manifest.mac, manifest_mac(raw, master)):
+        raise ConfigurationError(
+            f"the backup {manifest.backup_id} manifest does not authenticate under this "
+            "master key: it was changed after the backup was taken (its id, restore point, "
+            "times, expiry or checksums cannot be trusted); it cannot be verified or restored"
+        )
 
 
 def verify(path: Path, master: MasterKey) -> Backup:
@@ -207,13 +266,11 @@ def verify(path: Path, master: MasterKey) -> Backup:
 
 def open_verified(path: Path, master: MasterKey) -> tuple[Backup, bytes]:
     """`verify`, answering the event store's decrypted bytes too (in memory only), so a
-    restore decrypts the backup once."""
-    manifest = read_manifest(path)
-    if not secrets.compare_digest(manifest.master_check, master.check_value()):
-        raise ConfigurationError(
-            f"the backup {manifest.backup_id} was taken under another master key; "
-            "set the key it was taken with (MEMORY_LEDGER_MASTER_KEY)"
-        )
+    restore decrypts the backup once. The one place a backup is checked: its manifest
+    authenticated first (format, master key, MAC), then every file's checksum, then
+    decryption."""
+    raw, manifest = _load_manifest(path)
+    _authenticate(raw, manifest, master)
     for entry in manifest.files:
         data = _read(Path(path) / entry.name)
         if len(data) != entry.size or _sha256(data) != entry.sha256:

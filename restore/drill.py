@@ -12,7 +12,10 @@ independently of the restore's own verification:
   the keyed fingerprints the live store kept for
   the requests recorded after the backup (their texts, fragments and destroyed keys'
   bytes: the same scan as `verify`);
-- a sample of the items that were kept is still readable and recalled.
+- a sample of items of every state (current, superseded, suppressed, archived, expired,
+  erased) is served as its state promises (restore/serving.py: a superseded fact is
+  readable but not recalled, an erased one is neither), and is in the same state as in
+  the live store unless something deciding it was written after the restore point.
 
 The report (JSON, a human table, and a short markdown file to attach to a ticket) lists
 what was replayed and every finding; the drill and its outcome are recorded in the
@@ -34,7 +37,6 @@ from uuid import UUID
 from memory_ledger.agent_state import AGENT_KINDS
 from memory_ledger.config import Settings
 from memory_ledger.errors import ConfigurationError, NotFound
-from memory_ledger.event_log import ERASED
 from memory_ledger.forgetting.residue import (
     file_paths_under,
     scan_fingerprint_bytes,
@@ -43,10 +45,11 @@ from memory_ledger.forgetting.residue import (
 from memory_ledger.forgetting.residue_check import database_rows
 from memory_ledger.ledger import EntryType, LifecycleLedger
 from memory_ledger.ledger.storage import SCHEMA_SUFFIX as LEDGER_SCHEMA_SUFFIX
-from memory_ledger.principal import Principal
+from memory_ledger.policy import POLICY_FILE
 from memory_ledger.times import canonical_time
 from restore.backup import Backup, verify
 from restore.restore import RestorePlan, requests_in, restore
+from restore.serving import changed_after, serving
 from restore.store import registered
 
 if TYPE_CHECKING:
@@ -66,6 +69,8 @@ class DrillReport:
     files_scanned: int = 0
     requests_scanned: int = 0
     retained_sampled: int = 0
+    #: Items sampled per state (restore/serving.py), each held to what it promises.
+    states: dict[str, int] = field(default_factory=dict)
     findings: list[str] = field(default_factory=list)  # codes and ids, never content
     outcome: str = "failed"
     report_files: list[str] = field(default_factory=list)
@@ -85,7 +90,8 @@ class DrillReport:
             f"- erasures replayed and checked: {self.erasures_checked}",
             f"- files scanned for residue: {self.files_scanned} "
             f"(fingerprints of {self.requests_scanned} request(s))",
-            f"- kept items sampled and readable: {self.retained_sampled}",
+            f"- kept items sampled: {self.retained_sampled}, by state: "
+            + (", ".join(f"{k} {v}" for k, v in sorted(self.states.items())) or "none"),
             f"- findings: {len(self.findings)}",
         ]
         lines += [f"  - {finding}" for finding in self.findings]
@@ -108,6 +114,9 @@ def restore_into_scratch(
     """The restore half of a drill: the backup restored into `target` with a copy of
     the live ledger (which the drill must not write the restore into)."""
     target.data_dir.mkdir(parents=True, exist_ok=True)
+    policy = service.settings.data_dir / POLICY_FILE  # reads apply the live policy
+    if policy.exists():
+        shutil.copyfile(policy, target.data_dir / POLICY_FILE)
     with LifecycleLedger(target) as ledger:
         ledger.copy_from(service.ledger)
         return restore(backup.path, target, service.log.master, ledger, now, restored_by="drill")
@@ -148,7 +157,7 @@ def check_scratch(
             found = [Path(f.path).name for f in scan_fingerprints(paths, prints)]
             found += [name for name, data in tables.items() if scan_fingerprint_bytes(data, prints)]
             report.findings += [f"residue of {request_id} in {name}" for name in sorted(set(found))]
-        report.retained_sampled = _sample_kept(scratch, set(result.erase_again), report)
+        report.retained_sampled = _check_states(service, scratch, result, report)
 
 
 def drill(
@@ -203,6 +212,7 @@ def finish(service: MemoryService, report: DrillReport, run_by: str, now: dateti
             "files_scanned": report.files_scanned,
             "requests_scanned": report.requests_scanned,
             "retained_sampled": report.retained_sampled,
+            "states": report.states,
             "findings": len(report.findings),
             "outcome": report.outcome,
             "run_by": run_by,
@@ -217,34 +227,72 @@ def _requests_after(ledger: LifecycleLedger, taken: str) -> list[str]:
     return [rid for rid, entries in requests_in(ledger).items() if entries[-1].recorded_at >= taken]
 
 
-def _sample_kept(scratch: MemoryService, erased: set[str], report: DrillReport) -> int:
-    """Up to SAMPLE kept items: readable from the log, and returned by recall."""
+def _check_states(
+    service: MemoryService,
+    scratch: MemoryService,
+    result: RestorePlan,
+    report: DrillReport,
+) -> int:
+    """Items of every state, sampled from the restored copy (and the erased ones), each
+    held to what its state promises (restore/serving.py) and compared with the live
+    store: an item erased there must be erased here; one kept there must not be lost
+    here; and while nothing deciding its state changed after the restore point, it
+    must be in the same state in both. Returns how many kept items were sampled."""
+    erased = set(result.erase_again)
+    kept = 0
+    for item_id in _sample(scratch, result.erase_again):
+        restored = serving(scratch, item_id)
+        live = serving(service, item_id)
+        if restored.state == "absent":  # written after the backup (then erased)
+            continue
+        report.states[restored.state] = report.states.get(restored.state, 0) + 1
+        ident = UUID(item_id)
+        broken = restored.broken_promise()
+        if broken is not None:
+            report.findings.append(
+                f"{restored.state} item {ident} is {broken.replace('_', ' ')} after the restore"
+            )
+        if live.state == "erased" and restored.state != "erased":
+            report.findings.append(f"item {ident}, erased in the live store, is back")
+        elif restored.state == "erased" and live.state != "erased" and item_id not in erased:
+            report.findings.append(f"item {ident}, {live.state} in the live store, was lost")
+        elif restored.state != live.state and not changed_after(
+            service, item_id, result.restore_position
+        ):
+            report.findings.append(
+                f"item {ident} is {restored.state} after the restore but {live.state} in "
+                "the live store, and nothing deciding it changed after the restore point"
+            )
+        kept += restored.state != "erased"
+    return kept
+
+
+def _sample(scratch: MemoryService, erased: list[str]) -> list[str]:
+    """Up to SAMPLE item ids of each state the restored copy can hold, and of the
+    erased ones: a drill that only looks at current items misses half the promises."""
     from sqlalchemy import select
 
     from projections.catalog import catalog
+    from projections.facts import facts
 
+    c = catalog.c
+    lapsed = scratch.retention.expired_clause(c)
+    plain = c.suppressed.is_(False) & (c.tier == "active") & ~lapsed
+    picks: dict[str, None] = dict.fromkeys(erased[:SAMPLE])
+    scratch.runner.catch_up()
     with scratch.engine.connect() as conn:
-        rows = conn.execute(
-            select(catalog.c.item_id, catalog.c.namespace, catalog.c.kind).limit(SAMPLE * 5)
-        ).all()
-    checked = 0
-    for item_id, namespace, kind in rows:
-        if item_id in erased or checked >= SAMPLE:
-            continue
-        ledger = scratch.for_principal(Principal.from_namespace(namespace))
-        if kind in AGENT_KINDS:  # an agent's own item: read from the log, never recalled
-            try:
-                readable = scratch.log.read(scratch.log.get(UUID(item_id))) is not ERASED
-            except NotFound:
-                readable = False
-            recalled = True
-        else:
-            try:
-                readable = ledger.get(item_id).text is not None
-            except NotFound:
-                readable = False
-            recalled = any(m.item_id == item_id for m in ledger.recall(kind=kind, limit=10_000))
-        if not (readable and recalled):
-            report.findings.append(f"kept item {UUID(item_id)} is not readable after the restore")
-        checked += 1
-    return checked
+        times = scratch.retention.cutoffs(scratch.clock())
+        for where in (
+            plain,
+            c.suppressed.is_(True),
+            c.tier == "archived",
+            lapsed,
+            c.kind.in_(AGENT_KINDS),
+        ):
+            query = select(c.item_id).where(where).order_by(c.position).limit(SAMPLE)
+            picks.update(dict.fromkeys(r[0] for r in conn.execute(query, times)))
+        superseded = (
+            select(facts.c.item_id).where(facts.c.status == "superseded").distinct().limit(SAMPLE)
+        )
+        picks.update(dict.fromkeys(r[0] for r in conn.execute(superseded)))
+    return list(picks)

@@ -54,6 +54,7 @@ from memory_ledger.times import canonical_time
 from projections.keyword_index import INDEX_KEY_PREFIX
 from projections.vector_files import write_atomic
 from projections.vector_index import VECTORS_DIR
+from restore import carried as carried_after
 from restore import pg_snapshot
 from restore.backup import EVENTS_TABLES, Backup, open_verified
 
@@ -75,6 +76,11 @@ class RestorePlan:
     erase_again: list[str] = field(default_factory=list)  # erased since, or rewritten
     rewritten_after_backup: list[str] = field(default_factory=list)
     tombstones_after_restore_point: int = 0
+    #: Of `erase_again`: the items the backup does not hold as tombstones (what the
+    #: replay erases again, where the copy holds them), and those it already holds
+    #: erased. Counted once the backup's bytes are read (a dry run, a restore's check).
+    to_erase_again: int | None = None
+    already_erased_in_backup: int | None = None
     #: Requests whose verification window the ledger records as closed: their
     #: fingerprints' keys, live again in a copy taken before, are destroyed again.
     windows_closed: list[str] = field(default_factory=list)
@@ -84,15 +90,23 @@ class RestorePlan:
     erased_again: int = 0
     derived_keys_destroyed: int = 0
     verified: bool = False
+    #: Requests whose fingerprints the replaced store did not hand over (it was lost or
+    #: unreadable): their windows are recorded as closed by this restore.
+    fingerprints_lost: list[str] = field(default_factory=list)
+    #: Set when the data directory's policy is not the one the ledger records.
+    policy_note: str | None = None
     seconds: dict[str, float] = field(default_factory=dict)  # per step, this run
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def plan(backup: Backup, ledger: LifecycleLedger) -> RestorePlan:
-    """The restore plan from the backup's manifest and the ledger alone; checks that the
-    ledger is whole and not behind the backup (ConfigurationError otherwise)."""
+def plan(backup: Backup, ledger: LifecycleLedger, data: bytes | None = None) -> RestorePlan:
+    """The restore plan from the backup's manifest and the ledger; checks that the
+    ledger is whole and not behind the backup (ConfigurationError otherwise). Given the
+    backup's decrypted bytes too (`open_verified`), as a dry run has them, it checks
+    that the ledger explains every tombstone the backup holds, as the restore does, and
+    counts the items to erase again apart from those the backup holds erased already."""
     manifest = backup.manifest
     anchor = manifest.ledger_anchor
     audit = ledger.verify(anchor=(anchor.seq, anchor.hash))
@@ -139,6 +153,8 @@ def plan(backup: Backup, ledger: LifecycleLedger) -> RestorePlan:
         erase.update(dict.fromkeys(t["item_id"] for t in tombstones))
     out.rewritten_after_backup = [i for i in rewritten if i not in erase]
     out.erase_again = [*erase, *out.rewritten_after_backup]
+    if data is not None:
+        _account_for(backup_tombstones(data, backup), out)
     return out
 
 
@@ -191,6 +207,11 @@ def restore(
     result.restore_id = str(restore_id)
 
     counted = dict(state.get("counted", {})) if state else {}
+    # Before anything is replaced: what the store being replaced knows that the backup
+    # cannot (restore/carried.py), kept in the marker so a re-run still has it.
+    carried = state.get("carried") if state else None
+    if carried is None:
+        carried = carried_after.capture_fingerprints(settings, master)
     clock = [time.perf_counter()]
 
     def save_state() -> None:
@@ -199,6 +220,7 @@ def restore(
                 "backup_id": result.backup_id,
                 "restore_id": result.restore_id,
                 "counted": counted,
+                "carried": carried,
                 "done": sorted(done),
             },
         )
@@ -220,6 +242,7 @@ def restore(
     service = MemoryService(settings, master, restoring=True)
     try:
         if "replayed" not in done:
+            carried_after.put_back_fingerprints(service.log, carried)
             wanted = [UUID(i) for i in result.erase_again]
             live = [i for i in service.log.get_many(wanted).values() if not i.erased]
             keys = _derived_keys(service.log, result)
@@ -254,26 +277,42 @@ def restore(
         result.verified = True
         mark("verified")
         if not ledger.entries(result.restore_id):
-            ledger.append(
-                result.restore_id,
-                EntryType.RESTORE,
-                {
-                    "backup_id": result.backup_id,
-                    "restore_position": result.restore_position,
-                    "tombstones_replayed": result.tombstones_after_restore_point,
-                    "items_erased_again": result.erased_again,
-                    "kept_items_erased": len(result.rewritten_after_backup),
-                    "derived_keys_destroyed": result.derived_keys_destroyed,
-                    "projections_rebuilt": True,
-                    "verified": True,
-                    "restored_by": restored_by,
-                },
-            )
+            summary = {
+                "backup_id": result.backup_id,
+                "restore_position": result.restore_position,
+                "tombstones_replayed": result.tombstones_after_restore_point,
+                "items_erased_again": result.erased_again,
+                "kept_items_erased": len(result.rewritten_after_backup),
+                "derived_keys_destroyed": result.derived_keys_destroyed,
+                "projections_rebuilt": True,
+                "verified": True,
+                "restored_by": restored_by,
+            }
+            entries = [(EntryType.RESTORE, summary), *_replayed_tombstones(service.log, result)]
+            ledger.append_many(result.restore_id, entries)
+        lost = carried_after.lost_fingerprints(service.log, ledger, list(requests_in(ledger)))
+        carried_after.record_lost(ledger, lost, result.restore_id)
+        result.fingerprints_lost = lost
+        result.policy_note = carried_after.policy_mismatch(settings, ledger)
     finally:
         service.close()
     marker.clear()
     result.status = "restored"
     return result
+
+
+def _replayed_tombstones(
+    log: EventLog, result: RestorePlan
+) -> list[tuple[EntryType, dict[str, Any]]]:
+    """A `tombstone` ledger entry for every tombstone the replay wrote (those past the
+    restore point), so the ledger explains each one: an item rewritten after the backup
+    is erased by the restore, and no request of the ledger names it as a target."""
+    positions = log.item_tombstones()
+    return [
+        (EntryType.TOMBSTONE, {"item_id": item_id, "position": position})
+        for item_id in result.erase_again
+        if (position := positions.get(item_id)) is not None and position > result.restore_position
+    ]
 
 
 def _derived_keys(log: EventLog, result: RestorePlan) -> list[KeyDestruction]:
@@ -294,6 +333,26 @@ def _derived_keys(log: EventLog, result: RestorePlan) -> list[KeyDestruction]:
 def _check_ledger_explains(data: bytes, backup: Backup, result: RestorePlan) -> None:
     """Every tombstone in the backup must be one the ledger recorded: a ledger that does
     not know them is missing entries, or older than the backup."""
+    _account_for(backup_tombstones(data, backup), result)
+
+
+def _account_for(held: set[str], result: RestorePlan) -> None:
+    """Refuse if the backup holds a tombstone (`held`) the ledger does not explain;
+    otherwise count which of the items to erase again the backup already holds erased."""
+    unexplained = held.difference(result.erase_again)
+    if unexplained:
+        raise ConfigurationError(
+            f"the backup holds {len(unexplained)} tombstone(s) the lifecycle ledger does not "
+            "record: the ledger is missing, damaged or behind the backup's restore point, "
+            "and the restore could miss erasures it must replay; nothing was restored"
+        )
+    result.already_erased_in_backup = sum(1 for i in result.erase_again if i in held)
+    result.to_erase_again = len(result.erase_again) - result.already_erased_in_backup
+
+
+def backup_tombstones(data: bytes, backup: Backup) -> set[str]:
+    """The ids of the items the backup's event store (its decrypted bytes) holds
+    tombstoned."""
     table = EVENTS_TABLES[backup.manifest.backend]
     with tempfile.TemporaryDirectory() as scratch:
         copy = Path(scratch) / "events.sqlite"
@@ -305,14 +364,7 @@ def _check_ledger_explains(data: bytes, backup: Backup, result: RestorePlan) -> 
             ).fetchall()
         finally:
             conn.close()
-    known = set(result.erase_again)
-    unexplained = [str(r[0]) for r in rows if _uuid_text(r[0]) not in known]
-    if unexplained:
-        raise ConfigurationError(
-            f"the backup holds {len(unexplained)} tombstone(s) the lifecycle ledger does not "
-            "record: the ledger is missing, damaged or behind the backup's restore point, "
-            "and the restore could miss erasures it must replay; nothing was restored"
-        )
+    return {_uuid_text(r[0]) for r in rows}
 
 
 def _uuid_text(value: object) -> str:

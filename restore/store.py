@@ -11,11 +11,15 @@ in the request's receipts, exactly where sealed copies of its targets still are:
 The registry (`DATA_DIR/backups.json`) lists where each backup was written: ids and
 paths only. Reading it costs nothing when there are no backups; otherwise the targets'
 recording times are read from the log (one aggregate each).
+
+`resolve` finds a backup named by its id (in the registry, or under `DATA_DIR/backups`)
+or by its directory: every command and route that names a backup uses it.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -23,15 +27,17 @@ from typing import TYPE_CHECKING
 from uuid import UUID
 
 from memory_ledger.errors import ConfigurationError, NotFound
+from memory_ledger.ledger import EntryType, LifecycleLedger
 from memory_ledger.stores import Evidence, Receipt
-from memory_ledger.times import canonical_time
+from memory_ledger.times import canonical_time, to_utc
 from projections.vector_files import write_atomic
-from restore.backup import Backup, read_manifest
+from restore.backup import BACKUP_ID, BACKUPS_DIR, MANIFEST, Backup, list_backups, read_manifest
 
 if TYPE_CHECKING:
     from memory_ledger.api import MemoryService
 
 REGISTRY = "backups.json"
+_BACKUP_ID = re.compile(BACKUP_ID)
 
 
 def registered(data_dir: Path) -> list[Backup]:
@@ -45,6 +51,39 @@ def registered(data_dir: Path) -> list[Backup]:
     return sorted(out, key=lambda b: b.manifest.created_at)
 
 
+def known(data_dir: Path) -> list[Backup]:
+    """The backups this store knows, oldest first: the registered ones, and those kept
+    under DATA_DIR/backups (registered or not)."""
+    found = {b.manifest.backup_id: b for b in list_backups(Path(data_dir) / BACKUPS_DIR)}
+    found.update({b.manifest.backup_id: b for b in registered(data_dir)})
+    return sorted(found.values(), key=lambda b: b.manifest.created_at)
+
+
+def resolve(data_dir: Path, name: str | Path, *, paths: bool = True) -> Path:
+    """The directory of the backup `name` names: an id (`bk-...`) this store knows
+    (`known`), or, with `paths`, a backup's directory (one that holds a manifest).
+    NotFound, saying what was looked for, if neither matches. Only found here: whether
+    it verifies is `open_verified`'s to say."""
+    text = str(name)
+    is_id = _BACKUP_ID.fullmatch(text) is not None
+    if is_id:
+        for backup in known(data_dir):
+            if backup.manifest.backup_id == text:
+                return backup.path
+    if not paths:  # over HTTP: ids only, and no host path in the answer
+        raise NotFound(f"no backup {text} is registered with this store")
+    if (Path(text) / MANIFEST).is_file():
+        return Path(text)
+    why = (
+        f"no backup {text} is registered with this store or kept in "
+        f"{Path(data_dir) / BACKUPS_DIR}, and no backup directory is at that path"
+        if is_id
+        else f"no backup directory (with its {MANIFEST}) is at that path, and it is not a "
+        "backup id (bk-...)"
+    )
+    raise NotFound(f"{text} is not a readable backup: {why}")
+
+
 def register(data_dir: Path, path: Path) -> None:
     paths = [p for p in _paths(data_dir) if p != path.resolve()] + [path.resolve()]
     _write(data_dir, paths)
@@ -52,6 +91,19 @@ def register(data_dir: Path, path: Path) -> None:
 
 def unregister(data_dir: Path, path: Path) -> None:
     _write(data_dir, [p for p in _paths(data_dir) if p != path.resolve()])
+
+
+def expires_at(backup: Backup, ledger: LifecycleLedger) -> datetime:
+    """When retention destroys `backup`: the earlier of the manifest's expiry and the one
+    the ledger recorded when it was taken. Listing reads a manifest without checking its
+    MAC (that needs the master key), so a manifest edited to a later expiry must not
+    keep a backup, nor the receipts' promise, past the date on record."""
+    recorded = [
+        to_utc(e.payload["expires_at"])
+        for e in ledger.entries(backup.manifest.backup_id)
+        if e.entry_type is EntryType.BACKUP
+    ]
+    return min([backup.manifest.expires_at, *recorded])
 
 
 class BackupsStore:
@@ -79,7 +131,7 @@ class BackupsStore:
         if holding:
             detail["first_backup"] = holding[0].manifest.backup_id
             detail["last_backup"] = holding[-1].manifest.backup_id
-            last = max(b.manifest.expires_at for b in holding)
+            last = max(expires_at(b, self.service.ledger) for b in holding)
             detail["last_copy_destroyed_by"] = canonical_time(last)
         return Evidence(self.name, True, detail)
 

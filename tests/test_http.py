@@ -172,6 +172,23 @@ def test_bad_bodies_get_problem_details(
     assert r.status_code == 422 and "Traceback" not in r.text
 
 
+def test_a_refusal_lists_at_most_twenty_problems(
+    server: tuple[str, Settings], tokens: dict[str, str]
+) -> None:
+    base, _ = server
+    alice = _auth(tokens["alice"])
+    for refs, listed, last in [
+        (256, 21, "... and 748 more problems"),  # three problems per malformed input
+        (20_000, 1, "at most 256 derived_from inputs, not 20000"),  # refused by length
+    ]:
+        write = _fact("Acme", "employer", derived_from=[{"bad": i} for i in range(refs)])
+        r = httpx.post(f"{base}/v1/memories", json=write, headers=alice)
+        assert r.status_code == 422 and r.headers["content-type"] == "application/problem+json"
+        problems = r.json()["problems"]
+        assert len(problems) == listed and problems[-1].endswith(last), r.text
+        assert len(r.content) < 4000
+
+
 def _events(base: str, headers: dict[str, str], **params: object) -> list[dict[str, object]]:
     """Every event of one stream (it ends after `wait` seconds without a notice)."""
     found: list[dict[str, object]] = []

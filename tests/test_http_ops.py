@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from typing import Any
 
 import httpx
 import pytest
@@ -111,6 +112,89 @@ def test_holds_are_placed_and_lifted_by_compliance_in_its_subtree(
         {"request_id": filed.json()["request_id"], "status": "completed"}
     ]
     assert httpx.get(f"{base}/v1/memories/{item}", headers=dana).json()["erased"] is True
+
+
+def _comparable(response: httpx.Response) -> tuple[int, Any]:
+    """A response without what differs between any two runs (ids, times, token ids)."""
+    body = response.json()
+    if isinstance(body, dict):
+        body = {k: v for k, v in body.items() if k not in ("hold_id", "placed_at", "placed_by")}
+        if "holds" in body:
+            body["holds"] = [_comparable_hold(h) for h in body["holds"]]
+        if "resumed" in body:
+            body["resumed"] = [r["status"] for r in body["resumed"]]
+    return response.status_code, body
+
+
+def _comparable_hold(hold: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in hold.items() if k not in ("hold_id", "placed_at", "placed_by")}
+
+
+def test_a_hold_name_in_another_subtree_changes_no_answer(
+    server: tuple[str, Settings], tokens: dict[str, str]
+) -> None:
+    """Hold names are scoped to the subtree a hold is placed in: what a compliance
+    token for acme/bob is told is the same whether or not acme/alice has a hold of the
+    same name (no 422 that says one exists, no other subtree's hold lifted)."""
+    base, settings = server
+    store = TokenStore(settings, now)
+    bob_legal = {"Authorization": f"Bearer {store.create('acme/bob', 'compliance')[1]}"}
+    alice_legal = {"Authorization": f"Bearer {store.create('acme/alice', 'compliance')[1]}"}
+    bob_agent = f"Bearer {store.create('acme/bob', 'agent', ['forget'])[1]}"
+    alice_agent = f"Bearer {store.create('acme/alice', 'agent', ['forget'])[1]}"
+    store.close()
+    tenant = {"Authorization": tokens["legal"]}  # covers acme: both subtrees
+
+    def bobs_answers(item: str) -> list[tuple[int, Any]]:
+        hold = {"name": "case_77", "namespace": "acme/bob", "reason": "case-77"}
+        scope = {"scope": {"kind": "item", "item_ids": [item]}}
+        lift = f"{base}/v1/holds/case_77"
+        forget = f"{base}/v1/forget-requests"
+        return [
+            _comparable(httpx.post(f"{base}/v1/holds", json=hold, headers=bob_legal)),
+            _comparable(httpx.post(f"{base}/v1/holds", json=hold, headers=bob_legal)),
+            _comparable(httpx.get(f"{base}/v1/holds", headers=bob_legal)),
+            (httpx.post(forget, json=scope, headers={"Authorization": bob_agent}).status_code, 0),
+            _comparable(httpx.delete(lift, params={"namespace": "acme/alice"}, headers=bob_legal)),
+            _comparable(httpx.delete(lift, headers=bob_legal)),
+            _comparable(httpx.delete(lift, headers=bob_legal)),
+            _comparable(httpx.delete(lift, params={"namespace": "acme/bob"}, headers=bob_legal)),
+        ]
+
+    alone = bobs_answers(_remember(base, bob_agent, "bob one", "bob_thing_1"))
+    # acme/alice now has a hold of the same name, and a request it blocks.
+    placed = httpx.post(
+        f"{base}/v1/holds",
+        json={"name": "case_77", "namespace": "acme/alice", "reason": "case-9"},
+        headers=alice_legal,
+    )
+    assert placed.status_code == 201, placed.text
+    alices = _remember(base, alice_agent, "alice one", "alice_thing_1")
+    scope = {"scope": {"kind": "item", "item_ids": [alices]}}
+    filed = httpx.post(
+        f"{base}/v1/forget-requests", json=scope, headers={"Authorization": alice_agent}
+    )
+    assert filed.json()["status"] == "blocked", filed.text
+    beside = bobs_answers(_remember(base, bob_agent, "bob two", "bob_thing_2"))
+
+    assert beside == alone
+    assert [a[0] for a in alone] == [201, 422, 200, 202, 403, 200, 404, 404], alone
+    assert alone[5][1]["resumed"] == ["completed"] and alone[5][1]["namespace"] == "acme/bob"
+    # Alice's hold stayed in force through all of it; the tenant's officer sees it.
+    listed = httpx.get(f"{base}/v1/holds", headers=tenant).json()["holds"]
+    assert [(h["name"], h["namespace"]) for h in listed] == [("case_77", "acme/alice")]
+    report = httpx.get(f"{base}/v1/forget-requests/{filed.json()['request_id']}",
+                       headers={"Authorization": alice_agent})  # fmt: skip
+    assert report.json()["status"] == "blocked"
+    # Someone who covers both subtrees must say which one a name means.
+    assert httpx.post(f"{base}/v1/holds", json={"name": "case_77", "namespace": "acme/bob",
+                      "reason": "case-77"}, headers=bob_legal).status_code == 201  # fmt: skip
+    ambiguous = httpx.delete(f"{base}/v1/holds/case_77", headers=tenant)
+    assert ambiguous.status_code == 422 and "acme/alice, acme/bob" in ambiguous.json()["detail"]
+    for where in ("acme/bob", "acme/alice"):
+        done = httpx.delete(f"{base}/v1/holds/case_77", params={"namespace": where}, headers=tenant)
+        assert done.status_code == 200 and done.json()["namespace"] == where, done.text
+    assert httpx.get(f"{base}/v1/holds", headers=tenant).json()["holds"] == []
 
 
 def test_ops_back_up_drill_and_run_jobs(

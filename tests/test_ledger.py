@@ -278,6 +278,22 @@ def test_removing_the_newest_entries_shows_against_an_anchor(
     assert (result.ok, result.first_bad_seq, result.reason) == (False, 6, "truncated")
 
 
+@pytest.mark.parametrize(
+    "anchor",
+    [("x", "y"), (-1, "0" * 64), (True, "0" * 64), (3, "0" * 63), (3, "g" * 64), (3,), "3:abc"],
+    ids=["strings", "negative", "bool", "short-hash", "not-hex", "one-part", "a-string"],
+)
+def test_a_malformed_anchor_is_refused_not_reported_as_truncated(
+    ledger: LifecycleLedger, anchor: Any
+) -> None:
+    record_erasure(ledger, "req-1", str(uuid.uuid4()))
+    with pytest.raises(InvalidWrite, match="anchor"):
+        ledger.verify(anchor=anchor)
+    head = ledger.verify()
+    upper = ledger.verify(anchor=(head.head_seq, head.head_hash.upper()))
+    assert upper.ok  # the hash's hex digits in either case
+
+
 def test_the_database_refuses_changes_to_entries(
     ledger: LifecycleLedger, settings: Settings
 ) -> None:

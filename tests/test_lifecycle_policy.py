@@ -29,7 +29,7 @@ from jobs.decay import decay_pass
 from jobs.retention import due_items, expire_due
 from memory_ledger.api import MemoryLedger, MemoryService
 from memory_ledger.config import Settings
-from memory_ledger.errors import ConfigurationError, InvalidWrite
+from memory_ledger.errors import ConfigurationError, InvalidWrite, NotFound
 from memory_ledger.policy import POLICY_FILE, policy_from_text
 from memory_ledger.policy.review import diff, install, read_candidate
 from memory_ledger.principal import Principal
@@ -200,6 +200,34 @@ def test_a_held_item_is_unreadable_once_expired_but_the_sweep_keeps_it(
     assert report.completed and report.targets == [inferred]
 
 
+def test_hold_names_are_unique_within_the_subtree_they_are_placed_in(
+    alice: MemoryLedger, service: MemoryService
+) -> None:
+    bob = service.for_principal(Principal("acme", "bob"))
+    held = bob.remember(fact("city", "Ningbo")).item_id
+    service.holds.place("case-1", namespace="acme/alice", reason="a", placed_by="legal")
+    service.holds.place("case-1", namespace="acme/bob", reason="b", placed_by="legal")
+    service.holds.place("case-1", namespace="acme/alice/p1", reason="p", placed_by="legal")
+    with pytest.raises(InvalidWrite, match="already in force in acme/bob or below"):
+        service.holds.place("case-1", namespace="acme/bob", reason="x", placed_by="legal")
+    with pytest.raises(InvalidWrite, match="already in force in acme or below"):
+        service.holds.place("case-1", namespace="acme", reason="x", placed_by="legal")
+    blocked = bob.forget(held)
+    assert blocked.status == "blocked" and blocked.held_by == ["case-1"]
+    with pytest.raises(InvalidWrite, match=r"3 holds named case-1 .*acme/alice, acme/alice/p1"):
+        service.lift_hold("case-1", lifted_by="legal")  # ambiguous: nothing is lifted
+    with pytest.raises(InvalidWrite, match="2 holds named case-1"):
+        service.lift_hold("case-1", lifted_by="legal", within=lambda ns: ns.startswith("acme/a"))
+    assert len(service.holds.active()) == 3
+    with pytest.raises(NotFound):
+        service.lift_hold("case-1", lifted_by="legal", namespace="acme/carol")
+    [resumed] = service.lift_hold("case-1", lifted_by="legal", namespace="acme/bob")
+    assert resumed.request_id == blocked.request_id and resumed.completed
+    assert sorted(h.namespace for h in service.holds.active()) == ["acme/alice", "acme/alice/p1"]
+    lifted = service.lift_hold("case-1", lifted_by="legal", within=lambda ns: ns == "acme/alice/p1")
+    assert lifted == [] and [h.namespace for h in service.holds.active()] == ["acme/alice"]
+
+
 def test_a_hold_on_another_tenant_or_category_does_not_block(
     alice: MemoryLedger, service: MemoryService
 ) -> None:
@@ -332,6 +360,31 @@ def test_holds_explain_and_end_session_from_the_cli(alice: MemoryLedger, where: 
     code, output = cli("end-session", "s1", "-n", "acme/alice", *where, "--json")
     assert code == 0 and json.loads(output)["requests"][0]["erased"] == 1
     assert alice.get(draft).erased and alice.get(record).erased
+
+
+def test_a_blocked_forget_exits_with_its_own_code(alice: MemoryLedger, where: list[str]) -> None:
+    """A legal hold is not an unexpected failure (1): `blocked` exits 14, from a scope,
+    from a resumed request and from an executed plan alike."""
+    from memory_ledger.cli.forget import EXIT_FOR_STATUS
+
+    record = alice.remember(fact("diagnosis", "asthma", category="health")).item_id
+    code, output = cli("hold", "place", "case-7", "--scope", "acme/alice", "--reason", "case-7",
+                       *where)  # fmt: skip
+    assert code == 0, output
+    code, output = cli("forget", "-n", "acme/alice", "--memory", record, *where, "--json")
+    assert json.loads(output)["status"] == "blocked" and code == 14
+    assert EXIT_FOR_STATUS.get("blocked") == 14
+    request = json.loads(output)["request_id"]
+    code, output = cli("forget", "-n", "acme/alice", "--resume", request, *where)
+    assert code == 14 and "case-7" in output
+    code, output = cli("forget", "-n", "acme/alice", "--request", "forget my diagnosis",
+                       *where, "--json")  # fmt: skip
+    assert code == 0, output
+    plan = json.loads(output)
+    code, output = cli("forget", "-n", "acme/alice", "--plan", plan["plan_id"], *where, "--json")
+    assert code == 14 and json.loads(output)["status"] == "blocked", output
+    assert alice.get(record).text == "asthma"
+    assert sorted(set(EXIT_FOR_STATUS.values()) - {0}) == [7, 8, 14]  # 1 stays unexpected
 
 
 def test_show_says_an_expired_item_is_withheld(alice: MemoryLedger, where: list[str]) -> None:

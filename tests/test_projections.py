@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
+import pytest
+from damage import cli
 from factories import T0, fact, later, preference, provenance, turn
 
 from memory_ledger.api import MemoryLedger, MemoryService
+from memory_ledger.config import Settings
+from memory_ledger.errors import InvalidWrite
 
 
 def test_update_makes_a_version_and_keeps_history(alice: MemoryLedger) -> None:
@@ -158,6 +163,25 @@ def test_rebuild_of_one_projection_leaves_the_others(
     before = service.runner.snapshot()
     assert service.rebuild(["facts"]) == 3
     assert service.runner.snapshot() == before
+
+
+@pytest.mark.parametrize(
+    "names", [["no-such-projection"], ["facts", "fakts"], ["vector_index"], [], "facts"]
+)
+def test_a_rebuild_of_an_unknown_projection_is_refused(
+    alice: MemoryLedger, service: MemoryService, names: Any
+) -> None:
+    alice.remember(fact("city", "Hangzhou"))
+    service.runner.catch_up()
+    with pytest.raises(InvalidWrite, match=r"known: .*'facts'"):
+        service.rebuild(names)
+    assert all(s.behind == 0 for s in service.runner.status())  # nothing was dropped
+
+
+def test_the_cli_refuses_to_rebuild_an_unknown_projection(settings: Settings) -> None:
+    run = cli(settings, "rebuild", "--projection", "no-such-projection", "--json")
+    assert run.code == 2 and run.json["type"] == "InvalidWrite"
+    assert "no-such-projection" in run.json["error"] and "facts" in run.json["error"]
 
 
 def test_rebuild_after_redacting_one_of_two_equal_values(

@@ -114,6 +114,36 @@ def test_a_discarded_vector_index_is_said_on_the_cli(sqlite_settings: Settings) 
     assert cli(settings, "status", "--json").json["vector_index"]["rows"] == 2
 
 
+def test_a_segment_discarded_by_another_command_is_said_then_and_in_status(
+    sqlite_settings: Settings,
+) -> None:
+    """The command that finds a damaged segment is whichever reads the index first (here
+    `context`, in a process of its own): it says so on stderr, and the discard is noted
+    on disk, so a later `status` lists it too, until a full rebuild clears the note."""
+    settings = sqlite_settings
+    fill(settings)
+    [segment] = sorted((settings.data_dir / "vectors").glob("seg-*.sealed"))
+    raw = bytearray(segment.read_bytes())
+    raw[len(raw) // 2] ^= 0x01  # one flipped bit: the size is right, the checksum is not
+    segment.write_bytes(bytes(raw))
+    reason = f"segment {segment.name} checksum mismatch"
+
+    served = cli(settings, "context", *NS, "where does the user live", fresh=True)
+    assert served.code == 0 and "Hangzhou" in served.stdout  # rebuilt from the log
+    assert f"{reason}; in {segment.parent}" in served.stderr.replace("\n", " ")
+    assert "rebuilt from the log" in served.stderr
+    status = cli(settings, "status", "--json", fresh=True)
+    assert status.code == 0 and status.json["vector_index"]["discarded"] == [reason]
+    assert status.json["vector_index"]["rows"] == 2  # what the log holds: served again
+    human = cli(settings, "status", fresh=True)
+    assert human.stderr.count("vector index's files were discarded") == 1
+    assert segment.name in human.stderr
+    rebuilt = cli(settings, "rebuild", "--json", fresh=True)
+    assert rebuilt.code == 0 and rebuilt.json["vector_index_discarded"] == [reason]
+    after = cli(settings, "status", "--json", fresh=True)
+    assert after.json["vector_index"]["discarded"] == [] and after.stderr == ""
+
+
 def _interrupted_rebuild(service: MemoryService, stop_at: int) -> None:
     """A rebuild killed after applying the log up to `stop_at`: its batches up to there
     are committed, the rest never ran (what a kill between batches leaves)."""

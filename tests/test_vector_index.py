@@ -35,7 +35,14 @@ from memory_ledger.retrieval.embedders import (
     UniversalSentenceEncoder,
 )
 from memory_ledger.stores import Receipt
-from projections.vector_files import MANIFEST, Manifest, SegmentEntry, SegmentMeta, digest
+from projections.vector_files import (
+    DISCARDS,
+    MANIFEST,
+    Manifest,
+    SegmentEntry,
+    SegmentMeta,
+    digest,
+)
 from projections.vector_index import SEGMENT_ROWS, VectorIndex
 from projections.vector_rows import IndexState, Put, Segment
 from projections.vector_seal import seal_rows, text_digest
@@ -390,10 +397,16 @@ def test_damaged_files_are_not_served_and_are_rebuilt(
     ):
         assert service.vectors.search(ALICE.namespace, q(ADDRESS), 5) == []  # never served
         assert "not served" in caplog.text and "Haisong" not in caplog.text
-        assert [p.name for p in files_of(settings)] == [".lock", MANIFEST]  # discarded
+        # Discarded, and the discard noted for the next `status` (of any process).
+        assert [p.name for p in files_of(settings)] == [DISCARDS, ".lock", MANIFEST]
+        [reason] = service.vectors.discarded
+        assert service.vectors.status()["discarded"] == [reason] and "Haisong" not in reason
         assert service.vectors.catch_up() == 2 and len(again.texts) == 2  # re-embedded
         assert ids(service.vectors.search(ALICE.namespace, q(ADDRESS), 1)) == [address]
+        assert service.vectors.status()["discarded"] == [reason]  # until a full rebuild
         rebuilt = service.vectors.snapshot()
+        service.rebuild()
+        assert service.vectors.cleared == [reason] and service.vectors.status()["discarded"] == []
     assert [(r.item_id, r.version) for r in rebuilt] == [(r.item_id, r.version) for r in healthy]
     assert all(np.array_equal(a.vector, b.vector) for a, b in zip(rebuilt, healthy, strict=True))
 

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
+from damage import cli
 from factories import fact, later, provenance, turn
 
+from memory_ledger.agents.tools import AgentTools
 from memory_ledger.api import MemoryLedger, MemoryService
+from memory_ledger.config import Settings
 from memory_ledger.errors import InvalidWrite
 from memory_ledger.write_policy import MAX_TURN_BYTES, MAX_VALUE_BYTES
 
@@ -234,3 +239,54 @@ def test_an_identifier_that_looks_like_a_hash_is_refused_as_the_ledger_would(
     assert alice.recall() == []
     alice.remember({**fact("city", "Hangzhou"), "provenance": provenance(turn="a" * 39)})
     assert alice.forget_scope({"kind": "source", "turn_id": "a" * 39}).completed
+
+
+# -- how much a refusal says ------------------------------------------------------------
+
+
+def _citing(refs: int) -> dict[str, Any]:
+    """An inference citing `refs` malformed inputs (three problems each)."""
+    refs_ = [{"bad": i} for i in range(refs)]
+    return {**fact("employer", "Acme", origin="inferred"), "derived_from": refs_}
+
+
+def test_too_many_derived_from_refs_are_refused_before_they_are_read(
+    alice: MemoryLedger, service: MemoryService
+) -> None:
+    with pytest.raises(InvalidWrite) as refused:
+        alice.remember(_citing(100_000))
+    assert refused.value.problems == ["derived_from: at most 256 derived_from inputs, not 100000"]
+    assert len(str(refused.value)) < 300 and service.log.max_position() == 0
+
+
+def test_the_problems_of_a_refusal_are_capped(alice: MemoryLedger) -> None:
+    with pytest.raises(InvalidWrite) as refused:
+        alice.remember(_citing(256))  # within the bound: 768 problems
+    problems = refused.value.problems
+    assert len(problems) == 21  # errors.MAX_PROBLEMS, then a count of the rest
+    assert problems[0] == "derived_from.0.item_id: Field required"
+    assert problems[-1] == "... and 748 more problems"
+    assert str(refused.value).endswith(problems[-1]) and len(str(refused.value)) < 2000
+    again = InvalidWrite(str(refused.value), problems)  # re-raised: capped once, not twice
+    assert again.problems == problems
+
+
+def test_the_cli_and_the_agent_tools_show_the_capped_list(
+    alice: MemoryLedger, settings: Settings, tmp_path: Path
+) -> None:
+    write = tmp_path / "write.json"
+    write.write_text(json.dumps(_citing(100)))
+    run = cli(settings, "remember", "-n", "acme/alice", "--from-json", str(write), "--json")
+    assert run.code == 2, run.stdout
+    assert len(run.json["problems"]) == 21 and run.json["problems"][-1] == (
+        "... and 280 more problems"
+    )
+    assert len(run.stdout) < 4000
+    write.write_text(json.dumps(_citing(100_000)))
+    run = cli(settings, "remember", "-n", "acme/alice", "--from-json", str(write), "--json")
+    assert run.code == 2 and len(run.json["problems"]) == 1 and len(run.stdout) < 1000
+
+    args = {k: v for k, v in _citing(100).items() if k not in ("provenance", "valid_from")}
+    answer = AgentTools(alice).call("remember", {**args, "session_id": "s1"})
+    assert len(answer["error"]["problems"]) == 21, answer
+    assert answer["error"]["problems"][-1].endswith("more problems")

@@ -55,21 +55,20 @@ from memory_ledger.retrieval.context import (
     ContextRequest,
 )
 from memory_ledger.write_policy import (
-    MAX_CANDIDATES,
-    MAX_DERIVED_FROM,
     MAX_TURN_BYTES,
     MAX_VALUE_BYTES,
     AwareDatetime,
-    DerivedRef,
+    Candidates,
+    DerivedFrom,
     Fraction,
     Identifier,
     Kind,
     Origin,
+    Replaces,
     RetentionBasis,
     Scope,
     Sensitivity,
     StrictModel,
-    TurnCandidate,
     parse_input,
 )
 
@@ -174,15 +173,15 @@ class RememberArgs(StrictModel):
         description="Facts only: add to the predicate's set of values, or replace it "
         "(default: the predicate's cardinality decides).",
     )
-    replaces: Annotated[tuple[ItemId, ...], Field(max_length=MAX_DERIVED_FROM)] = Field(
+    replaces: Replaces = Field(
         (), description="Facts only: ids of members of a set that this value replaces."
     )
-    derived_from: Annotated[tuple[DerivedRef, ...], Field(max_length=MAX_DERIVED_FROM)] = Field(
+    derived_from: DerivedFrom = Field(
         (),
         description="Inferences: the memories (item_id and the version you read) this "
         "was concluded from; refused if one changed or was forgotten since.",
     )
-    candidates: Annotated[tuple[TurnCandidate, ...], Field(max_length=MAX_CANDIDATES)] = Field(
+    candidates: Candidates = Field(
         (), description="Turns only: facts or preferences you read in the turn."
     )
 

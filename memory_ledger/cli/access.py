@@ -44,7 +44,8 @@ def tokens_create(
         typer.Option(
             "--namespace",
             "-n",
-            help="tenant/user[/project] (agent), or a tenant (compliance, ops).",
+            # A help text is rich markup: the bracket is escaped, or --help crashes.
+            help="tenant/user\\[/project] (agent), or a tenant (compliance, ops).",
         ),
     ],
     role: Annotated[str, typer.Option(help="agent | compliance | ops")],

@@ -1,5 +1,7 @@
-"""Backup commands: `backup create [PATH]`, `backup list`, `backup verify PATH`. Thin:
-each calls restore/backup.py."""
+"""Backup commands: `backup create [PATH]`, `backup list`, `backup verify BACKUP`, and
+`restore BACKUP`, `drill [--backup BACKUP]`. Thin: each calls restore/. A backup is named
+by its id (`bk-...`, as `backup list` shows it) or by its directory: restore/store.py
+`resolve` finds it."""
 
 from __future__ import annotations
 
@@ -69,18 +71,23 @@ def backup_list(
         emit(as_json, {"backups": [b.to_dict() for b in found]}, human)
 
 
+BackupName = Annotated[str, typer.Argument(help="The backup: its id (bk-...) or its directory.")]
+
+
 @backup_app.command("verify")
 def backup_verify(
-    path: Annotated[Path, typer.Argument(help="The backup's directory.")],
+    backup: BackupName,
     data_dir: DataDir = None,
     url: Url = None,
     as_json: Json = False,
 ) -> None:
-    """Check a backup: manifest, checksums, and that this master key decrypts it."""
+    """Check a backup: its manifest authenticates under this master key, its checksums
+    match, and the key decrypts it."""
     from restore.backup import verify
+    from restore.store import resolve
 
     with open_service(data_dir, url, as_json) as service:
-        checked = verify(path, service.log.master)
+        checked = verify(resolve(service.settings.data_dir, backup), service.log.master)
         emit(
             as_json,
             {"verified": True, **checked.to_dict()},
@@ -90,7 +97,7 @@ def backup_verify(
 
 @app.command("restore")
 def restore_command(
-    path: Annotated[Path, typer.Argument(help="The backup's directory.")],
+    backup: BackupName,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Print the restore plan; change nothing.")
     ] = False,
@@ -109,15 +116,18 @@ def restore_command(
     from memory_ledger.crypto import load_master_key
     from memory_ledger.errors import MemoryLedgerError
     from memory_ledger.ledger import LifecycleLedger
-    from restore.backup import verify
+    from restore.backup import open_verified
     from restore.restore import plan, restore
+    from restore.store import resolve
 
     try:
         settings = Settings.resolve(data_dir, url)
         master, _ = load_master_key(settings.data_dir, allow_dev_key=False)
+        path = resolve(settings.data_dir, backup)
         with LifecycleLedger(settings) as ledger:
             if dry_run:
-                result = plan(verify(path, master), ledger)
+                opened, data = open_verified(path, master)
+                result = plan(opened, ledger, data)
             else:
                 result = restore(path, settings, master, ledger, datetime.now(UTC), force=force,
                                  restored_by=by)  # fmt: skip
@@ -125,11 +135,19 @@ def restore_command(
         fail(exc, as_json)
 
     def human() -> None:
+        # What the replay erases: planned, the items the backup does not hold erased
+        # already; done, the ones the copy held live.
+        erased = (
+            f"{result.erased_again} item(s) erased again"
+            if result.status == "restored"
+            else f"{result.to_erase_again} item(s) to erase again"
+        )
+        held = result.already_erased_in_backup
         out.print(
             f"{result.backup_id}: {result.status}; restore point {result.restore_position}; "
-            f"{len(result.erase_again)} item(s) to erase again "
-            f"({len(result.rewritten_after_backup)} rewritten after the backup), "
-            f"{result.tombstones_after_restore_point} tombstone(s) after the restore point"
+            f"{erased} ({len(result.rewritten_after_backup)} rewritten after the backup"
+            + (f"; {held} already erased in the backup" if held is not None else "")
+            + f"), {result.tombstones_after_restore_point} tombstone(s) after the restore point"
         )
 
     emit(as_json, result.to_dict(), human)
@@ -138,7 +156,10 @@ def restore_command(
 @app.command()
 def drill(
     backup: Annotated[
-        Path | None, typer.Option("--backup", help="The backup (default: the newest registered).")
+        str | None,
+        typer.Option(
+            "--backup", help="The backup: its id or directory (default: the newest registered)."
+        ),
     ] = None,
     keep: Annotated[bool, typer.Option("--keep", help="Keep the scratch copy.")] = False,
     by: Annotated[str, typer.Option("--by", help="Who runs it (for the ledger).")] = "operator",
@@ -150,9 +171,11 @@ def drill(
     came back (every store, the files' bytes) and that kept items read. Writes a report
     (JSON and markdown under DATA_DIR/drills) and a ledger entry; exit 7 on any finding."""
     from restore.drill import drill as run_drill
+    from restore.store import resolve
 
     with open_service(data_dir, url, as_json) as service:
-        report = run_drill(service, datetime.now(UTC), backup, run_by=by, keep_scratch=keep)
+        path = resolve(service.settings.data_dir, backup) if backup is not None else None
+        report = run_drill(service, datetime.now(UTC), path, run_by=by, keep_scratch=keep)
 
         def human() -> None:
             out.print(

@@ -265,7 +265,23 @@ def open_service(data_dir: Path | None, url: str | None, as_json: bool) -> Itera
     except MemoryLedgerError as exc:
         fail(exc, as_json)
     finally:
+        # Vector files found damaged by whatever the command did (a `context`, a
+        # `recall`): discarded and rebuilt from the log, and said here, not only logged.
+        warn_vector_discards(service, service.vectors.new_discards())
         service.close()
+
+
+def warn_vector_discards(service: MemoryService, reasons: list[str]) -> None:
+    """A warning on stderr per discard of the vector index's files (names and checks,
+    e.g. `segment seg-0.sealed checksum mismatch`, never content)."""
+    for reason in reasons:
+        err.print(
+            shown(
+                f"warning: the vector index's files were discarded ({reason}; in "
+                f"{service.vectors.directory}); it is rebuilt from the log",
+                style="yellow",
+            )
+        )
 
 
 @contextmanager

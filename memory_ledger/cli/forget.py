@@ -29,6 +29,9 @@ from memory_ledger.errors import InvalidWrite
 from memory_ledger.forgetting.planning import ForgetPlan, PlanOutcome
 from memory_ledger.forgetting.requests import RequestReport
 
+#: The exit code of each status a forget request (or an executed plan) ends in; see the
+#: "Exit codes" table of docs/user-guide.md. 1 stays for an unexpected failure, and
+#: 12 and 13 are taken by Unauthenticated and Forbidden (memory_ledger/errors.py).
 EXIT_FOR_STATUS = {
     "verification_failed": 7,
     "completed": 0,
@@ -37,6 +40,7 @@ EXIT_FOR_STATUS = {
     "partial": 7,
     "pending": 7,
     "needs_clarification": 8,
+    "blocked": 14,  # a legal hold covers a target: nothing erased, resumed when lifted
 }
 
 
@@ -179,7 +183,15 @@ def redact(
         raise typer.Exit(EXIT_FOR_STATUS.get(report.status, 1))
 
 
-PLAN_EXIT = {"planned": 0, "not_a_request": 0, "nothing_matched": 0, "needs_clarification": 8}
+#: A plan of some parts of a request only (`partial_match`) exits as a question does: the
+#: user sees which part matched nothing before anything runs.
+PLAN_EXIT = {
+    "planned": 0,
+    "not_a_request": 0,
+    "nothing_matched": 0,
+    "needs_clarification": 8,
+    "partial_match": 8,
+}
 
 
 def _in_words(

@@ -22,6 +22,7 @@ from memory_ledger.cli.common import (
     open_ledger,
     open_service,
     out,
+    shown,
     terminal_safe,
 )
 
@@ -153,6 +154,14 @@ def hold_place(
 @hold_app.command("lift")
 def hold_lift(
     name: Annotated[str, typer.Argument(help="The hold's name.")],
+    scope: Annotated[
+        str | None,
+        typer.Option(
+            "--scope",
+            help="Where it was placed; needed when holds of this name are in force in "
+            "several namespaces (a name is unique within a subtree, not the store).",
+        ),
+    ] = None,
     by: Actor = "operator",
     data_dir: DataDir = None,
     url: Url = None,
@@ -160,12 +169,20 @@ def hold_lift(
 ) -> None:
     """Lift a hold; the requests it blocked (and no other hold does) run now."""
     with open_service(data_dir, url, as_json) as service:
-        resumed = service.lift_hold(name, lifted_by=by)
+        hold = service.holds.find(name, namespace=scope)
+        resumed = service.lift_hold(name, lifted_by=by, namespace=hold.namespace)
         rows = [{"request_id": r.request_id, "status": r.status} for r in resumed]
+        waiting = sum(r["status"] == "blocked" for r in rows)
+        still = f", {waiting} still blocked by another hold" if waiting else ""
         emit(
             as_json,
-            {"lifted": name, "resumed": rows},
-            lambda: out.print(f"hold {name} lifted; {len(rows)} blocked request(s) resumed"),
+            {"lifted": name, "namespace": hold.namespace, "resumed": rows},
+            lambda: out.print(
+                shown(
+                    f"hold {name} lifted in {hold.namespace}; "
+                    f"{len(rows) - waiting} blocked request(s) resumed{still}"
+                )
+            ),
         )
 
 

@@ -37,6 +37,7 @@ from memory_ledger.cli.common import (
     out,
     replay_progress,
     terminal_safe,
+    warn_vector_discards,
 )
 from memory_ledger.config import Settings
 from memory_ledger.crypto import load_master_key
@@ -52,6 +53,7 @@ from memory_ledger.ledger import LifecycleLedger
 from projections.base import metadata
 from projections.runner import (
     all_projections,
+    check_projection_names,
     discard_damaged_projections,
     projections_damage,
     turns_cited_by_consolidation,
@@ -80,9 +82,10 @@ def status(data_dir: DataDir = None, url: Url = None, as_json: Json = False) -> 
                 str(vectors["behind"]),
             )
             out.print(table)
-            _print_vector_discards(vectors["discarded"])
+            warn_vector_discards(service, vectors["discarded"])
             _print_consistency(info["consistency"])
 
+        service.vectors.new_discards()  # this process's are in the list: said once
         emit(as_json, info, human)
 
 
@@ -97,10 +100,9 @@ def rebuild(
     vector index too, re-embedding every live item). A damaged projections file is
     discarded first (overwritten and removed), and said so."""
     known = [p.name for p in all_projections()]
-    unknown = sorted(set(projection or []) - set(known))
-    if unknown:
-        fail(InvalidWrite(f"unknown projection(s) {unknown}; known: {known}"), as_json)
     try:
+        if projection is not None:  # refused before anything is discarded or dropped
+            check_projection_names(projection, known)
         discarded = discard_damaged_projections(Settings.resolve(data_dir, url))
     except MemoryLedgerError as exc:
         fail(exc, as_json)
@@ -115,7 +117,11 @@ def rebuild(
             "projections": rebuilt,
             "discarded": [vars(d) for d in discarded],
             "consolidated_turns_restored": restored,
-            "vector_index_discarded": list(service.vectors.discarded),
+            # Every discard since the previous full rebuild (this one's included), by
+            # any process; after a partial rebuild, those still noted.
+            "vector_index_discarded": (
+                service.vectors.cleared if projection is None else service.vectors.noted_discards()
+            ),
             "consistency": found.to_dict(),
         }
 
@@ -129,10 +135,11 @@ def rebuild(
                 )
                 if restored:
                     out.print(Text(f"restored {restored} consolidated turn id(s) from the log"))
-            _print_vector_discards(data["vector_index_discarded"])
+            warn_vector_discards(service, data["vector_index_discarded"])
             out.print(f"rebuilt {', '.join(rebuilt)} from {replayed} events")
             _print_consistency(data["consistency"], quiet_when_ok=True)
 
+        service.vectors.new_discards()  # this process's are in the list: said once
         emit(as_json, data, human)
 
 
@@ -441,17 +448,6 @@ def _print_consistency(info: dict[str, Any], *, quiet_when_ok: bool = False) -> 
         ),
         style="yellow",
     )
-
-
-def _print_vector_discards(reasons: list[str]) -> None:
-    for reason in reasons:
-        err.print(
-            Text(
-                f"warning: the vector index's files were discarded ({reason}); it is rebuilt "
-                "from the log"
-            ),
-            style="yellow",
-        )
 
 
 def _projection_findings(service: MemoryService) -> list[consistency.Finding]:

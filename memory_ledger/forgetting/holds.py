@@ -11,12 +11,20 @@ hash-chained, and it outlives any restore of the stores. While a hold covers an 
 
 Scope: a namespace (`acme/alice`) or a tenant (`acme`, every namespace under it),
 narrowed to a category and/or a predicate if given.
+
+Names: a hold's name is unique within the subtree it is placed in, not across the
+store. Placing one is refused only if a hold of that name is in force at its namespace
+or below it, which is all inside what the placer covers: the same name may be in force
+in two unrelated subtrees (`acme/alice` and `acme/bob`), and no answer to a compliance
+officer of one subtree depends on the holds of another. So a name alone may be
+ambiguous to someone who covers both: lifting takes the namespace too, or resolves the
+name within the caller's subtree (`within`), and refuses a name that is still ambiguous.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +35,15 @@ from memory_ledger.identifiers import is_identifier, is_namespace, is_namespace_
 from memory_ledger.ledger import EntryType, LifecycleLedger
 from projections.catalog import catalog
 
+#: Holds in force at once within one subtree (counted at the new hold's namespace and
+#: below it, like its name, so the limit says nothing about other subtrees).
 MAX_HOLDS = 1000
+
+
+def inside(namespace: str, root: str) -> bool:
+    """Whether `namespace` is `root` or in its subtree (`acme/alice` is inside `acme`,
+    `acme/alicia` is not inside `acme/alice`)."""
+    return namespace == root or namespace.startswith(root + "/")
 
 
 @dataclass(frozen=True)
@@ -43,10 +59,8 @@ class Hold:
 
     def covers(self, attrs: Mapping[str, Any]) -> bool:
         """Whether an item (its namespace, category and predicate) is under this hold."""
-        namespace = str(attrs["namespace"])
-        inside = namespace == self.namespace or namespace.startswith(self.namespace + "/")
         return (
-            inside
+            inside(str(attrs["namespace"]), self.namespace)
             and self.category in (None, attrs.get("category"))
             and self.predicate in (None, attrs.get("predicate"))
         )
@@ -110,11 +124,18 @@ class Holds:
         for label, value in (("name", name), ("category", category), ("predicate", predicate)):
             if value is not None and not is_identifier(value):
                 raise InvalidWrite(f"a hold's {label} must be an identifier; nothing was placed")
-        current = self.active()
-        if any(h.name == name for h in current):
-            raise InvalidWrite(f"a hold named {name} is already in force; nothing was placed")
-        if len(current) >= MAX_HOLDS:
-            raise InvalidWrite(f"at most {MAX_HOLDS} holds can be in force at once")
+        # Only the holds at the new one's namespace or below it count: they are all
+        # inside what the placer covers (a hold above it, or beside it, is not theirs).
+        below = [h for h in self.active() if inside(h.namespace, namespace)]
+        if any(h.name == name for h in below):
+            raise InvalidWrite(
+                f"a hold named {name} is already in force in {namespace} or below it; "
+                "nothing was placed"
+            )
+        if len(below) >= MAX_HOLDS:
+            raise InvalidWrite(
+                f"at most {MAX_HOLDS} holds can be in force at once in {namespace} and below it"
+            )
         hold_id = f"hold-{uuid.uuid4().hex[:16]}"
         payload = {
             "name": name,
@@ -129,13 +150,50 @@ class Holds:
             hold_id, name, reason, namespace, category, predicate, placed_by, entry.recorded_at
         )
 
-    def lift(self, name: str, *, lifted_by: str) -> Hold:
-        found = [h for h in self.active() if h.name == name]
-        if not found:
-            raise NotFound(f"no hold named {name} is in force")
+    def lift(
+        self,
+        name: str,
+        *,
+        lifted_by: str,
+        namespace: str | None = None,
+        within: Callable[[str], bool] | None = None,
+    ) -> Hold:
+        """Lift the hold `find` resolves `name` to; returns it."""
+        hold = self.find(name, namespace=namespace, within=within)
         self.ledger.append(
-            found[0].hold_id, EntryType.HOLD_LIFTED, {"name": name, "lifted_by": lifted_by}
+            hold.hold_id, EntryType.HOLD_LIFTED, {"name": name, "lifted_by": lifted_by}
         )
+        return hold
+
+    def find(
+        self,
+        name: str,
+        *,
+        namespace: str | None = None,
+        within: Callable[[str], bool] | None = None,
+    ) -> Hold:
+        """The hold in force named `name`: the one placed at `namespace` if given, and
+        only among the holds whose namespace `within` accepts (a token's subtree) if
+        given. The same name may be in force in several subtrees: if more than one is
+        left, it is refused (InvalidWrite naming their namespaces, all of them inside
+        `within`); if none, NotFound."""
+        found = [
+            h
+            for h in self.active()
+            if h.name == name
+            and (namespace is None or h.namespace == namespace)
+            and (within is None or within(h.namespace))
+        ]
+        if not found:
+            where = f" at {namespace}" if namespace is not None else ""
+            raise NotFound(f"no hold named {name} is in force{where}")
+        if len(found) > 1:
+            places = sorted(h.namespace for h in found)
+            raise InvalidWrite(
+                f"{len(found)} holds named {name} are in force ({', '.join(places)}): name "
+                "the namespace of the one meant; nothing was lifted",
+                ["namespace: required, the name is in force in more than one namespace"],
+            )
         return found[0]
 
     def covering(self, conn: Connection, item_ids: Iterable[str]) -> dict[str, list[str]]:

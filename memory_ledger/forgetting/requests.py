@@ -25,6 +25,7 @@ from memory_ledger.errors import (
 )
 from memory_ledger.event_log import ERASED
 from memory_ledger.forgetting.fragments import clear_strings, fragments
+from memory_ledger.forgetting.holds import inside
 from memory_ledger.forgetting.key_proof import ACTION as KEY_PROOF_ACTION
 from memory_ledger.forgetting.key_proof import STORE as KEY_PROOF_STORE
 from memory_ledger.forgetting.key_proof import KeyBytes
@@ -250,13 +251,18 @@ class ForgetRequests:
         items = sorted({i for ids in covering.values() for i in ids})
         return {"holds": report.held_by, "items": items}
 
-    def resume_blocked(self) -> list[RequestReport]:
-        """Carry out the blocked requests no hold covers any more (after a lift)."""
+    def resume_blocked(self, within: str | None = None) -> list[RequestReport]:
+        """Carry out the blocked requests no hold covers any more (after a lift), and
+        return them with those still blocked. With `within` (the lifted hold's
+        namespace), only the requests of that subtree: the only ones its lift can free,
+        and the only ones its lifter may be told about."""
         out = []
         for request_id, status in self.ledger.latest_statuses().items():
             if status != "blocked":
                 continue
             report = self.report(request_id)
+            if within is not None and not inside(report.namespace, within):
+                continue
             blocked = self._held(report)
             if blocked is None:
                 self.ledger.append(request_id, "status", {"status": "pending"})

@@ -57,6 +57,14 @@ CLOSED_ON_RECORD = (
     "before that)"
 )
 NONE_KEPT = "not run: no fingerprints were kept (nothing readable was erased)"
+#: The evidence flag of a window a restore closed because the store it replaced, which
+#: held the fingerprints, was lost (restore/carried.py).
+LOST_IN_RESTORE = "lost_with_replaced_store"
+CLOSED_BY_RESTORE = (
+    "not run: the fingerprints were lost with the store that {restore} replaced from a "
+    "backup; that restore erased this request's items again and verified them absent "
+    "from every store, but no byte scan can check them any more"
+)
 FINGERPRINTS_LOST = (
     "not run: INTEGRITY PROBLEM: the fingerprints' key row is missing from the key store, "
     "but this request's byte scan kept fingerprints and its verification window was never "
@@ -149,7 +157,21 @@ class ResidueCheck:
         kept, closed = fingerprints_were_kept(self.service.ledger, request_id)
         if kept and not closed:
             return None, FINGERPRINTS_LOST
+        restore = self._closed_by_restore(request_id) if closed else None
+        if restore is not None:
+            return None, CLOSED_BY_RESTORE.format(restore=restore)
         return None, CLOSED_ON_RECORD if closed else NONE_KEPT
+
+    def _closed_by_restore(self, request_id: str) -> str | None:
+        """The restore that closed the request's window because it lost the
+        fingerprints with the store it replaced, if one did."""
+        for entry in self.service.ledger.entries(request_id):
+            payload = entry.payload
+            if entry.entry_type == "receipt" and payload["action"] == "verification_closed":
+                evidence = payload.get("evidence") or {}
+                if isinstance(evidence, dict) and evidence.get(LOST_IN_RESTORE):
+                    return str(evidence.get("restore", "a restore"))
+        return None
 
     def _in_clear_identifiers(self, prints: Fingerprints, found: set[int]) -> set[int]:
         """Of the fingerprints found, those an item's clear columns contain (an id, a

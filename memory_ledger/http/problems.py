@@ -21,6 +21,7 @@ from memory_ledger.errors import (
     MemoryLedgerError,
     NotFound,
     Unauthenticated,
+    cap_problems,
 )
 
 log = logging.getLogger("memory_ledger.http")
@@ -47,7 +48,7 @@ def problem(
         "detail": detail,
     }
     if problems:
-        body["problems"] = problems
+        body["problems"] = cap_problems(problems)  # as InvalidWrite caps its own list
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
     return JSONResponse(body, status_code=status, media_type=MEDIA_TYPE, headers=headers)
 

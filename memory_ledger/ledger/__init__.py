@@ -406,6 +406,10 @@ class DrillPayload(_Payload):
     files_scanned: Count
     requests_scanned: Count
     retained_sampled: Count
+    #: Items sampled per state (restore/serving.py), each held to what it promises.
+    states: dict[
+        Literal["current", "superseded", "suppressed", "archived", "expired", "erased"], Count
+    ] = Field(default_factory=dict)
     findings: Count
     outcome: Literal["passed", "failed"]
     run_by: Actor
@@ -542,11 +546,9 @@ def canonical_payload(entry_type: EntryType | str, payload: Mapping[str, Any]) -
     try:
         model = PAYLOAD_MODELS[kind].model_validate(dict(payload))
     except ValidationError as exc:
-        problems = _problems(exc)
-        raise InvalidWrite(
-            f"invalid {kind} entry for the lifecycle ledger; nothing was appended: "
-            + "; ".join(problems),
-            problems,
+        raise InvalidWrite.listing(
+            f"invalid {kind} entry for the lifecycle ledger; nothing was appended",
+            _problems(exc),
         ) from None
     data = model.model_dump(mode="json", exclude_none=True)
     return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
@@ -718,8 +720,11 @@ class LifecycleLedger:
         the result, not raised: an auditor needs the answer, not an exception.
 
         `anchor` is a (head_seq, head_hash) kept from an earlier audit; it turns removal
-        of the newest entries, which leaves a valid shorter chain, into a finding.
+        of the newest entries, which leaves a valid shorter chain, into a finding. A
+        malformed anchor is refused (InvalidWrite), never reported as a finding: it says
+        nothing about the chain.
         """
+        anchor = _checked_anchor(anchor)
         sql = f"SELECT {COLUMNS} FROM {self._db.table} ORDER BY seq"
         prev, checked = GENESIS_HASH, 0
         anchored = GENESIS_HASH if anchor and anchor[0] == 0 else None  # an empty ledger's head
@@ -800,6 +805,30 @@ def _entry_type(value: EntryType | str) -> EntryType:
         raise InvalidWrite(
             f"unknown ledger entry type; expected one of {known}; nothing was appended"
         ) from None
+
+
+_HEAD_HASH = re.compile(r"[0-9a-fA-F]{64}")
+
+
+def _checked_anchor(anchor: object) -> tuple[int, str] | None:
+    """An audit anchor as `verify` compares it: a non-negative int seq and the 64 hex
+    digits of an entry hash (lower case), or an InvalidWrite naming what is wrong."""
+    if anchor is None:
+        return None
+    if not isinstance(anchor, Sequence) or isinstance(anchor, str) or len(anchor) != 2:
+        raise InvalidWrite(
+            "an anchor is (seq, hash) as an earlier verify returned it (head_seq, head_hash)",
+            ["anchor: not a (seq, hash) pair"],
+        )
+    seq, head = anchor
+    problems = []
+    if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
+        problems.append("anchor.seq: not a non-negative integer")
+    if not isinstance(head, str) or _HEAD_HASH.fullmatch(head) is None:
+        problems.append("anchor.hash: not 64 hexadecimal digits")
+    if problems:
+        raise InvalidWrite.listing("invalid audit anchor; nothing was checked", problems)
+    return seq, head.lower()
 
 
 def _request_id(value: str) -> str:

@@ -1,12 +1,17 @@
 """Legal holds over HTTP, for compliance tokens: list, place and lift the holds of the
 token's subtree. A hold stops every erasure in its scope (forget requests wait as
-`blocked`) until it is lifted; lifting one runs the requests it alone blocked."""
+`blocked`) until it is lifted; lifting one runs the requests it alone blocked.
+
+A hold's name is unique within the subtree it is placed in (memory_ledger/forgetting/
+holds.py), so no answer here depends on holds outside the token's subtree: placing a
+name in use in another subtree succeeds, and lifting a name resolves among the token's
+own holds (`?namespace=` picks one when the token has several of that name)."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path, status
+from fastapi import APIRouter, Depends, Path, Query, status
 from pydantic import Field, StrictStr
 
 from memory_ledger.access import Access
@@ -61,13 +66,25 @@ def place_hold(service: Service, caller: Officer, body: HoldBody) -> dict[str, A
 
 @router.delete("/holds/{name}")
 def lift_hold(
-    service: Service, caller: Officer, name: Annotated[str, Path(max_length=200)]
+    service: Service,
+    caller: Officer,
+    name: Annotated[str, Path(max_length=200)],
+    namespace: Annotated[str | None, Query(max_length=200)] = None,
 ) -> dict[str, Any]:
-    """Lift a hold; the requests it blocked (and no other hold does) run now."""
-    if not any(h.name == name and caller.covers(h.namespace) for h in service.holds.active()):
-        raise NotFound(f"no hold named {name} is in force in this token's subtree")
-    resumed = service.lift_hold(name, lifted_by=f"token:{caller.token_id}")
+    """Lift a hold of the token's subtree; the requests it blocked (and no other hold
+    does) run now. `namespace` names where it was placed, if the token has holds of
+    that name in several namespaces."""
+    if namespace is not None and not caller.covers(namespace):
+        raise Forbidden("a hold can be lifted inside the token's subtree only")
+    try:
+        hold = service.holds.find(name, namespace=namespace, within=caller.covers)
+        by = f"token:{caller.token_id}"
+        resumed = service.lift_hold(name, lifted_by=by, namespace=hold.namespace)
+    except NotFound:
+        where = f" at {namespace}" if namespace is not None else ""
+        raise NotFound(f"no hold named {name} is in force{where} in this token's subtree") from None
     return {
         "lifted": name,
+        "namespace": hold.namespace,
         "resumed": [{"request_id": r.request_id, "status": r.status} for r in resumed],
     }

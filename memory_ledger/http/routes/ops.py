@@ -2,7 +2,8 @@
 restore itself, and the lifecycle jobs (their state, and one run now).
 
 They act on the store as a whole, as the CLI's commands do. A backup is named by its id,
-never by a path, so a caller reaches only the backups registered with this store. A
+never by a path (restore/store.py `resolve`, ids only), so a caller reaches only the
+backups this store knows, and no answer names a host path. A
 restore replaces the store this process serves: the gate (memory_ledger/http/serving.py)
 closes, the requests in flight end, and nothing is served until the replay is verified.
 """
@@ -10,6 +11,7 @@ closes, the requests in flight end, and nothing is served until the replay is ve
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path as FilePath
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query, Request, status
@@ -21,10 +23,9 @@ from memory_ledger.config import Settings
 from memory_ledger.errors import Forbidden, InvalidTransition, InvalidWrite, NotFound
 from memory_ledger.http.auth import Caller, Service
 from memory_ledger.write_policy import StrictModel
-from restore.backup import BACKUPS_DIR, DEFAULT_KEEP_DAYS, MAX_KEEP_DAYS, Backup, list_backups
+from restore.backup import BACKUP_ID, DEFAULT_KEEP_DAYS, MAX_KEEP_DAYS, Backup
 
 router = APIRouter(prefix="/v1/ops", tags=["ops"])
-BACKUP_ID = r"^bk-[0-9a-f]{16}$"
 
 
 def _ops(caller: Caller) -> Access:
@@ -36,20 +37,11 @@ def _ops(caller: Caller) -> Access:
 Operator = Annotated[Access, Depends(_ops)]
 
 
-def _backups(settings: Settings) -> list[Backup]:
-    """The backups this store knows: registered ones, and those in DATA_DIR/backups."""
-    from restore.store import registered
+def _backup(settings: Settings, backup_id: str) -> FilePath:
+    """The directory of the backup of that id (NotFound if this store knows none)."""
+    from restore.store import resolve
 
-    found = {b.manifest.backup_id: b for b in list_backups(settings.data_dir / BACKUPS_DIR)}
-    found.update({b.manifest.backup_id: b for b in registered(settings.data_dir)})
-    return sorted(found.values(), key=lambda b: b.manifest.created_at)
-
-
-def _backup(settings: Settings, backup_id: str) -> Backup:
-    for backup in _backups(settings):
-        if backup.manifest.backup_id == backup_id:
-            return backup
-    raise NotFound(f"no backup {backup_id} is registered with this store")
+    return resolve(settings.data_dir, backup_id, paths=False)
 
 
 def _shown(backup: Backup) -> dict[str, Any]:
@@ -64,7 +56,9 @@ class BackupBody(StrictModel):
 @router.get("/backups")
 def backups(service: Service, _: Operator) -> dict[str, Any]:
     """The backups of this store, oldest first."""
-    return {"backups": [_shown(b) for b in _backups(service.settings)]}
+    from restore.store import known
+
+    return {"backups": [_shown(b) for b in known(service.settings.data_dir)]}
 
 
 @router.post("/backups", status_code=status.HTTP_201_CREATED)
@@ -87,10 +81,11 @@ def take_backup(service: Service, _: Operator, body: BackupBody) -> dict[str, An
 def verify_backup(
     service: Service, _: Operator, backup_id: Annotated[str, Path(pattern=BACKUP_ID)]
 ) -> dict[str, Any]:
-    """Check a backup: manifest, checksums, and that this master key decrypts it."""
+    """Check a backup: its manifest authenticates under this master key, its checksums
+    match, and the key decrypts it."""
     from restore.backup import verify
 
-    checked = verify(_backup(service.settings, backup_id).path, service.log.master)
+    checked = verify(_backup(service.settings, backup_id), service.log.master)
     return {"verified": True, **_shown(checked)}
 
 
@@ -104,7 +99,7 @@ def drill(service: Service, caller: Operator, body: DrillBody) -> dict[str, Any]
     erased came back; the report says `passed` or `failed` with its findings."""
     from restore.drill import drill as run_drill
 
-    path = _backup(service.settings, body.backup_id).path if body.backup_id else None
+    path = _backup(service.settings, body.backup_id) if body.backup_id else None
     report = run_drill(service, datetime.now(UTC), path, run_by=f"token:{caller.token_id}")
     shown = report.to_dict()
     shown.pop("report_files", None)
@@ -123,21 +118,22 @@ def restore(request: Request, caller: Operator, body: RestoreBody) -> dict[str, 
     `dry_run` returns the plan and changes nothing. While it runs every other request
     gets 503; if it fails half-way, the store stays closed and the same call finishes it."""
     from memory_ledger.ledger import LifecycleLedger
-    from restore.backup import verify
+    from restore.backup import open_verified
     from restore.restore import plan
     from restore.restore import restore as run_restore
 
     serving = request.app.state.serving
     settings, master = serving.service.settings, serving.service.log.master
-    backup = _backup(settings, body.backup_id)
+    path = _backup(settings, body.backup_id)
     if body.dry_run:
+        backup, data = open_verified(path, master)
         with LifecycleLedger(settings) as ledger:
-            return plan(verify(backup.path, master), ledger).to_dict()
+            return plan(backup, ledger, data).to_dict()
 
     def run() -> Any:
         with LifecycleLedger(settings) as ledger:
             return run_restore(
-                backup.path, settings, master, ledger, datetime.now(UTC), force=True,
+                path, settings, master, ledger, datetime.now(UTC), force=True,
                 restored_by=f"token:{caller.token_id}",
             )  # fmt: skip
 
