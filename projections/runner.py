@@ -52,6 +52,7 @@ from projections.events import Progress, decode_sealed
 from projections.facts import FactsProjection
 from projections.keyword_index import KeywordIndexProjection
 from projections.memory_files import MemoryFilesProjection
+from projections.mention_index import MentionIndexProjection
 from projections.preferences import PreferencesProjection
 from projections.summaries import SummariesProjection
 from projections.transcripts import TranscriptsProjection
@@ -82,6 +83,7 @@ def all_projections(log: EventLog | None = None) -> list[Projection]:
         MemoryFilesProjection(),
         CatalogProjection(),
         KeywordIndexProjection(log),
+        MentionIndexProjection(log),
         SummariesProjection(log),
     ]
 

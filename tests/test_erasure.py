@@ -50,6 +50,7 @@ def test_forget_removes_the_item_everywhere_and_keeps_neighbours(
         "memory_files",
         "catalog",
         "keyword_index",
+        "mention_index",
         "summaries",
         "vector_index",
         "context_cache",

@@ -20,6 +20,7 @@ from memory_ledger.forgetting.mentions import (
     without_mentions,
 )
 from memory_ledger.forgetting.requests import plaintext_copies
+from memory_ledger.forgetting.units import written_forms
 
 ADDRESS = "18 Haisong Road, Xihu District, Hangzhou"
 ADDRESS_SCOPE = {"kind": "predicate", "subject": "user", "predicate": "home_address"}
@@ -146,9 +147,11 @@ def test_numbers_and_dates_of_a_forgotten_value_leave_a_kept_text_byte_identical
 
 def test_parts_are_never_cut_out_of_a_number_or_a_date() -> None:
     value = "Rent 2,150 USD, due September 2, 2026"
-    assert searched_for([value]) == {value}  # no "150 USD", "2026", "September 2", "Rent 2"
+    # No "150 USD", "2026", "September 2", "Rent 2"; the amount is also written "2150".
+    assert searched_for([value]) == {value, "Rent 2150 USD, due September 2, 2026"}
     assert searched_for(["2,150 USD; September 2, 2026; 18 Haisong Road"]) == {
         "2,150 USD; September 2, 2026; 18 Haisong Road",
+        "2150 USD; September 2, 2026; 18 Haisong Road",
         "18 Haisong Road",
     }
 
@@ -320,11 +323,15 @@ def test_a_value_that_occurs_whole_on_token_boundaries_is_removed(
 def test_every_part_searched_for_is_distinctive_and_whole_tokens_of_the_value(
     value: str,
 ) -> None:
-    whole = value.strip()
-    for part in searched_for([value]) - {whole}:
+    forms = written_forms(value)  # the value as given, and as it is also written
+    for part in searched_for([value]) - forms:
         assert is_distinctive(part)
-        starts = [i for i in range(len(whole)) if whole.startswith(part, i)]
-        assert any(on_token_boundaries(whole, i, i + len(part)) for i in starts), part
+        assert any(
+            on_token_boundaries(whole, i, i + len(part))
+            for whole in forms
+            for i in range(len(whole))
+            if whole.startswith(part, i)
+        ), part
 
 
 # -- end to end --------------------------------------------------------------------------

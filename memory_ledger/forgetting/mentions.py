@@ -46,6 +46,16 @@ matches. Letters of scripts written without spaces (Chinese, Japanese, Thai) are
 part of any word, so "海松路18号" matches inside "请把车开到海松路18号门口"; its digits
 still end a number ("海松路1" does not match in "海松路18号"). Finding and redacting use
 the same `MentionPattern`, so what the dry run lists is what the request redacts.
+
+**In every form it is written in.** A phone number or a code is searched as written
+and as people also write it (`units.written_forms`: "(206) 555-0148", "206.555.0148" and
+"2065550148" for "206-555-0148"), an amount without its thousands separators.
+
+**How it is found.** Not by opening every sealed cell of the namespace: the mention
+index (projections/mention_index.py) names the items that hold every unit of a searched
+value (the units are the matcher's own words, memory_ledger/forgetting/units.py), and
+only their cells are opened. `where_mentioned` answers the same question for a request
+in words: where each named value lives.
 """
 
 from __future__ import annotations
@@ -57,8 +67,10 @@ from collections.abc import Iterable, Sequence
 from sqlalchemy import Connection, select
 
 from memory_ledger.forgetting.residue import MIN_NEEDLE_BYTES
+from memory_ledger.forgetting.units import written_forms
 from projections.base import Projection
 from projections.cells import Cells
+from projections.mention_index import candidates
 
 REPLACEMENT = "[forgotten]"
 MIN_PART_BYTES = 8
@@ -173,13 +185,14 @@ def is_distinctive(part: str) -> bool:
 
 
 def searched_for(values: Iterable[str]) -> set[str]:
-    """The values whole, and their distinctive parts (house numbers with their street)."""
+    """The values whole, in every form they are written in (units.written_forms), and
+    their distinctive parts (house numbers with their street)."""
     out = set()
     for value in values:
-        whole = value.strip()
-        if len(whole.encode("utf-8")) >= MIN_NEEDLE_BYTES:
-            out.add(whole)
-        out.update(p for p in _parts(whole) if p != whole and is_distinctive(p))
+        for whole in written_forms(value):  # "(206) 555-0148" is "206-555-0148" too
+            if len(whole.encode("utf-8")) >= MIN_NEEDLE_BYTES:
+                out.add(whole)
+            out.update(p for p in _parts(whole) if p != whole and is_distinctive(p))
     return out
 
 
@@ -189,6 +202,7 @@ class MentionPattern:
 
     def __init__(self, searched: Iterable[str], replacement: str = REPLACEMENT) -> None:
         self.replacement = replacement
+        self.searched = sorted(set(searched))
         # Longest first, so an overlap is replaced whole. Plain literals: the boundary
         # rule is checked on the spans of the text searched, which needs no lookaround
         # (a class of every word character takes milliseconds to compile, per value).
@@ -261,9 +275,17 @@ def find_mentions(
 
     Read from the projections' sealed cells, every version they hold, so an item that
     said the value before it was changed is found too. Each cell is opened here, in
-    memory: no store keeps the text in clear to search it in place."""
+    memory: no store keeps the text in clear to search it in place. Only the cells of
+    the items the mention index names as candidates are opened (the postings of each
+    value's rarest units); every cell of the namespace only for a value the index
+    cannot look up."""
     skip = set(exclude)
     found: set[str] = set()
+    narrowed = candidates(conn, cells.log, namespace, pattern.searched)
+    if narrowed is not None:
+        narrowed -= skip
+        if not narrowed:
+            return []
     for projection in projections:
         table = projection.table
         if projection.sealed_field is None:
@@ -271,6 +293,8 @@ def find_mentions(
         query = select(table.c.item_id, table.c.key_generation, table.c.sealed).where(
             table.c.namespace == namespace, table.c.sealed.is_not(None)
         )
+        if narrowed is not None:
+            query = query.where(table.c.item_id.in_(sorted(narrowed)))
         rows = [tuple(r) for r in conn.execute(query) if r[0] not in skip]
         for start in range(0, len(rows), 1000):
             chunk = rows[start : start + 1000]
@@ -288,3 +312,32 @@ def without_mentions(
     """The fields with every mention replaced, and the names of the fields that changed."""
     rewritten = {name: pattern.sub(text) for name, text in fields.items()}
     return rewritten, sorted(n for n in fields if rewritten[n] != fields[n])
+
+
+def where_mentioned(
+    conn: Connection,
+    cells: Cells,
+    projections: Sequence[Projection],
+    namespace: str,
+    values: Sequence[str],
+) -> dict[str, dict[str, list[str]]]:
+    """For each value, the items of the namespace whose text (any version) mentions it,
+    in any of its written forms, each with the spans as they are written there (for a
+    redaction of exactly those words): what a request in words that names a value
+    resolves to. A value too short to search for maps to no items. The spans are the
+    user's data: for their eyes (a plan's sealed part), never for a log."""
+    out: dict[str, dict[str, list[str]]] = {}
+    for value in values:
+        pattern = mention_pattern([value])
+        found: dict[str, list[str]] = {}
+        if pattern is not None:
+            items = find_mentions(conn, cells, projections, namespace, pattern, ())
+            for projection in projections:
+                for item_id in items:
+                    for text in projection.texts_of(conn, cells, [item_id]):
+                        spans = [text[a:b] for a, b in pattern.spans(text)]
+                        if spans:
+                            known = found.setdefault(item_id, [])
+                            known.extend(s for s in spans if s not in known)
+        out[value] = found
+    return out
