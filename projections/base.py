@@ -69,8 +69,8 @@ class Projection(ABC):
 
     def is_outdated(self, conn: Connection) -> bool:
         """Whether the stored tables must be dropped and replayed from the log: one is
-        missing, or was created by an older version of this code (projections are
-        derived, never migrated)."""
+        missing, or was created by an older version of this code (other columns, or an
+        index it lacks: projections are derived, never migrated)."""
         inspector = inspect(conn)
         for table in self.tables:
             if not inspector.has_table(table.name):
@@ -78,6 +78,9 @@ class Projection(ABC):
             columns = {c["name"] for c in inspector.get_columns(table.name)}
             if columns != {c.name for c in table.columns}:
                 return True
+            indexes = {i["name"] for i in inspector.get_indexes(table.name)}
+            if not {str(i.name) for i in table.indexes} <= indexes:
+                return True  # an index added since: replayed with it
         return False
 
     def apply(self, conn: Connection, events: Sequence[ProjectedEvent]) -> None:

@@ -12,11 +12,26 @@ import json
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from sqlalchemy import Boolean, Column, Connection, Float, Index, Integer, Table, Text, select
+from sqlalchemy import (
+    Boolean,
+    Column,
+    Connection,
+    Float,
+    Index,
+    Integer,
+    Table,
+    Text,
+    select,
+    text,
+)
 
 from memory_ledger.policy.retention import RetentionPolicy
 from projections.base import Batch, Projection, Row, iso, metadata
 from projections.events import ProjectedEvent
+
+#: Rows that name inputs: the partial index's condition, and the query's (the same text,
+#: so the planner knows the index holds exactly those rows).
+DERIVED = "derived_from != '[]'"
 
 catalog = Table(
     "catalog",
@@ -53,6 +68,16 @@ catalog = Table(
     Column("position", Integer, nullable=False),
     Index("ix_catalog_scope", "namespace", "subject", "predicate"),
     Index("ix_catalog_source", "namespace", "turn_id"),
+    # The few items derived from others (summaries, inferences), so a forget's cascade
+    # reads them, not every item of the namespace (forgetting/scope.py `derived_from`).
+    Index(
+        "ix_catalog_derived",
+        "namespace",
+        "item_id",
+        "derived_from",
+        sqlite_where=text(DERIVED),
+        postgresql_where=text(DERIVED),
+    ),
 )
 
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from uuid import UUID
 
 from pydantic import Field, model_validator
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, select, text
 
 from memory_ledger.event_log import ERASED
 from memory_ledger.identifiers import ItemId
@@ -34,7 +34,7 @@ from memory_ledger.write_policy import (
     canonical_time,
     parse_input,
 )
-from projections.catalog import catalog
+from projections.catalog import DERIVED, catalog
 from projections.facts import facts
 
 if TYPE_CHECKING:
@@ -367,7 +367,7 @@ def derived_from(conn: Connection, namespace: str, targets: list[str]) -> list[s
     """Items whose inputs include a target, transitively: they may embed its content."""
     c = catalog.c
     rows = conn.execute(
-        select(c.item_id, c.derived_from).where(c.namespace == namespace, c.derived_from != "[]")
+        select(c.item_id, c.derived_from).where(c.namespace == namespace, text(DERIVED))
     ).all()
     inputs = {item_id: set(json.loads(raw)) for item_id, raw in rows}
     reached, frontier = set(targets), set(targets)
