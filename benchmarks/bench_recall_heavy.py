@@ -75,7 +75,6 @@ from memory_ledger.crypto import MasterKey
 from memory_ledger.principal import Principal
 from memory_ledger.retrieval.context import ContextRequest, _candidates
 from memory_ledger.retrieval.embedders import load_embedder
-from memory_ledger.write_policy import canonical_time
 from projections.catalog import catalog
 from projections.keyword_index import search as keyword_search
 
@@ -187,7 +186,8 @@ def live_in_namespace(service: MemoryService, namespace: str) -> int:
     """The namespace's usable items, as context() would filter them: every item of the
     namespace (from the catalog) passed through the context builder's own filter."""
     request = ContextRequest(query="count")
-    now = canonical_time(datetime.now(UTC))
+    policy = service.retention
+    times = policy.cutoffs(datetime.now(UTC))
     with service.engine.connect() as conn:
         ids = list(
             conn.execute(
@@ -195,7 +195,7 @@ def live_in_namespace(service: MemoryService, namespace: str) -> int:
             ).scalars()
         )
         return sum(
-            len(_candidates(conn, namespace, request, now, ids[i : i + 500]))
+            len(_candidates(conn, namespace, request, policy, times, ids[i : i + 500]))
             for i in range(0, len(ids), 500)
         )
 
