@@ -263,10 +263,7 @@ class MemoryService:
                 conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
             return True
         if path == settings.events_path:
-            with self.log.recorder.datastore.get_connection(commit=True) as conn:
-                cursor = conn.cursor()
-                cursor.execute("VACUUM")
-                cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            self.log.rewrite_file()
             return True
         return False
 

@@ -401,6 +401,17 @@ class EventLog:
             return self.read(fresh)
         raise _missing_key(item.id, item.key_generation, keys.has_row(ident, item.key_generation))
 
+    def rewrite_file(self) -> None:
+        """Rebuild the SQLite event store file (VACUUM, then truncate the WAL), so that
+        only live rows remain in its pages: for when a page was found holding bytes that
+        should be gone. Nothing to do on PostgreSQL (compact VACUUMs the key table)."""
+        if self.settings.postgres is not None:
+            return
+        with self.recorder.datastore.get_connection(commit=True) as conn:
+            cursor = conn.cursor()
+            cursor.execute("VACUUM")
+            cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
     def compact(self) -> list[str]:
         """Remove destroyed key bytes from the files: a WAL checkpoint that truncates the
         WAL on SQLite (secure_delete already zeroed the pages), VACUUM on PostgreSQL."""

@@ -74,12 +74,15 @@ def _apply_keys(
 ) -> None:
     new_keys: Sequence[NewKey] = kwargs.get("data_keys") or ()
     destroyed: Sequence[KeyDestruction] = kwargs.get("destroy_keys") or ()
+    if secure_delete_pragma and (new_keys or destroyed):
+        # Zero freed cell space on this connection before ANY key write, inserts too: an
+        # insert that splits a page moves live keys to a new page, and without it their
+        # old copies stay behind in the old page's free space, where the key proof of a
+        # later forget finds them after those keys are destroyed.
+        cursor.execute("PRAGMA secure_delete = ON")
     if new_keys:
         key_sql.insert_keys(cursor, new_keys)
     if destroyed:
-        if secure_delete_pragma:
-            # Zero freed cell space on this connection so the wrapped bytes do not linger.
-            cursor.execute("PRAGMA secure_delete = ON")
         key_sql.destroy_keys(cursor, destroyed)
 
 
