@@ -209,10 +209,12 @@ class MentionIndexProjection(Projection):
         return int(conn.execute(orphan).scalar() or 0)
 
     def snapshot(self, conn: Connection) -> list[Any]:
-        """The documents as ids and packed terms (numbers are the database's to give)."""
+        """The documents as ids and packed terms in hex (numbers are the database's to
+        give)."""
         d = mention_docs
         query = select(d.c.item_id, d.c.namespace, d.c.key_generation, d.c.terms)
-        return [tuple(r) for r in conn.execute(query.order_by(d.c.item_id))]
+        rows = conn.execute(query.order_by(d.c.item_id))
+        return [(i, ns, gen, bytes(terms).hex()) for i, ns, gen, terms in rows]
 
 
 def item_texts(
