@@ -320,6 +320,7 @@ WORDS = [
     "forget", "delete", "my", "old", "address", "phone", "删除", "地址", "旧", "yesterday",
     "that", "thing", "allergy", "bob's", "everything", "don't", "stop using", "seat", "the",
     "time", "but keep", "昨天", "上次", "last time", "in march", "?", "current", "Carol's",
+    "and", "和", ",",
 ]  # fmt: skip
 
 
@@ -335,7 +336,8 @@ def test_any_request_stays_inside_the_namespace_and_destroys_nothing(
     mine = set(history.values())
     assert set(plan.targets) | set(plan.cascaded) | set(plan.keeps) <= mine
     assert {c["item_id"] for c in plan.candidates} <= mine
-    if plan.status != "planned":
+    assert {i for p in plan.parts for i in p["item_ids"]} <= mine
+    if plan.status not in ("planned", "partial_match"):
         assert not plan.targets
     if "everything" not in words and plan.scope is not None:
         assert plan.scope["kind"] != "namespace"

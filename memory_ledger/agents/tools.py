@@ -223,7 +223,9 @@ class PlanForgetArgs(StrictModel):
     destroyed until execute_forget."""
 
     text: Annotated[str, Strict(), Field(min_length=1, max_length=MAX_REQUEST_CHARS)] = Field(
-        description="The user's request in their words, e.g. 'forget my old address'."
+        description="The user's request in their words, e.g. 'forget my old address', "
+        "'delete the old gate code 7142; the current one stays', 'redact 206-555-0148 "
+        "everywhere'."
     )
     session_id: Ident | None = Field(None, description="The session the request was made in.")
     turn_id: Ident | None = Field(None, description="The turn the request was made in.")
@@ -392,7 +394,10 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "plan_forget",
         "When the user asks to forget, delete, stop using or correct something, pass "
-        "their words. Nothing is destroyed: the plan says what would be affected. Tell "
+        "their words, whole: a value they name (a code, a number, a name, a phrase) is "
+        "found everywhere it is said, and what they say stays ('but keep ...') is kept. "
+        "Nothing is destroyed: the plan says what would be affected (`pieces`: each "
+        "piece of information with its places, erased or redacted; `kept`). Tell "
         "the user (its message), and call execute_forget with its plan_id once they "
         "confirm. If it needs clarification, ask its question and answer with "
         "choose_forget_candidates.",

@@ -232,7 +232,12 @@ def _print_plan(plan: ForgetPlan) -> None:
         + (f" ({markup_safe(plan.intent)})" if plan.intent else "")
     )
     rows = [(i, "target") for i in plan.targets] + [(i, "erased with it") for i in plan.cascaded]
-    rows += [(i, "stays") for i in plan.keeps if i not in plan.targets]
+    rows += [
+        (i, "span(s) redacted, rest stays") for i in plan.spans_by_item if i not in plan.targets
+    ]
+    rows += [
+        (i, "stays") for i in plan.keeps if i not in plan.targets and i not in plan.spans_by_item
+    ]
     if rows:
         table = Table("item", "what happens", "label")
         for item, what in rows:
@@ -243,15 +248,46 @@ def _print_plan(plan: ForgetPlan) -> None:
         for c in plan.candidates:
             table.add_row(shown(c["item_id"]), shown(c.get("label", "")))
         out.print(table)
+    if plan.pieces:  # a request that names information: each piece and its places
+        table = Table("piece of information", "kind", "status", "erased", "redacted", "spans")
+        for piece in plan.pieces:
+            places = piece["places"]
+            table.add_row(
+                shown(piece.get("said", "")),
+                shown(piece["kind"]),
+                shown(piece["status"] + (f" ({piece['reason']})" if piece.get("reason") else "")),
+                shown(sum(1 for p in places if p["action"] == "erase")),
+                shown(sum(1 for p in places if p["action"] == "redact")),
+                shown(sum(p["spans"] for p in places)),
+            )
+        out.print(table)
+    if plan.kept:  # what the request said stays
+        table = Table("kept, as asked", "kind", "said in")
+        for kept in plan.kept:
+            table.add_row(
+                shown(kept.get("said", "")), shown(kept["kind"]), shown(len(kept["item_ids"]))
+            )
+        out.print(table)
+    if plan.parts and not plan.pieces:  # a request of several parts: what became of each
+        table = Table("part of the request", "status", "items", "why not")
+        for part in plan.parts:
+            table.add_row(
+                shown(part.get("said", "")),
+                shown(part["status"]),
+                shown(len(part["item_ids"])),
+                shown(part.get("reason", "")),
+            )
+        out.print(table)
     out.print(shown(plan.question or plan.message))
-    if plan.status == "planned":
+    if plan.status in ("planned", "partial_match"):
         out.print(shown(f"to go ahead: memory-ledger forget NAMESPACE --plan {plan.plan_id}"))
 
 
 def _print_outcome(outcome: PlanOutcome) -> None:
+    requests = outcome.request_ids or ([outcome.request_id] if outcome.request_id else [])
     out.print(
         f"plan {markup_safe(outcome.plan_id)}: {markup_safe(outcome.status)}"
-        + (f", request {markup_safe(outcome.request_id)}" if outcome.request_id else "")
+        + (f", request(s) {markup_safe(', '.join(requests))}" if requests else "")
     )
     if outcome.remaining:
         out.print(shown("still to confirm: " + ", ".join(outcome.remaining)))

@@ -12,15 +12,35 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import hashlib
+import itertools
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, tzinfo
 from typing import TYPE_CHECKING, Any
+from uuid import UUID
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from memory_ledger.errors import InvalidTransition, InvalidWrite, NotFound
+from memory_ledger.event_log import ERASED
+from memory_ledger.forgetting.planning.information import InformationPlanner
 from memory_ledger.forgetting.planning.lexicon import lexicon
-from memory_ledger.forgetting.planning.planner import Draft, Planner
+from memory_ledger.forgetting.planning.pieces import (
+    KINDS as PIECE_KINDS,
+)
+from memory_ledger.forgetting.planning.pieces import (
+    MAX_PIECE_CHARS,
+    MAX_PIECES,
+    Information,
+    lowered,
+    prepared,
+)
+from memory_ledger.forgetting.planning.planner import (
+    NOT_FOUND,
+    Draft,
+    Planner,
+    missing_parts,
+)
 from memory_ledger.forgetting.planning.plans import (
     PLAN_TTL,
     ForgetPlan,
@@ -29,6 +49,7 @@ from memory_ledger.forgetting.planning.plans import (
     require_executable,
 )
 from memory_ledger.forgetting.planning.reading import LexiconReader, Reader, Reading
+from memory_ledger.forgetting.redaction import MAX_ITEMS, MAX_SPANS, span_pattern
 from memory_ledger.forgetting.scope import parse_scope, resolve
 from memory_ledger.identifiers import IDENTIFIER_RULE, is_identifier, new_plan_id, new_request_id
 from memory_ledger.times import canonical_time
@@ -53,6 +74,9 @@ class PlanOutcome:
     #: Stores still to confirm, while the request is not completed.
     remaining: list[str] = field(default_factory=list)
     receipts: list[dict[str, Any]] = field(default_factory=list)
+    #: Every request the plan filed, in order: a plan of information that erases facts
+    #: and redacts spans elsewhere files a redaction request and a forget request.
+    request_ids: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -87,9 +111,10 @@ def zone_of(name: str | None) -> tzinfo:
         ) from None
 
 
-def check_reading(reading: Reading) -> Reading:
+def check_reading(reading: Reading, text: str | None = None) -> Reading:
     """A reader's output, checked before it selects anything (a plugged-in reader is not
-    trusted more than a request): known intents, concepts and span kinds only."""
+    trusted more than a request): known intents, concepts and span kinds only, and
+    pieces of information the request's words (`text`) say."""
     lex = lexicon()
     if reading.intent not in (None, "delete", "stop_using", "update", "redact"):
         raise InvalidWrite("the reader returned an unknown intent")
@@ -103,7 +128,34 @@ def check_reading(reading: Reading) -> Reading:
         raise InvalidWrite("the reader returned an invalid category")
     if reading.window is not None and reading.window.since >= reading.window.until:
         raise InvalidWrite("the reader returned an empty time window")
+    for part in reading.parts:
+        if part.reading.parts:
+            raise InvalidWrite("the reader returned a part of several parts")
+        check_reading(part.reading)
+    if reading.information is not None:
+        check_pieces(reading.information, text)
     return reading
+
+
+def check_pieces(info: Information, text: str | None) -> Information:
+    """The pieces a reader returned: known kinds, bounded, and every value one the
+    request's own words contain (a reader cannot name a value the user did not say)."""
+    said = lowered(prepared(text)) if text is not None else None
+    pieces = [*info.pieces, *info.kept]
+    if len(info.pieces) > MAX_PIECES or len(info.kept) > MAX_PIECES:
+        raise InvalidWrite("the reader returned too many pieces")
+    for piece in pieces:
+        if piece.kind not in PIECE_KINDS or piece.which not in (None, "previous", "current", "all"):
+            raise InvalidWrite("the reader returned an unknown kind of piece")
+        if not piece.text.strip() or len(piece.text) > MAX_PIECE_CHARS:
+            raise InvalidWrite("the reader returned an empty or too long piece")
+        if piece.reading is not None:
+            if piece.reading.information is not None or piece.reading.parts:
+                raise InvalidWrite("the reader returned a piece of several pieces")
+            check_reading(piece.reading)
+        if said is not None and piece.literal and lowered(prepared(piece.text)) not in said:
+            raise InvalidWrite("the reader returned a value the request does not say")
+    return info
 
 
 class ForgetPlanning:
@@ -135,12 +187,17 @@ class ForgetPlanning:
         now = self.clock()
         service.runner.catch_up()
         self.plans.expire_due(ledger.namespace, now)
-        reading = check_reading(self.reader.read(text, now, zone))
+        reading = check_reading(self.reader.read(text, now, zone), text)
         if reading.everything and self.reader is not self._lexicon_reader:
             # A whole-user scope only where the words say so, whoever read them.
             reading.everything = self._lexicon_reader.read(text, now, zone).everything
+        for part in reading.parts:  # and never in a part of words that do not say so
+            part.reading.everything = part.reading.everything and reading.everything
         with service.engine.connect() as conn:
-            planner = Planner(conn, service.log, service.vectors, ledger.namespace)
+            planner = Planner(
+                conn, service.log, service.vectors, ledger.namespace,
+                projections=service.runner.projections,
+            )  # fmt: skip
             draft = planner.plan(reading, text, session_id)
             versions = planner.pool_versions(draft.targets) if draft.intent == "update" else {}
         plan = self._plan(ledger, draft, reading, now, session_id, turn_id)
@@ -157,7 +214,8 @@ class ForgetPlanning:
         session_id: str | None,
         turn_id: str | None,
     ) -> ForgetPlan:
-        stores = self._stores(ledger, draft.intent) if draft.status == "planned" else []
+        executable = draft.status in ("planned", "partial_match")
+        stores = self._stores(ledger, draft.intent) if executable else []
         if draft.intent == "update" and draft.new_value is None:
             draft.new_value = reading.new_value
         return ForgetPlan(
@@ -183,6 +241,11 @@ class ForgetPlanning:
             session_id=session_id,
             turn_id=turn_id,
             span_kinds=list(reading.spans),
+            parts=draft.parts,
+            pieces=draft.pieces,
+            kept=draft.kept,
+            spans_by_item=draft.spans_by_item,
+            redactions=len(_batches(draft.spans_by_item)) if executable else 0,
         )
 
     @staticmethod
@@ -220,8 +283,15 @@ class ForgetPlanning:
         service = ledger.service
         service.runner.catch_up()
         with service.engine.connect() as conn:
-            planner = Planner(conn, service.log, service.vectors, ledger.namespace)
-            draft = planner.chosen(reading, chosen)
+            planner = Planner(
+                conn, service.log, service.vectors, ledger.namespace,
+                projections=service.runner.projections,
+            )  # fmt: skip
+            if asked.pieces:  # a piece of information asked about: its chosen values
+                planner.reading = reading
+                draft = InformationPlanner(planner).chosen(asked, chosen)
+            else:
+                draft = planner.chosen(reading, chosen, asked.parts)
             versions = planner.pool_versions(draft.targets) if draft.intent == "update" else {}
         draft.new_value = asked.new_value
         plan = self._plan(ledger, draft, reading, now, asked.session_id, asked.turn_id)
@@ -233,6 +303,8 @@ class ForgetPlanning:
     def execute(self, ledger: MemoryLedger, plan_id: str) -> PlanOutcome:
         check_plan_id(plan_id)
         plan = self.get(ledger, plan_id)
+        if plan.state == "withdrawn" and self._stopped_between(ledger, plan):
+            plan.state = "executing"  # its first request withdrew it: finish the rest
         if plan.state != "executing":
             require_executable(plan)
             request_id = new_request_id()
@@ -245,13 +317,28 @@ class ForgetPlanning:
                 )
             plan.state, plan.request_id = "executing", request_id
         # else: a run that stopped half way (a crash); executing again finishes it
-        outcome = self._run(ledger, plan)
+        outcome = _with_parts(plan, self._run(ledger, plan))
         self.plans.close(plan_id, "executed", self.clock())
         return outcome
+
+    @staticmethod
+    def _stopped_between(ledger: MemoryLedger, plan: ForgetPlan) -> bool:
+        """A plan of information whose redaction was filed (which withdrew the plan, as
+        every erasure withdraws the open plans that show its items) and whose forget
+        request may not have been: executing it again files the rest."""
+        if plan.request_id is None or not _redacts(plan) or plan.intent != "delete":
+            return False
+        try:
+            ledger.service.requests.report(plan.request_id)
+        except NotFound:
+            return False
+        return True
 
     def _run(self, ledger: MemoryLedger, plan: ForgetPlan) -> PlanOutcome:
         requests = ledger.service.requests
         assert plan.request_id is not None
+        if _redacts(plan):
+            return self._run_information(ledger, plan)
         try:
             report = requests.report(plan.request_id)  # a retry after a crash
         except NotFound:
@@ -302,6 +389,48 @@ class ForgetPlanning:
         )
         message = lexicon().messages[f"{plan.language}_done"].format(count=changed)
         return PlanOutcome(plan.plan_id, plan.intent, "completed", None, message, plan.targets)
+
+    def _run_information(self, ledger: MemoryLedger, plan: ForgetPlan) -> PlanOutcome:
+        """A plan that redacts spans (and may erase facts): one redaction request per
+        batch of items (the spans need the plan's sealed part, so they go first), then
+        the forget request for the facts, each under an id fixed by the plan's, so a
+        run that stopped half way finds what it filed and files the rest."""
+        requests = ledger.service.requests
+        by = ledger.principal.user
+        assert plan.request_id is not None
+        ids = _request_ids(plan.request_id)
+        reports = []
+        batches = _batches(plan.spans_by_item)  # none once the plan's sealed part is gone
+        for n in range(plan.redactions):
+            request_id = next(ids)
+            report = _filed(requests, request_id)
+            if report is None and n < len(batches):
+                live = _still_holding(ledger, batches[n])
+                if not live:
+                    continue
+                spans = list(dict.fromkeys(s for v in live.values() for s in v))
+                report = requests.submit_redaction(
+                    ledger.namespace,
+                    {"item_ids": sorted(live), "spans": spans},
+                    requested_by=by,
+                    request_id=request_id,
+                    plan_id=plan.plan_id,
+                )
+            if report is not None:
+                reports.append(report)
+        if plan.intent == "delete" and plan.scope is not None:
+            request_id = next(ids)
+            report = _filed(requests, request_id)
+            if report is None:
+                scope = parse_scope(plan.scope)
+                if scope.kind != "item":
+                    self._still_the_same(ledger, plan, scope)
+                report = requests.submit(
+                    ledger.namespace, scope, requested_by=by, request_id=request_id,
+                    plan_id=plan.plan_id,
+                )  # fmt: skip
+            reports.append(report)
+        return _from_reports(plan, reports)
 
     def _still_the_same(self, ledger: MemoryLedger, plan: ForgetPlan, scope: Any) -> None:
         """A scope is resolved again at execution: if it now means other items than the
@@ -365,11 +494,22 @@ class ForgetPlanning:
         plan = self.get(ledger, plan_id)
         if plan.request_id is not None:
             try:
-                return _from_report(plan, ledger.service.requests.report(plan.request_id))
+                report = ledger.service.requests.report(plan.request_id)
+                return _with_parts(plan, _from_report(plan, report))
             except NotFound:
                 pass
         status = "completed" if plan.state == "executed" else plan.state
         return PlanOutcome(plan.plan_id, plan.intent, status, None, plan.message, plan.targets)
+
+
+def _with_parts(plan: ForgetPlan, outcome: PlanOutcome) -> PlanOutcome:
+    """An executed plan of some parts of a request only says so in its answer too (a
+    count: the answer never repeats the request's words)."""
+    missing = sum(1 for p in plan.parts if p["status"] == NOT_FOUND)
+    if missing:
+        note = lexicon().messages[f"{plan.language}_outcome_partial"]
+        outcome.message += note.format(count=missing)
+    return outcome
 
 
 def _from_report(plan: ForgetPlan, report: Any) -> PlanOutcome:
@@ -382,15 +522,119 @@ def _from_report(plan: ForgetPlan, report: Any) -> PlanOutcome:
         list(report.all_targets),
         [] if report.completed else list(report.failed_stores),
         [r.to_dict() for r in report.receipts],
+        [report.request_id],
     )
+
+
+#: When a plan's requests end differently, the one its answer reports (the first that
+#: is not done, in this order): a plan is done only when every request is.
+_WORST = (
+    "refused", "blocked", "verification_failed", "partial", "projection_behind", "pending",
+)  # fmt: skip
+
+
+def _from_reports(plan: ForgetPlan, reports: list[Any]) -> PlanOutcome:
+    """One answer for the requests a plan filed, from their real statuses, naming each."""
+    if not reports:
+        message = lexicon().messages[f"{plan.language}_information_nothing_left"]
+        return PlanOutcome(plan.plan_id, plan.intent, "completed", None, message, [])
+    if len(reports) == 1:
+        return _from_report(plan, reports[0])
+    statuses = [r.status for r in reports]
+    status = next((s for s in _WORST if s in statuses), None)
+    if status is None:
+        status = "completed" if all(s == "completed" for s in statuses) else statuses[0]
+    words = lexicon().messages
+    each = words[f"{plan.language}_information_request"]
+    message = " ".join(each.format(request_id=r.request_id, message=r.message) for r in reports)
+    targets = list(dict.fromkeys(i for r in reports for i in r.all_targets))
+    remaining = list(dict.fromkeys(s for r in reports if not r.completed for s in r.failed_stores))
+    return PlanOutcome(
+        plan.plan_id,
+        plan.intent,
+        status,
+        reports[0].request_id,
+        message,
+        targets,
+        remaining,
+        [x.to_dict() for r in reports for x in r.receipts],
+        [r.request_id for r in reports],
+    )
+
+
+def _redacts(plan: ForgetPlan) -> bool:
+    """Whether a plan redacts spans in places it names (a plan of information)."""
+    return plan.redactions > 0
+
+
+def _request_ids(first: str) -> Iterator[str]:
+    """The ids of a plan's requests: its own, then ones derived from it (so a retry
+    after a crash finds each request it filed)."""
+    yield first
+    for n in itertools.count(1):
+        yield "req-" + hashlib.sha256(f"{first}:{n}".encode()).hexdigest()[:16]
+
+
+def _batches(spans_by_item: dict[str, list[str]]) -> list[dict[str, list[str]]]:
+    """Redactions in batches a redaction request takes (items and spans per request)."""
+    out: list[dict[str, list[str]]] = []
+    current: dict[str, list[str]] = {}
+    spans: set[str] = set()
+    for item in sorted(spans_by_item):
+        mine = spans_by_item[item][:MAX_SPANS]
+        if current and (len(current) >= MAX_ITEMS or len(spans | set(mine)) > MAX_SPANS):
+            out.append(current)
+            current, spans = {}, set()
+        current[item] = mine
+        spans |= set(mine)
+    if current:
+        out.append(current)
+    return out
+
+
+def _filed(requests: Any, request_id: str) -> Any:
+    try:
+        return requests.report(request_id)
+    except NotFound:
+        return None
+
+
+def _still_holding(ledger: MemoryLedger, batch: dict[str, list[str]]) -> dict[str, list[str]]:
+    """The items of a batch that are still there and still hold their spans."""
+    log = ledger.service.log
+    items = log.get_many([UUID(i) for i in batch])
+    out = {}
+    for item_id, spans in batch.items():
+        item = items.get(UUID(item_id))
+        if item is None or item.erased:
+            continue
+        fields = log.read(item)
+        if fields is ERASED:
+            continue
+        held = [s for s in spans if (p := span_pattern([s])) is not None and _holds(fields, p)]
+        if held:
+            out[item_id] = held
+    return out
+
+
+def _holds(fields: Any, pattern: Any) -> bool:
+    return any(isinstance(v, str) and pattern.search(v) for v in fields.values())
 
 
 def _message(draft: Draft, language: str) -> str:
     words = lexicon().messages
     if draft.status == "needs_clarification":
         return draft.question or ""
+    missing = " ".join(missing_parts(draft.parts, language))
+    if draft.status == "nothing_matched" and draft.parts:  # which part, and why
+        return words[f"{language}_parts_nothing"].format(missing=missing)
     if draft.status in ("not_a_request", "nothing_matched"):
         return words[f"{language}_{draft.status}"]
+    if draft.information:
+        planned = _information_message(draft, language)
+        if draft.status == "partial_match":
+            return words[f"{language}_partial"].format(missing=missing, plan=planned)
+        return planned
     labels = [draft.labels.get(i, i) for i in draft.targets[:5]]
     more = len(draft.targets) - len(labels)
     listing = "; ".join(labels) + (f" (+{more})" if more > 0 else "")
@@ -399,10 +643,47 @@ def _message(draft: Draft, language: str) -> str:
     )
     keeps = [k for k in draft.keeps if k not in draft.targets]
     kept = words[f"{language}_keeps"].format(count=len(keeps)) if keeps else ""
-    return words[f"{language}_{draft.intent}"].format(
+    planned = words[f"{language}_{draft.intent}"].format(
         count=len(draft.targets) + len(draft.history),
         cascade=cascade,
         labels=listing,
         keeps=kept,
         spans=len(draft.spans),
+    )
+    if draft.spans_by_item:  # the facts' values, said elsewhere too
+        planned += words[f"{language}_mentions"].format(count=len(draft.spans_by_item))
+    if draft.status == "partial_match":  # what is not planned comes first
+        return words[f"{language}_partial"].format(missing=missing, plan=planned)
+    return planned
+
+
+def _information_message(draft: Draft, language: str) -> str:
+    """What a plan of information would do: each piece with its places, what is erased
+    and what is redacted, and what it keeps (the user's words: the sealed part)."""
+    words = lexicon().messages
+    quote = "“{}”" if language == "zh" else "'{}'"
+    sep = "；" if language == "zh" else "; "
+    listing = sep.join(
+        words[f"{language}_information_piece"].format(
+            said=quote.format(p["said"]), count=len(p["places"])
+        )
+        for p in draft.pieces
+        if p["status"] == "resolved"
+    )
+    erase = {pl["item_id"] for p in draft.pieces for pl in p["places"] if pl["action"] == "erase"}
+    cascade = (
+        words[f"{language}_cascade"].format(count=len(draft.cascaded)) if draft.cascaded else ""
+    )
+    kept = ""
+    if draft.kept:
+        kept = words[f"{language}_information_keeps"].format(
+            listing=sep.join(quote.format(k["said"]) for k in draft.kept)
+        )
+    return words[f"{language}_information"].format(
+        listing=listing,
+        erase=len(erase),
+        redact=len(draft.spans_by_item),
+        spans=sum(len(v) for v in draft.spans_by_item.values()),
+        cascade=cascade,
+        keeps=kept,
     )

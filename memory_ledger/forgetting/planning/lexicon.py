@@ -82,6 +82,77 @@ class Patterns:
 
 
 @dataclass(frozen=True)
+class PartWords:
+    """How a request of several parts is cut into them ([parts] in lexicon.toml)."""
+
+    separators: Phrases
+    trim: Phrases
+    articles: Phrases
+    owners: Phrases
+    not_a_part: Phrases
+
+    @classmethod
+    def load(cls, raw: dict[str, Any]) -> PartWords:
+        return cls(**{name: Phrases({name: list(raw[name])}) for name in raw})
+
+
+@dataclass(frozen=True)
+class Label:
+    """A kind of value named in words ("gate code", "押金"): its words and shapes."""
+
+    name: str
+    words: Phrases
+    shapes: tuple[str, ...]
+    terms: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class InformationWords:
+    """How the pieces of information a request names are read ([information])."""
+
+    separators: re.Pattern[str]
+    keep: re.Pattern[str]
+    keep_only: tuple[re.Pattern[str], ...]
+    filler: Phrases
+    sentence_words: frozenset[str]
+    not_names: frozenset[str]
+    not_prefixes: frozenset[str]
+    generic: frozenset[str]
+    #: Chinese function words trimmed from either end of a label ("我的", "都").
+    trim_zh: Phrases
+    restate: Phrases
+    #: Every label word, by label name (for finding them in text).
+    labels: Phrases
+    kinds: dict[str, Label]
+
+    @classmethod
+    def load(cls, raw: dict[str, Any]) -> InformationWords:
+        kinds = {
+            name: Label(
+                name,
+                Phrases({name: list(entry["words"])}),
+                tuple(entry["shapes"]),
+                tuple(entry["words"]),
+            )
+            for name, entry in raw["labels"].items()
+        }
+        return cls(
+            separators=re.compile(raw["separators"]),
+            keep=re.compile(raw["keep"]),
+            keep_only=tuple(re.compile(p) for p in raw["keep_only"]),
+            filler=Phrases({"filler": list(raw["filler"])}),
+            sentence_words=frozenset(raw["sentence_words"]),
+            not_names=frozenset(raw["not_names"]),
+            not_prefixes=frozenset(raw["not_prefixes"]),
+            generic=frozenset(raw["generic"]),
+            trim_zh=Phrases({"trim": list(raw["trim_zh"])}),
+            restate=Phrases({"restate": list(raw["restate"])}),
+            labels=Phrases({k: list(v["words"]) for k, v in raw["labels"].items()}),
+            kinds=kinds,
+        )
+
+
+@dataclass(frozen=True)
 class Lexicon:
     intents: Phrases
     conclusion: Phrases
@@ -113,6 +184,10 @@ class Lexicon:
     zh_stopwords: Phrases
     #: Every phrase that selects something, for telling selector words from content.
     selectors: Phrases
+    #: What joins the parts of a request of several ("my address and my phone number").
+    parts: PartWords
+    #: How the pieces of information a request names are read (pieces.py).
+    information: InformationWords
 
 
 def _group(raw: dict[str, Any], name: str) -> Phrases:
@@ -198,4 +273,6 @@ def lexicon() -> Lexicon:
         stopwords=frozenset(raw["stopwords"]["en"]) | frozenset(raw["stopwords"]["zh"]),
         zh_stopwords=Phrases({"zh": raw["stopwords"]["zh"]}),
         selectors=Phrases(selector_lists),
+        parts=PartWords.load(raw["parts"]),
+        information=InformationWords.load(raw["information"]),
     )

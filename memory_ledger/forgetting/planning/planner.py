@@ -11,18 +11,29 @@ about someone who is not there matches nothing: it never falls back to the user.
 Deletions by a single predicate, category, conversation or time window keep their scope
 (so execution resolves them again and can refuse if the memory changed); anything
 narrower is an explicit list of item ids.
+
+A request of several parts ("my sister's address and my phone number") is planned part
+by part, each as a request of its own words; the plan is the union of what the parts
+name, as an explicit list of item ids, and it lists every part with what became of it.
+No part is dropped without a word: one that is ambiguous is asked about (the others stay
+in the plan), and one that matches nothing is named, with why, in a plan whose status
+says it covers only part of the request (`partial_match`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from sqlalchemy import Connection
 
+from memory_ledger.forgetting.planning.information import InformationPlanner, covered, headed
 from memory_ledger.forgetting.planning.lexicon import Lexicon, lexicon
 from memory_ledger.forgetting.planning.people import People
+from memory_ledger.forgetting.planning.pieces import Piece
 from memory_ledger.forgetting.planning.pool import (
     Pool,
     Row,
@@ -32,7 +43,7 @@ from memory_ledger.forgetting.planning.pool import (
     without_carriers,
     without_derived,
 )
-from memory_ledger.forgetting.planning.reading import Reading
+from memory_ledger.forgetting.planning.reading import MAX_PARTS, Part, Reading
 from memory_ledger.forgetting.planning.text_match import first_person, mentions, shares_chinese
 from memory_ledger.forgetting.scope import ForgetScope, erased_with, resolve
 from memory_ledger.forgetting.scope import normalized as value_key
@@ -41,6 +52,7 @@ from memory_ledger.times import canonical_time
 
 if TYPE_CHECKING:
     from memory_ledger.event_log import EventLog
+    from projections.base import Projection
     from projections.vector_index import VectorIndex
 
 #: A plan lists at most this many candidates in a clarification (the closest first).
@@ -49,13 +61,20 @@ MAX_CANDIDATES = 8
 #: far ahead of the next one, to be taken as the one meant.
 MIN_MATCH = 0.35
 CLEAR_LEAD = 0.85
+#: Why a request about items may match nothing and still name information: no such
+#: fact, or no such person ("the florist's number", "the aisle-seat note").
+_FALLS_THROUGH = ("no_such_value", "third_party_not_found", "no_content_match", "nothing_named")
+#: What a part's planning makes of it (`parts[].status`).
+RESOLVED, AMBIGUOUS, NOT_FOUND = "resolved", "ambiguous", "not_found"
 
 
 @dataclass
 class Draft:
     """A plan before it is stored: ids, scope, labels; nothing written anywhere yet."""
 
-    status: str  # planned | needs_clarification | not_a_request | nothing_matched
+    #: planned | partial_match (some parts of the request only) | needs_clarification |
+    #: not_a_request | nothing_matched
+    status: str
     intent: str | None = None
     conclusion: bool = False
     scope: dict[str, Any] | None = None  # what execution resolves again (a ForgetScope)
@@ -69,6 +88,18 @@ class Draft:
     new_value: str | None = None
     question: str | None = None
     reason: str = ""  # a code: why it matched nothing, why it is not a request
+    #: A request of several parts: each part's words (`said`), `status` (resolved,
+    #: ambiguous, not_found), `item_ids` (its targets, or the candidates to choose
+    #: from) and, when not found, `reason` (a code).
+    parts: list[dict[str, Any]] = field(default_factory=list)
+    #: A request that names information (information.py): each piece with its places
+    #: (`item_id`, `kind`, `action` erase|redact, `spans`: a count), and what it keeps.
+    pieces: list[dict[str, Any]] = field(default_factory=list)
+    kept: list[dict[str, Any]] = field(default_factory=list)
+    #: The spans to redact, per item (items that are not erased): the user's data.
+    spans_by_item: dict[str, list[str]] = field(default_factory=dict)
+    #: Planned by the information it names (information.py), not by items.
+    information: bool = False
 
 
 class Planner:
@@ -79,19 +110,200 @@ class Planner:
         vectors: VectorIndex | None,
         namespace: str,
         words: Lexicon | None = None,
+        projections: Sequence[Projection] | None = None,
     ) -> None:
         self.conn = conn
         self.log = log
         self.vectors = vectors
         self.namespace = namespace
         self.lex = words or lexicon()
-        self.pool = Pool(conn, log, namespace)
+        #: The projections the mention lookup reads (None: requests are planned as
+        #: requests about items only, as before pieces of information were read).
+        self.projections = projections
+
+    @functools.cached_property
+    def pool(self) -> Pool:
+        """Every item of the namespace: loaded only by a plan about items (a plan of
+        information looks only at the places its values are found in)."""
+        return Pool(self.conn, self.log, self.namespace)
 
     # -- the entry point ------------------------------------------------------------------
 
     def plan(self, reading: Reading, text: str, session_id: str | None = None) -> Draft:
         if reading.intent is None:
             return Draft("not_a_request", reason=reading.why_not)
+        information = self._may_name_information(reading, text)
+        tried = False
+        if information and self._contested(reading):
+            # "花呗欠款" (my Huabei debt) or "物业电话" (the office's phone, not mine):
+            # the user's facts of the concept, if their values say the other words
+            tried = True
+            draft = self._plan_items(reading, text, session_id)
+            if not self._values_say(draft, self._contested(reading)):
+                assert reading.information is not None
+                found = InformationPlanner(self).plan(reading, reading.information)
+                if found is not None and found.status != "nothing_matched":
+                    return found
+                if draft.status in ("planned", "needs_clarification"):
+                    # no fact of the user's says "花艺师": the florist's phone, not mine
+                    return Draft("nothing_matched", reading.intent, reason="value_not_found")
+            self._with_mentions(draft)
+            return draft
+        if information and self._names_information(reading):
+            tried = True
+            assert reading.information is not None
+            draft = InformationPlanner(self).plan(reading, reading.information)
+            if draft is not None and not self._suppresses(reading, draft):
+                return draft
+            if draft is None and reading.concepts and not self._concept_selects(reading):
+                # "快递柜号": no such value here, and "号" is no number of the user's
+                return Draft("nothing_matched", reading.intent, reason="value_not_found")
+        draft = self._plan_items(reading, text, session_id)
+        if (
+            information
+            and not tried
+            and draft.status == "nothing_matched"
+            and not draft.parts
+            and draft.reason in _FALLS_THROUGH
+        ):
+            # "the aisle-seat note": no seat preference is stored; maybe a note is
+            assert reading.information is not None
+            found = InformationPlanner(self).plan(reading, reading.information)
+            if found is not None and found.status != "nothing_matched":
+                return found
+        if self.projections is not None and reading.information is not None:
+            self._with_mentions(draft)
+        return draft
+
+    def _suppresses(self, reading: Reading, draft: Draft) -> bool:
+        """ "我失眠的事以后别再提了": not to bring up a memory stops using it (the item
+        planner's reading); the information is redacted only where no fact of the user
+        holds it, or when it was named by its value ("别再提503-555-0164")."""
+        if reading.intent != "stop_using" or draft.intent != "delete":
+            return False
+        info = reading.information
+        return info is not None and not any(
+            (p.literal and p.kind not in ("name", "text")) or self._kind_of_value(p.label)
+            for p in info.pieces
+        )
+
+    def _may_name_information(self, reading: Reading, text: str) -> bool:
+        """Whether the request's pieces of information can be planned at all: a request
+        to forget (or not to restate) something, with pieces, and the lookup at hand."""
+        info = reading.information
+        if info is None or self.projections is None or not info.pieces:
+            return False
+        if reading.intent not in ("delete", "stop_using", "redact"):
+            return False
+        return reading.intent != "stop_using" or self.lex.information.restate.any(normalise(text))
+
+    def _names_information(self, reading: Reading) -> bool:
+        """Whether a request is planned by the information it names, rather than by
+        the items it describes ("my old address", "what I said yesterday"): it names a
+        value by its shape (a code, an amount, a phone number, a quoted phrase); or a
+        name, or Chinese text that is no word of the lexicon, and selects nothing
+        else; or it describes a kind of value ("the previous gate code", "订单号")
+        that no concept of the lexicon is the head of."""
+        info = reading.information
+        assert info is not None
+        kinds = {p.kind for p in info.pieces}
+        if kinds - {"name", "text", "description"}:
+            return True
+        if reading.intent == "redact" and reading.spans:
+            return False  # "the time of the Canucks game": kinds of text, in items
+        descriptions = [p for p in info.pieces if p.kind == "description"]
+        by_items = (
+            reading.relations or reading.names or reading.kinds or reading.window
+            or reading.session or reading.said or reading.topic or reading.everything
+        )  # fmt: skip
+        # A concept or category selects items when it is what a description is ("my
+        # mobile number", "marathon goal"), not part of a kind of value that another
+        # word heads ("病历号", "打电话的备注", "物业电话": the office's, not mine).
+        by_concept = self._concept_selects(reading)
+        named = [p for p in info.pieces if p.kind in ("name", "text")]
+        if named and not by_items:  # values by name ("豆包", "Wren"), not "the Bristol address"
+            return not all(p.kind == "name" and self._narrows(p) for p in named)
+        if not descriptions or not any(self._kind_of_value(p.label) for p in descriptions):
+            return False
+        if any(p.every for p in info.pieces):
+            return True
+        return not by_items and not by_concept
+
+    def _contested(self, reading: Reading) -> list[str]:
+        """The Chinese words that qualify a concept a description ends with, when they
+        are no words of the lexicon ("花呗" in "花呗欠款", "物业" in "物业电话"): they
+        may narrow the user's facts of the concept, or name someone else's thing."""
+        info = reading.information
+        if info is None or any(p.literal and p.kind not in ("name", "text") for p in info.pieces):
+            return []
+        out = []
+        for piece in info.pieces:
+            low = normalise(piece.label)
+            if piece.kind != "description" or low.isascii() or not headed(self.lex, low):
+                continue
+            if "的" in low:  # "张医生的电话": whose it is, for the item planner's people
+                continue
+            if covered(self.lex, low) or not self._kind_of_value(low):
+                continue
+            mask = list(low)
+            hits = [*self.lex.concepts.find(low), *self.lex.information.trim_zh.find(low)]
+            hits += [*self.lex.which.find(low), *self.lex.zh_stopwords.find(low)]
+            for h in hits:
+                mask[h.start : h.end] = " " * (h.end - h.start)
+            out += [w for w in "".join(mask).split() if len(w) >= 2]
+        return out
+
+    def _values_say(self, draft: Draft, words: list[str]) -> bool:
+        """Whether a plan of facts erases facts whose values say these words."""
+        if draft.status != "planned" or not words:
+            return False
+        rows = [self.pool.by_id[i] for i in draft.targets if i in self.pool.by_id]
+        facts = [r.item_id for r in rows if r.kind != "turn"]
+        texts = self.pool.texts(facts)
+        return any(t and any(w in t for w in words) for t in texts.values())
+
+    def _concept_selects(self, reading: Reading) -> bool:
+        """Whether the request's concepts or categories select the user's items: they
+        are what its descriptions are, not parts of kinds of value another word heads
+        ("病历号", "打电话的备注", "物业电话": the office's, not mine)."""
+        info = reading.information
+        descriptions = [p for p in info.pieces if p.kind == "description"] if info else []
+        values = bool(descriptions) and all(self._describes_value(p.label) for p in descriptions)
+        return bool(reading.concepts or reading.categories) and not values
+
+    def _describes_value(self, label: str) -> bool:
+        """A description of a kind of value that is no concept of the user's facts: a
+        label word is its head ("gate code", "病历号") and no concept is, or the
+        concept is, but other Chinese words say whose or which ("物业电话")."""
+        low = normalise(label)
+        heads = [h for h in self.lex.information.labels.find(low) if h.end == len(low)]
+        if not heads:
+            return False
+        if not headed(self.lex, low):
+            return True
+        return not low.isascii() and not covered(self.lex, low)
+
+    def _kind_of_value(self, label: str) -> bool:
+        """Whether a description names a kind of value ("gate code", "押金", "note")."""
+        return bool(self.lex.information.labels.find(normalise(label)))
+
+    def _narrows(self, piece: Piece) -> bool:
+        """A name said with a concept other than a name ("the Bristol address")."""
+        hits = self.lex.concepts.find(normalise(piece.label))
+        return any(h.entry.removesuffix("#many") != "name" for h in hits)
+
+    def _with_mentions(self, draft: Draft) -> None:
+        """A plan that erases facts lists every place that repeats their values (in any
+        written form), where the value is redacted and the rest stays."""
+        if draft.status not in ("planned", "partial_match") or draft.intent != "delete":
+            return
+        if draft.scope is not None and draft.scope.get("kind") == "namespace":
+            return
+        InformationPlanner(self).mentions_of(draft)
+
+    def _plan_items(self, reading: Reading, text: str, session_id: str | None) -> Draft:
+        if reading.parts:
+            return self._compound(reading, session_id)
         self.reading = reading
         self.text = normalise(text)
         self.session_id = session_id
@@ -113,6 +325,71 @@ class Planner:
             return self._finish(self._update(subjects))
         return self._finish(self._select(subjects))
 
+    # -- a request of several parts -----------------------------------------------------
+
+    def _compound(self, reading: Reading, session_id: str | None) -> Draft:
+        """Each part planned as a request of its own, then one plan of them all: the
+        union of the parts' targets (a part adds only what it names itself), asked
+        about where a part is ambiguous, and partial where a part matches nothing."""
+        # A request of more parts is planned for its first ones; the others are listed as
+        # not planned (and why), never left out.
+        drafts = [self.plan(p.reading, p.text, session_id) for p in reading.parts[:MAX_PARTS]]
+        kinds = ("delete", "stop_using")  # one request does one of them, to all its parts
+        intent = next(
+            (d.intent for d in drafts if d.status == "planned" and d.intent in kinds),
+            next((d.intent for d in drafts if d.intent in kinds), reading.intent),
+        )
+        parts = [_part(p, d, intent) for p, d in zip(reading.parts, drafts, strict=False)]
+        parts += [
+            {"said": p.said, "status": NOT_FOUND, "item_ids": [], "reason": "too_many_parts"}
+            for p in reading.parts[MAX_PARTS:]
+        ]
+        used = [d for d, p in zip(drafts, parts, strict=False) if p["status"] != NOT_FOUND]
+        self.reading = replace(
+            reading, intent=intent, conclusion=any(d.conclusion for d in used), parts=[]
+        )
+        if any(p["status"] == AMBIGUOUS for p in parts):
+            return self._ask_parts(parts)
+        targets = list(dict.fromkeys(i for p in parts for i in p["item_ids"]))
+        if not targets:
+            return Draft("nothing_matched", intent, reason="no_part_matched", parts=parts)
+        return self._parts_plan([self.pool.by_id[i] for i in targets], parts)
+
+    def _parts_plan(self, rows: list[Row], parts: list[dict[str, Any]]) -> Draft:
+        draft = self._finish(self._explicit(rows))
+        draft.parts = parts
+        if any(p["status"] != RESOLVED for p in parts):
+            draft.status = "partial_match"
+        return draft
+
+    def _ask_parts(self, parts: list[dict[str, Any]]) -> Draft:
+        """The question about the ambiguous parts, each named, its candidates numbered
+        on from the part before's; what the other parts came to is said after it."""
+        language = self.reading.language
+        template = self.lex.questions[f"{language}_candidates"]
+        about = self.lex.messages[f"{language}_part_about"]
+        options: list[dict[str, Any]] = []
+        asked = []
+        for n, part in enumerate(parts):
+            if part["status"] != AMBIGUOUS:
+                continue
+            mine = [candidate(self.pool, i, language) | {"part": n} for i in part["item_ids"]]
+            listing = "; ".join(f"({len(options) + k}) {o['label']}" for k, o in enumerate(mine, 1))
+            options += mine
+            question = template.format(count=len(mine), options=listing)
+            asked.append(about.format(said=part["said"], question=question))
+        question = " ".join(
+            [*asked, *planned_parts(parts, language), *missing_parts(parts, language)]
+        )
+        return Draft(
+            "needs_clarification",
+            self.reading.intent,
+            conclusion=self.reading.conclusion,
+            candidates=options,
+            question=question,
+            parts=parts,
+        )
+
     # -- what ---------------------------------------------------------------------------
 
     def _predicates(self, rows: list[Row]) -> list[str]:
@@ -126,7 +403,15 @@ class Planner:
                 tokens = {
                     part for name in listed for part in name.split("_")
                 } - self.lex.patterns.generic_predicate_parts
-                exact = sorted(p for p in present if set(p.split("_")) & tokens)
+                # never a predicate the lexicon knows as another concept's: "email" has
+                # "email_address", and must not take a stored "home_address" for it
+                theirs = {
+                    p
+                    for other, names in self.lex.concept_predicates.items()
+                    if other != concept
+                    for p in names
+                } - set(listed)
+                exact = sorted(p for p in present if set(p.split("_")) & tokens and p not in theirs)
             chosen += [p for p in exact if p not in chosen]
         words = {w.removesuffix("s") for w in self.reading.words} | set(self.reading.words)
         for predicate in sorted(present):  # a predicate spelled out: "favourite colour"
@@ -563,10 +848,16 @@ class Planner:
         ids = sorted(r.item_id for r in holding)
         return Draft("planned", "redact", targets=ids, keeps=ids, spans=spans)
 
-    def chosen(self, reading: Reading, item_ids: list[str]) -> Draft:
-        """The plan for candidates a user picked: those items, exactly."""
+    def chosen(
+        self, reading: Reading, item_ids: list[str], parts: list[dict[str, Any]] | None = None
+    ) -> Draft:
+        """The plan for candidates a user picked: those items, exactly. For a request of
+        several parts, with the items of the parts that were resolved: an ambiguous
+        part is resolved to what was picked of its candidates, or not found if none."""
         self.reading = reading
         self.text = ""
+        if parts:
+            return self._chosen_parts(item_ids, parts)
         rows = [self.pool.by_id[i] for i in item_ids if i in self.pool.by_id]
         if not rows:
             return Draft("nothing_matched", reading.intent, reason="chosen_items_gone")
@@ -579,6 +870,25 @@ class Planner:
             ids = sorted(r.item_id for r in rows)
             return self._finish(Draft("planned", "redact", targets=ids, keeps=ids, spans=spans))
         return self._finish(self._explicit(rows))
+
+    def _chosen_parts(self, item_ids: list[str], asked: list[dict[str, Any]]) -> Draft:
+        parts = []
+        for part in asked:
+            part = dict(part)
+            if part["status"] == AMBIGUOUS:
+                picked = [i for i in part["item_ids"] if i in item_ids]
+                part.update(status=RESOLVED if picked else NOT_FOUND, item_ids=picked)
+                part["reason"] = "" if picked else "none_chosen"
+            if part["status"] == RESOLVED:
+                part["item_ids"] = [i for i in part["item_ids"] if i in self.pool.by_id]
+                if not part["item_ids"]:
+                    part.update(status=NOT_FOUND, reason="chosen_items_gone")
+            parts.append(part)
+        targets = list(dict.fromkeys(i for p in parts for i in p["item_ids"]))
+        if not targets:
+            return Draft("nothing_matched", self.reading.intent, reason="chosen_items_gone",
+                         parts=parts)  # fmt: skip
+        return self._parts_plan([self.pool.by_id[i] for i in targets], parts)
 
     def pool_versions(self, item_ids: list[str]) -> dict[str, int]:
         """Each item's version now (from the log), for an update's retry check."""
@@ -625,3 +935,56 @@ class Planner:
         shown = [*draft.targets[:50], *draft.keeps[:50], *draft.history[:50]]
         draft.labels = {i: self.pool.label(i, language) for i in shown if i in self.pool.by_id}
         return draft
+
+
+def _part(part: Part, draft: Draft, intent: str | None) -> dict[str, Any]:
+    """What one part's own plan came to, as the compound plan lists it."""
+    out: dict[str, Any] = {"said": part.said, "status": NOT_FOUND, "item_ids": [], "reason": ""}
+    if part.read_as:
+        out["read_as"] = part.read_as
+    if draft.status in ("planned", "needs_clarification") and draft.intent != intent:
+        out["reason"] = "other_intent"  # "stop using my X and delete my Y": asked apart
+    elif draft.status == "planned" and draft.history:
+        # earlier versions inside an item that stays: a scope of their own, not an item
+        out["reason"] = "needs_own_request"
+    elif draft.status == "planned":
+        out.update(status=RESOLVED, item_ids=list(draft.targets))
+    elif draft.status == "needs_clarification":
+        out.update(status=AMBIGUOUS, item_ids=[c["item_id"] for c in draft.candidates])
+    elif draft.status == "not_a_request" and draft.reason != "too_many_parts":
+        out["reason"] = "not_a_request"  # its own words ask for nothing
+    else:
+        out["reason"] = draft.reason or draft.status
+    return out
+
+
+def missing_parts(parts: list[dict[str, Any]], language: str) -> list[str]:
+    """A sentence for each part that is not planned: "I could not find 'my phone
+    number': nothing stored matches it now (it may have been erased already)."."""
+    words = lexicon().messages
+    out = []
+    for part in parts:
+        if part["status"] != NOT_FOUND or part["reason"] == "too_many_parts":
+            continue
+        why = words.get(f"{language}_why_{part['reason']}", words[f"{language}_why"])
+        if part.get("read_as"):  # "phone number", read as "my sister's phone number"
+            template = words[f"{language}_part_not_found_read_as"]
+        else:
+            template = words[f"{language}_part_not_found"]
+        out.append(template.format(said=part["said"], read_as=part.get("read_as"), why=why))
+    beyond = sum(1 for p in parts if p["reason"] == "too_many_parts")
+    if beyond:  # one sentence for them all
+        out.append(words[f"{language}_parts_too_many"].format(count=beyond, max=MAX_PARTS))
+    return out
+
+
+def planned_parts(parts: list[dict[str, Any]], language: str) -> list[str]:
+    """The parts that stay planned while another is asked about, with their counts."""
+    words = lexicon().messages
+    listing = [
+        words[f"{language}_part_count"].format(said=p["said"], count=len(p["item_ids"]))
+        for p in parts
+        if p["status"] == RESOLVED
+    ]
+    sep = "；" if language == "zh" else "; "
+    return [words[f"{language}_parts_planned"].format(listing=sep.join(listing))] if listing else []

@@ -6,7 +6,9 @@ codes only, like the ledger. What a user would recognise (the candidates' labels
 previews of their text, the clarifying question, a redaction's spans, an update's new
 value) is personal content: it is sealed under a key of the plan's own (`plan:<id>` in
 the key store), which is destroyed when the plan is executed, expires or is withdrawn.
-The request's words are never stored at all.
+The request's words are not stored, with one exception sealed like the labels: a
+request of several parts keeps each part's own words (`parts[].said`), so the user
+can see which part is which and which one matched nothing.
 
 A plan is also a store of the data map (`PlansStore`): a forget that erases an item an
 open plan shows withdraws that plan, so no label of an erased item survives anywhere.
@@ -61,10 +63,13 @@ class ForgetPlan:
     """A request in words, resolved: what would be done, to what, and what stays.
 
     Item ids and codes are safe to log; `labels`, `candidates[].label`, `question`,
-    `spans` and `new_value` repeat the user's data and are for the user's eyes only."""
+    `spans`, `new_value`, `message` and `parts[].said` repeat the user's data and are
+    for the user's eyes only."""
 
     plan_id: str
-    status: str  # planned | needs_clarification | not_a_request | nothing_matched
+    #: planned | partial_match (some parts of the request only; `parts` says which are
+    #: not planned, and why) | needs_clarification | not_a_request | nothing_matched
+    status: str
     intent: str | None
     language: str
     scope: dict[str, Any] | None
@@ -91,6 +96,24 @@ class ForgetPlan:
     versions: dict[str, int] = field(default_factory=dict)
     #: A redaction's kinds of text ("time", "phone"), to find them in chosen candidates.
     span_kinds: list[str] = field(default_factory=list)
+    #: A request of several parts: every part, in order, with `said` (its words) and,
+    #: when it borrowed words of the part before, `read_as` (both for the user's eyes
+    #: only), `status` (resolved | ambiguous | not_found), `item_ids` (its targets, or
+    #: its candidates) and `reason` (a code, when not found).
+    parts: list[dict[str, Any]] = field(default_factory=list)
+    #: A request that names information: every piece it names, in order, with `kind`
+    #: (code, phone, amount, quoted, name, ..., description), `status`, `reason` and
+    #: its `places` (`item_id`, `kind` of item, `action` erase | redact, `spans`: how
+    #: many are redacted there), and `said` (its words: for the user's eyes only).
+    pieces: list[dict[str, Any]] = field(default_factory=list)
+    #: What the request keeps ("the current amount remains 3,150 EUR"): `kind`,
+    #: `item_ids` (where it is said; never touched) and `said` (the user's eyes only).
+    kept: list[dict[str, Any]] = field(default_factory=list)
+    #: The spans each redacted place loses, as written there (the user's eyes only).
+    spans_by_item: dict[str, list[str]] = field(default_factory=dict)
+    #: How many redaction requests executing it files (a count, in clear: a run that
+    #: stopped half way finds each by the id the plan derives for it).
+    redactions: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -98,9 +121,14 @@ class ForgetPlan:
     def outline(self) -> dict[str, Any]:
         """What is stored in clear: ids, codes, the scope as the ledger records it."""
         body = self.to_dict()
-        for name in ("labels", "question", "spans", "new_value", "message"):
+        for name in ("labels", "question", "spans", "new_value", "message", "spans_by_item"):
             body.pop(name)
         body["candidates"] = [c["item_id"] for c in self.candidates]
+        body["parts"] = [
+            {k: v for k, v in p.items() if k not in ("said", "read_as")} for p in self.parts
+        ]
+        body["pieces"] = [{k: v for k, v in p.items() if k != "said"} for p in self.pieces]
+        body["kept"] = [{k: v for k, v in p.items() if k != "said"} for p in self.kept]
         return body
 
     def secret(self) -> dict[str, Any]:
@@ -111,6 +139,10 @@ class ForgetPlan:
             "spans": self.spans,
             "new_value": self.new_value,
             "message": self.message,
+            "parts_said": [[p.get("said", ""), p.get("read_as", "")] for p in self.parts],
+            "pieces_said": [p.get("said", "") for p in self.pieces],
+            "kept_said": [p.get("said", "") for p in self.kept],
+            "spans_by_item": self.spans_by_item,
         }
 
 
@@ -180,6 +212,15 @@ class PlanStore:
                 plan.spans = secret["spans"]
                 plan.new_value = secret["new_value"]
                 plan.message = secret["message"]
+                for part, words in zip(plan.parts, secret.get("parts_said", []), strict=False):
+                    part["said"], read_as = words
+                    if read_as:
+                        part["read_as"] = read_as
+                for piece, said in zip(plan.pieces, secret.get("pieces_said", []), strict=False):
+                    piece["said"] = said
+                for kept, said in zip(plan.kept, secret.get("kept_said", []), strict=False):
+                    kept["said"] = said
+                plan.spans_by_item = secret.get("spans_by_item", {})
         return plan
 
     def claim(self, plan_id: str, request_id: str) -> bool:
@@ -232,6 +273,8 @@ class PlanStore:
                 outline = json.loads(raw)
                 named = {*outline["targets"], *outline["cascaded"], *outline["keeps"]}
                 named |= {*outline["history"], *outline["candidates"]}
+                named |= {i for p in outline.get("parts", []) for i in p["item_ids"]}
+                named |= {pl["item_id"] for p in outline.get("pieces", []) for pl in p["places"]}
                 if named & wanted:
                     found.append(plan_id)
         return found
@@ -245,7 +288,10 @@ class PlanStore:
 def _from_outline(outline: dict[str, Any]) -> dict[str, Any]:
     body = dict(outline)
     body["candidates"] = [{"item_id": i} for i in outline["candidates"]]
-    body.update(labels={}, question=None, spans=[], new_value=None, message="")
+    body["parts"] = [{"said": "", **p} for p in outline.get("parts", [])]
+    body["pieces"] = [{"said": "", **p} for p in outline.get("pieces", [])]
+    body["kept"] = [{"said": "", **p} for p in outline.get("kept", [])]
+    body.update(labels={}, question=None, spans=[], new_value=None, message="", spans_by_item={})
     return body
 
 
@@ -303,5 +349,7 @@ def require_executable(plan: ForgetPlan) -> None:
         raise InvalidTransition(
             f"plan {plan.plan_id} needs clarification: choose among its candidates first"
         )
-    if plan.status != "planned":
+    if plan.status not in ("planned", "partial_match"):
+        # partial_match runs what was found: its message and `parts` say, before the
+        # user confirms, which parts of the request matched nothing
         raise InvalidTransition(f"plan {plan.plan_id} has nothing to execute ({plan.status})")

@@ -5,6 +5,7 @@ the few items a plan needs to look inside (labels, values, spans)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
@@ -52,47 +53,74 @@ class Row:
 class Pool:
     """The items of one namespace, loaded once per plan."""
 
-    def __init__(self, conn: Connection, log: EventLog, namespace: str) -> None:
+    def __init__(
+        self,
+        conn: Connection,
+        log: EventLog,
+        namespace: str,
+        only: Sequence[str] | None = None,
+    ) -> None:
+        """The namespace's items; with `only`, just those (and more with `extend`): what
+        a plan from the places a request's values were found in needs, at a cost that
+        follows the places, not the namespace."""
+        self.conn = conn
         self.log = log
         self.namespace = namespace
+        self.rows: list[Row] = []
+        self.by_id: dict[str, Row] = {}
+        self._texts: dict[str, str | None] = {}
+        self.partial = only is not None
+        self._load(None if only is None else list(only))
+
+    def extend(self, item_ids: Sequence[str]) -> None:
+        """Add these items to a pool of some items only."""
+        wanted = sorted({i for i in item_ids if i not in self.by_id})
+        if wanted and self.partial:
+            self._load(wanted)
+
+    def _load(self, only: list[str] | None) -> None:
+        if only is not None and not only:
+            return
         c = catalog.c
         query = select(
             c.item_id, c.kind, c.subject, c.predicate, c.category, c.origin, c.session_id,
             c.turn_id, c.written_at, c.valid_from, c.derived_from, c.suppressed,
-        ).where(c.namespace == namespace)  # fmt: skip
-        standing = self._standing(conn, namespace)
-        self.rows: list[Row] = []
-        for r in conn.execute(query):
-            status, valid_to = standing.get(r.item_id, ("current", None))
-            self.rows.append(
-                Row(
-                    r.item_id,
-                    r.kind,
-                    r.subject,
-                    r.predicate,
-                    r.category,
-                    r.origin,
-                    r.session_id,
-                    r.turn_id,
-                    r.written_at,
-                    r.valid_from,
-                    tuple(json.loads(r.derived_from)),
-                    bool(r.suppressed),
-                    status,
-                    valid_to,
+        ).where(c.namespace == self.namespace)  # fmt: skip
+        batches = [None] if only is None else [only[i : i + 500] for i in range(0, len(only), 500)]
+        for batch in batches:
+            chosen = query if batch is None else query.where(c.item_id.in_(batch))
+            standing = self._standing(self.conn, self.namespace, batch)
+            for r in self.conn.execute(chosen):
+                status, valid_to = standing.get(r.item_id, ("current", None))
+                self.rows.append(
+                    Row(
+                        r.item_id,
+                        r.kind,
+                        r.subject,
+                        r.predicate,
+                        r.category,
+                        r.origin,
+                        r.session_id,
+                        r.turn_id,
+                        r.written_at,
+                        r.valid_from,
+                        tuple(json.loads(r.derived_from)),
+                        bool(r.suppressed),
+                        status,
+                        valid_to,
+                    )
                 )
-            )
         self.rows.sort(key=lambda row: (row.written_at, row.item_id))
         self.by_id = {row.item_id: row for row in self.rows}
-        self._texts: dict[str, str | None] = {}
 
     @staticmethod
-    def _standing(conn: Connection, namespace: str) -> dict[str, tuple[str, str | None]]:
+    def _standing(
+        conn: Connection, namespace: str, only: list[str] | None = None
+    ) -> dict[str, tuple[str, str | None]]:
         f = facts.c
         newest: dict[str, tuple[int, str, str | None]] = {}
-        rows = conn.execute(
-            select(f.item_id, f.version, f.status, f.valid_to).where(f.namespace == namespace)
-        )
+        query = select(f.item_id, f.version, f.status, f.valid_to).where(f.namespace == namespace)
+        rows = conn.execute(query if only is None else query.where(f.item_id.in_(only)))
         for item_id, version, status, valid_to in rows:
             if item_id not in newest or version > newest[item_id][0]:
                 newest[item_id] = (version, status, valid_to)
@@ -101,7 +129,8 @@ class Pool:
     def texts(self, item_ids: list[str]) -> dict[str, str | None]:
         """Each item's current text (value or content), read from the log; None if it
         cannot be read (erased meanwhile). At most MAX_TEXTS per plan, newest first."""
-        wanted = [i for i in item_ids if i not in self._texts]
+        self.extend(item_ids)
+        wanted = [i for i in item_ids if i not in self._texts and i in self.by_id]
         room = MAX_TEXTS - len(self._texts)
         if wanted and room > 0:
             wanted = sorted(wanted, key=lambda i: self.by_id[i].written_at, reverse=True)[:room]

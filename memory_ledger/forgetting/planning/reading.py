@@ -18,11 +18,14 @@ from datetime import datetime, tzinfo
 from typing import Literal, Protocol
 
 from memory_ledger.forgetting.planning.lexicon import Lexicon, lexicon
+from memory_ledger.forgetting.planning.pieces import Information, InformationReader
 from memory_ledger.forgetting.planning.when import Window, window_in
 from memory_ledger.phrases import Hit, longest, normalise
 
 Intent = Literal["delete", "stop_using", "update", "redact"]
 Which = Literal["current", "previous", "all"]
+#: Parts of one request read (and planned) at most; any more are listed, not read.
+MAX_PARTS = 12
 _CJK = re.compile(r"[\u3400-\u9fff]")
 _WORD = re.compile(r"[^\W_\u3400-\u9fff][^\W\u3400-\u9fff]*(?:['-][^\W\u3400-\u9fff]+)*")
 
@@ -63,6 +66,12 @@ class Reading:
     #: "the jobs I had before Lumen": a value word that bounds the versions in time.
     before: str | None = None
     after: str | None = None
+    #: A request of several parts ("my sister's address and my phone number"): each
+    #: part with a reading of its own, planned on its own. Empty: one request.
+    parts: list[Part] = field(default_factory=list)
+    #: The pieces of information the request names, and those it keeps (pieces.py):
+    #: planned by where they are stored when they name values. None: not read.
+    information: Information | None = None
 
     @property
     def selects(self) -> bool:
@@ -71,6 +80,25 @@ class Reading:
             self.concepts or self.relations or self.names or self.categories or self.kinds
             or self.window or self.session or self.everything
         )  # fmt: skip
+
+
+@dataclass
+class Part:
+    """One part of a request that asks for several things.
+
+    `said` is the part's own words, as the request has them (normalised, without the
+    request's verb): what a plan quotes, so the user sees which part is which. `text` is
+    what was read for it: those words with what they share with the part before, the
+    verb and, when the part says no possessor of its own, the possessor ("phone
+    number" in "forget my sister's address and phone number" is read as "forget my
+    sister's phone number"). A part never borrows a thing to forget from another."""
+
+    said: str
+    text: str
+    reading: Reading
+    #: When the part borrowed a possessor or modifiers from the part before, what it was
+    #: read as ("my sister's phone number" for "phone number"), for the plan to say.
+    read_as: str = ""
 
 
 class Reader(Protocol):
@@ -87,6 +115,37 @@ class LexiconReader:
         self.lex = words or lexicon()
 
     def read(self, text: str, now: datetime, zone: tzinfo) -> Reading:
+        reading = self._read(text, now, zone)
+        if reading.intent in ("delete", "stop_using") and not reading.everything:
+            reading.parts = self._parts(normalise(text), now, zone)
+        if reading.intent in ("delete", "stop_using", "redact") and not reading.everything:
+            reading.information = self._information(text, reading, now, zone)
+        return reading
+
+    def _information(self, text: str, reading: Reading, now: datetime, zone: tzinfo) -> Information:
+        """The pieces the request names; a description also read as a request of its
+        own (its concepts, possessor and version words), for the facts it may name."""
+        info = InformationReader(self.lex).read(text)
+        verb = "删除" if reading.language == "zh" else "delete"
+        for piece in info.pieces:
+            if piece.kind == "text" and self._selects(piece.text, now, zone):
+                # "地址", "昨天", "妈妈": the lexicon's words describe, they name no value
+                words = piece.label + piece.text
+                piece.kind, piece.text, piece.label = "description", words, words
+            if piece.kind == "description":
+                words = piece.said or piece.text
+                if piece.every:  # "keep only the current X": the old ones, all of them
+                    old = "以前的" if reading.language == "zh" else "my old "
+                    words = old + piece.label
+                sub = self._read(f"{verb} {words}" if verb not in words else words, now, zone)
+                if sub.intent in ("stop_using", "redact"):
+                    sub.intent = "delete"
+                if piece.every and sub.intent is not None:
+                    sub.which, sub.number = "previous", "all"
+                piece.reading = sub if sub.intent is not None else None
+        return info
+
+    def _read(self, text: str, now: datetime, zone: tzinfo) -> Reading:
         lex = self.lex
         self._modifiers: list[str] = []
         norm = normalise(text)
@@ -171,14 +230,214 @@ class LexiconReader:
         reading.after = _anchor(norm, lex.patterns.after)
         return reading
 
+    def _selects(self, words: str, now: datetime, zone: tzinfo) -> bool:
+        """Whether words say something the lexicon knows (a concept, category, kind,
+        relation, time or conversation): a description, not a value."""
+        lex = self.lex
+        norm = normalise(words)
+        return bool(
+            lex.concepts.any(norm) or lex.categories.any(norm) or lex.kinds.any(norm)
+            or lex.relations.any(norm) or lex.sessions.any(norm) or lex.said.any(norm)
+            or lex.everything.any(norm) or window_in(norm, now, zone) is not None
+        )  # fmt: skip
+
+    # -- a request of several parts ------------------------------------------------------
+
+    def _parts(self, norm: str, now: datetime, zone: tzinfo) -> list[Part]:
+        """The parts of a request that names several things to forget, each read on its
+        own; none when it names one. Cut where the lexicon's separators are; a piece
+        is a part when it names something (a concept, a category, a kind, a time or a
+        conversation) in a request's own words ("my phone number", "what I said
+        yesterday", not "I don't want to be called at work"). A piece that names
+        nothing goes with the part next to it; one that says what stays ("keep my
+        email", "not my email") is left out. Anything else that names something, or
+        fewer than two parts: one request, read whole, as before."""
+        pieces = [p for p in self._pieces(norm) if p]
+        if len(pieces) < 2:
+            return []
+        groups: list[list[str]] = []
+        leading: list[str] = []
+        for piece in pieces:
+            kind = self._piece_kind(piece, now, zone)
+            if kind == "part":
+                groups.append([*leading, piece])
+                leading = []
+            elif kind == "other":
+                return []  # names something, not as a request does: not cut
+            elif kind == "plain":
+                (groups[-1] if groups else leading).append(piece)
+        if len(groups) < 2:
+            return []
+        language: Literal["en", "zh"] = "zh" if _CJK.search(norm) else "en"
+        triggers = longest(self.lex.intents.find(norm))
+        verb = norm[triggers[0].start : triggers[0].end] if triggers else ""
+        first_end = norm.find(groups[0][-1]) + len(groups[0][-1])
+        verb_after = bool(triggers) and triggers[0].start >= first_end  # "把...和...删掉"
+        parts: list[Part] = []
+        before: tuple[str, str] | None = None  # the last part's frame and possessor
+        for n, group in enumerate(groups):
+            words = " ".join(group)
+            if n >= MAX_PARTS:  # listed as not planned, and why; never read
+                parts.append(
+                    Part(self._said(words), words, Reading(language, None, "too_many_parts"))
+                )
+                continue
+            body, borrowed, before = self._shared(words, before)
+            if verb and not self.lex.intents.any(body):
+                body = f"{body} {verb}" if verb_after else f"{verb} {body}"
+            said = self._said(words)
+            read_as = self._said(body) if borrowed else ""
+            reading = self._read(body, now, zone)
+            parts.append(Part(said, body, reading, read_as if read_as != said else ""))
+        return parts
+
+    def _pieces(self, norm: str) -> list[str]:
+        """The request cut at its separators (not inside a phrase that selects)."""
+        found = longest(self.lex.parts.separators.find(norm))
+        inside = self.lex.selectors.find(norm) if found else []
+        cuts = [
+            h
+            for h in found
+            if not any(s.start <= h.start and h.end <= s.end and s.length > h.length
+                       for s in inside)
+        ]  # fmt: skip
+        out, start = [], 0
+        for cut in cuts:
+            out.append(norm[start : cut.start].strip())
+            start = cut.end
+        out.append(norm[start:].strip())
+        return out
+
+    def _piece_kind(self, piece: str, now: datetime, zone: tzinfo) -> str:
+        """`part`, `kept` (says what stays), `plain` (names nothing), or `other` (names
+        something, but not in a request's own words)."""
+        lex = self.lex
+        mask = list(piece)  # "don't keep", "do not store": verbs of forgetting
+        for h in lex.intents.find(piece):
+            mask[h.start : h.end] = " " * h.length
+        rest = "".join(mask)
+        if (
+            lex.not_a_request.any(piece)
+            or lex.patterns.kept_clause.search(rest)
+            or lex.parts.not_a_part.any(rest)
+        ):
+            return "kept"
+        first = self._first_selector(piece, now, zone)
+        if first is None:
+            return "plain"
+        return "part" if self._only_known(piece[:first]) else "other"
+
+    def _first_selector(self, piece: str, now: datetime, zone: tzinfo) -> int | None:
+        """Where the first thing the piece names starts (None: it names nothing)."""
+        lex = self.lex
+        starts = [h.start for h in self._things(piece)]
+        starts += [h.start for h in lex.sessions.find(piece)]
+        window = window_in(piece, now, zone)
+        if window is not None and window.said in piece:
+            starts.append(piece.index(window.said))
+        return min(starts) if starts else None
+
+    def _things(self, piece: str) -> list[Hit]:
+        lex = self.lex
+        return sorted(
+            [*lex.concepts.find(piece), *lex.categories.find(piece), *lex.kinds.find(piece)],
+            key=lambda h: h.start,
+        )
+
+    def _only_known(self, head: str) -> bool:
+        """Whether the words before what a piece names are all selector, possessor and
+        function words ("please forget my sister's", "把我的"): a request's shape."""
+        lex = self.lex
+        mask = list(head)
+        hits = [
+            *lex.selectors.find(head),
+            *lex.number.find(head),
+            *lex.zh_stopwords.find(head),
+            *lex.parts.trim.find(head),
+            *lex.parts.articles.find(head),
+            *self._owner_marks(head),
+        ]
+        for h in hits:
+            mask[h.start : h.end] = " " * h.length
+        rest = "".join(mask)
+        if _CJK.search(rest):
+            return False
+        return all(w.strip("'-") in lex.stopwords for w in _WORD.findall(rest))
+
+    def _owner_marks(self, head: str) -> list[Hit]:
+        """Words that say whose a thing is: "my", "我", "bob's", "sister", "小李"."""
+        lex = self.lex
+        marks = [*lex.parts.owners.find(head), *lex.relations.find(head)]
+        for m in lex.patterns.possessive_en.finditer(head):
+            word = m.group(1)
+            if word not in lex.patterns.not_names and word not in lex.stopwords:
+                marks.append(Hit("owner", m.start(), m.end()))
+        for pattern in lex.patterns.names_zh:
+            for m in pattern.finditer(head):
+                if m.group(1) not in lex.patterns.not_names_zh:
+                    marks.append(Hit("owner", m.start(1), m.end(1)))
+        return marks
+
+    def _shared(
+        self, words: str, before: tuple[str, str] | None
+    ) -> tuple[str, bool, tuple[str, str] | None]:
+        """What a part's words are read as: with the frame of the part before ("forget",
+        "what you concluded about") when they have none of their own, and its possessor
+        and modifiers ("my sister's", "my old") when they name no possessor either;
+        whether a possessor or modifiers were borrowed; and this part's frame and
+        possessor, for the part after it."""
+        things = self._things(words)
+        if not things:
+            return words, False, before
+        at = things[0].start
+        head = words[:at]
+        marks = self._owner_marks(head)
+        if marks:
+            start = min(h.start for h in marks)
+            frame, owner = head[:start], head[start:at]
+        else:
+            start, frame, owner = at, head, ""
+        framed = self._framed(frame)
+        if before is None or framed:
+            return words, False, (frame, owner)
+        if marks:
+            return before[0] + words[start:], False, (before[0], owner)
+        return before[0] + before[1] + words[at:], bool(before[1].strip()), before
+
+    def _framed(self, frame: str) -> bool:
+        """Whether words before a part's possessor say something (a verb, "what you
+        concluded about"), beyond articles and the words [parts] trims."""
+        mask = list(frame)
+        for h in [*self.lex.parts.trim.find(frame), *self.lex.parts.articles.find(frame)]:
+            mask[h.start : h.end] = " " * h.length
+        return bool(re.search(r"\w", "".join(mask)))
+
+    def _said(self, words: str) -> str:
+        """A part's own words, for the plan to quote: without the request's verb and
+        the words at either end that [parts] trims ("把", "都", "please")."""
+        mask = list(words)
+        for h in longest(self.lex.intents.find(words)):
+            mask[h.start : h.end] = " " * h.length
+        said = " ".join("".join(mask).split())
+        trim = self.lex.parts.trim
+        for _ in range(4):
+            ends = [h for h in trim.find(said) if h.start == 0 or h.end == len(said)]
+            if not ends:
+                break
+            for h in sorted(ends, key=lambda h: -h.start):
+                said = said[: h.start] + said[h.end :]
+            said = said.strip(" ,;")
+        return said or " ".join(words.split())
+
     def _after_blocker(self, norm: str, triggers: list[Hit]) -> bool:
         """A reminder or a question in one clause, and a real request in another:
         "never mind that, but delete my old phone number". The request counts when a
-        trigger appears in a clause of its own, after a separator, with no blocker."""
+        trigger appears in a clause of its own (between separators) with no blocker:
+        "删掉X，不要删Y" asks for X."""
         clauses = [c for c in re.split(r"[,.;!?，。；！？]|\bbut\b|但是|不过", norm) if c.strip()]
         if len(clauses) < 2:
             return False
-        for clause in clauses[1:]:
+        for clause in clauses:
             if self.lex.intents.any(clause) and not self.lex.not_a_request.any(clause):
                 return True
         return False

@@ -1,0 +1,1194 @@
+"""From the pieces of information a request names to the places they are stored in.
+
+A value is looked for where the user's memory holds it, in every item at once, with the
+mention lookup (`where_mentioned`: value -> {item: spans as written there}): the user's
+own turns, staff notes, the agent's log lines, facts, files. One value in many places
+is one thing, never a question: the plan takes every place. Per place it says what
+happens:
+
+- a fact or preference whose value *is* the piece is forgotten (`erase`);
+- any other item that mentions it (a turn, a file, a summary's input, a fact that says
+  more) has the span redacted, as written there, and keeps the rest (`redact`);
+- what was derived from them is rebuilt by the request path, as for every erasure.
+
+A description ("the do-not-voicemail note", "my old locker", "the previous trip total")
+is resolved through the catalog first (a fact or preference it names by concept or by
+its predicate's words, with the version words it carries), then where its label is
+said beside a value ("Confirming the gate code: 3101."), and that value is then looked
+for everywhere like a literal. "Old", "earlier", "以前", "旧" pick the superseded
+version when there is one, the only one on file otherwise; when two different things
+fit (two earlier codes, two amounts that are both "the amount"), the piece is asked
+about, with its candidates, and the other pieces stay planned.
+
+What a keep clause names ("the current amount remains 3,150 EUR") is looked up too,
+listed in the plan, and never touched: a turn that holds the forgotten and the kept
+value has only the forgotten span redacted. Look-alikes survive because the lookup
+matches on token boundaries ("7142" is not in "71420").
+
+The work per plan follows the places found: lookups by value, and the catalog rows and
+texts of the items found, never a pass over every item of the namespace.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import Connection, select
+
+from memory_ledger.forgetting.mentions import where_mentioned
+from memory_ledger.forgetting.planning.lexicon import Lexicon
+from memory_ledger.forgetting.planning.pieces import (
+    AMOUNT,
+    Information,
+    InformationReader,
+    Piece,
+    lowered,
+)
+from memory_ledger.forgetting.planning.pool import Pool, Row, candidate
+from memory_ledger.forgetting.redaction import span_pattern
+from memory_ledger.forgetting.scope import erased_with
+from memory_ledger.forgetting.units import written_forms as units_forms
+from memory_ledger.phrases import normalise
+from projections.catalog import catalog
+from projections.cells import Cells
+
+if TYPE_CHECKING:
+    from memory_ledger.forgetting.planning.planner import Draft, Planner
+    from memory_ledger.forgetting.planning.reading import Reading
+
+#: What becomes of a piece (`pieces[].status`, as `parts[].status`).
+RESOLVED, AMBIGUOUS, NOT_FOUND = "resolved", "ambiguous", "not_found"
+#: Candidates offered for one ambiguous piece, at most.
+MAX_OPTIONS = 8
+#: Places one plan may name; a value said more often than this is named with its first
+#: places and the plan says so (`reason`), never silently cut.
+MAX_PLACES = 400
+#: Item kinds whose whole value can be a piece (erased, not redacted).
+VALUE_KINDS = ("fact", "preference")
+#: Label words too general to find one thing by themselves.
+_GENERIC_LABELS = frozenset(
+    [
+        "code",
+        "codes",
+        "number",
+        "numbers",
+        "amount",
+        "amounts",
+        "name",
+        "names",
+        "id",
+        "note",
+        "notes",
+        "value",
+        "fee",
+        "fees",
+        "line",
+        "phone",
+        "password",
+        "date",
+        "time",
+        "place",
+        "room",
+        "house",
+        "hall",
+        "total",
+        "price",
+        "cost",
+        "order",
+        "account",
+        "card",
+        "tag",
+        "unit",
+        "密码",
+        "号码",
+        "金额",
+        "电话",
+        "名字",
+        "地址",
+        "备注",
+        "号",
+        "码",
+        "费",
+        "费用",
+        "价",
+        "价格",
+        "款",
+        "钱",
+        "单元",
+        "房间",
+        "账号",
+        "牌号",
+        "号牌",
+    ]
+)
+#: The meaning fallback: how many texts closest to the label are read, and how far the
+#: best thing must lead the next to be taken.
+MEANING_HITS = 12
+MEANING_LEAD = 2.0
+_SENTENCES = re.compile(r"(?<=[.!?;])\s+|(?<=[。！？；\n])")
+_CJK = re.compile(r"[\u3400-\u9fff]")
+_SIGNS = {
+    "$": "USD", "US$": "USD", "C$": "CAD", "A$": "AUD", "HK$": "HKD", "NZ$": "NZD",
+    "S$": "SGD", "R$": "BRL", "€": "EUR", "£": "GBP", "¥": "CNY", "₹": "INR", "₩": "KRW",
+    "₽": "RUB", "₺": "TRY", "₱": "PHP", "฿": "THB",
+}  # fmt: skip
+_CURRENCY_WORDS = {
+    "dollar": "USD", "dollars": "USD", "euro": "EUR", "euros": "EUR", "pound": "GBP",
+    "pounds": "GBP", "yuan": "CNY", "rmb": "CNY", "元": "CNY", "块": "CNY", "块钱": "CNY",
+    "人民币": "CNY", "美元": "USD", "欧元": "EUR", "英镑": "GBP", "港币": "HKD", "港元": "HKD",
+    "日元": "JPY", "yen": "JPY",
+}  # fmt: skip
+_SIGN_OF = {"USD": "$", "CAD": "C$", "AUD": "A$", "EUR": "€", "GBP": "£", "CNY": "¥", "INR": "₹"}
+
+
+@dataclass
+class Thing:
+    """One value a piece resolves to: its written forms, where it is, what goes."""
+
+    key: str
+    kind: str
+    forms: list[str] = field(default_factory=list)
+    votes: int = 0
+    places: dict[str, list[str]] = field(default_factory=dict)
+    erase: set[str] = field(default_factory=set)
+    #: When it was first and last said (for "old": the superseded one is said first).
+    first_seen: str = ""
+    face: str = ""  # the item that stands for it in a question
+
+
+@dataclass
+class Found:
+    """What one piece came to."""
+
+    piece: Piece
+    status: str
+    things: list[Thing] = field(default_factory=list)
+    reason: str = ""
+    options: list[Thing] = field(default_factory=list)
+
+    @property
+    def places(self) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for thing in self.things:
+            for item, spans in thing.places.items():
+                known = out.setdefault(item, [])
+                known.extend(s for s in spans if s not in known)
+        return out
+
+    @property
+    def erase(self) -> set[str]:
+        return {i for t in self.things for i in t.erase}
+
+
+def value_key(kind: str, text: str) -> str:
+    """One key for every written form of a value: a phone's digits (without the
+    country code written with "+"), an amount's number and currency, a code's letters
+    and digits, a text's words."""
+    text = text.strip()
+    if kind in ("phone", "code") and re.fullmatch(r"[+\d\s().-]+", text):
+        digits = re.sub(r"\D", "", text)  # "13818454068" is "138-1845-4068"
+        cc = re.match(r"\+(\d{1,3})[ .-]", text)
+        return "n:" + (digits[len(cc.group(1)) :] if cc else digits)
+    if kind == "amount":
+        number, currency = amount_parts(text)
+        return f"a:{number}:{currency}"
+    if kind == "code":
+        return "c:" + re.sub(r"[^0-9a-z]", "", text.lower())
+    if kind == "email":
+        return "e:" + text.lower()
+    return "t:" + " ".join(re.sub(r"[-_]", " ", lowered(normalise(text))).split())
+
+
+def amount_parts(text: str) -> tuple[str, str]:
+    """An amount's number (no grouping) and currency code ("" when none is said)."""
+    number = re.search(r"\d[\d,]*(?:\.\d+)?", text)
+    digits = number.group(0).replace(",", "") if number else ""
+    rest = (text[: number.start()] + " " + text[number.end() :]) if number else text
+    rest = rest.strip()
+    code = re.search(r"\b([A-Za-z]{3})\b", rest)
+    if code and code.group(1).upper() not in ("KWH",):
+        upper = code.group(1).upper()
+        return digits, "CNY" if upper == "RMB" else upper
+    for sign in sorted(_SIGNS, key=len, reverse=True):
+        if sign in rest:
+            return digits, _SIGNS[sign]
+    word = re.sub(r"\s", "", rest.lower())
+    return digits, _CURRENCY_WORDS.get(word, word)
+
+
+def written_forms(kind: str, text: str) -> list[str]:
+    """The values to look up for one piece: the ways a value of this shape is commonly
+    written that the mention lookup does not already find from another (it finds a
+    phone number or a code in every grouping, and an amount with or without its
+    thousands separators: `units.written_forms`). An amount with its currency as a
+    sign, a code or a word ("3,400 EUR", "€3,400", "EUR 3,400"); a code with or without
+    its hyphen ("relay-14", "relay 14"); a phone number with its country code (which
+    finds every national form too); a phrase with spaces or hyphens."""
+    text = text.strip()
+    forms = [text]
+    if kind == "amount":
+        number, currency = amount_parts(text)
+        if number:
+            whole, _, cents = number.partition(".")
+            grouped = f"{int(whole):,}" + (f".{cents}" if cents else "") if whole else number
+            if currency and re.fullmatch(r"[A-Z]{3}", currency):
+                forms += [f"{grouped} {currency}", f"{currency} {grouped}"]
+                sign = _SIGN_OF.get(currency)
+                if sign:
+                    forms += [f"{sign}{grouped}", f"{sign}{number}"]
+                if currency == "CNY":
+                    forms += [f"{number}元", f"{number}块", f"{grouped}元", f"{number} RMB"]
+            elif currency:
+                forms += [f"{grouped}{currency}", f"{grouped} {currency}"]
+    elif kind == "code" and re.search(r"[A-Za-z]", text) and re.search(r"\d", text):
+        forms += [text.replace("-", " "), text.replace(" ", "-")]
+        split = re.fullmatch(r"([A-Za-z]+)(\d+)", text)
+        if split:
+            forms += [f"{split.group(1)}-{split.group(2)}", f"{split.group(1)} {split.group(2)}"]
+        joined = re.fullmatch(r"([A-Za-z]+)[- ](\d+)", text)
+        if joined:
+            forms.append(joined.group(1) + joined.group(2))
+    elif kind == "phone":
+        forms = [international(text)]
+    elif kind in ("quoted", "name", "text") and re.fullmatch(r"[a-z]+(?:[ -][a-z]+){1,3}", text):
+        forms += [text.replace(" ", "-"), text.replace("-", " ")]
+    out: list[str] = []
+    covered: set[str] = set()
+    for form in dict.fromkeys(f for f in forms if f.strip()):
+        if form not in covered:  # one lookup finds every form the lookup derives from it
+            out.append(form)
+            covered |= units_forms(form)
+    return out
+
+
+def international(text: str) -> str:
+    """A phone number with the country code its length implies (ten digits: +1, eleven
+    starting with 1: +86), so one lookup finds it with and without the code."""
+    if text.startswith("+"):
+        return text
+    digits = re.sub(r"\D", "", text)
+    if len(digits) == 10 and digits[0] in "2345689":
+        return f"+1 {digits[:3]} {digits[3:6]} {digits[6:]}"
+    if len(digits) == 11 and digits.startswith("1"):
+        return f"+86 {digits[:3]} {digits[3:7]} {digits[7:]}"
+    return text
+
+
+class InformationPlanner:
+    """Plans a request that names information (see the module docstring)."""
+
+    def __init__(self, planner: Planner) -> None:
+        self.planner = planner
+        self.conn: Connection = planner.conn
+        self.namespace = planner.namespace
+        self.lex: Lexicon = planner.lex
+        self.reader = InformationReader(self.lex)
+        assert planner.projections is not None
+        self.projections = planner.projections
+        self.cells = Cells(planner.log)
+        self.pool = Pool(planner.conn, planner.log, planner.namespace, only=[])
+        self._where: dict[str, dict[str, list[str]]] = {}
+
+    # -- lookups ---------------------------------------------------------------------
+
+    def where(self, values: Iterable[str]) -> dict[str, dict[str, list[str]]]:
+        """Each value's places (the mention lookup), asked once per value per plan."""
+        wanted = [v for v in dict.fromkeys(values) if v.strip()]
+        new = [v for v in wanted if v not in self._where]
+        if new:
+            found = where_mentioned(self.conn, self.cells, self.projections, self.namespace, new)
+            for value in new:
+                self._where[value] = found.get(value, {})
+        return {v: self._where[v] for v in wanted}
+
+    def places_of(self, forms: Iterable[str]) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for spans_by_item in self.where(forms).values():
+            for item, spans in spans_by_item.items():
+                known = out.setdefault(item, [])
+                known.extend(s for s in spans if s not in known)
+        self.pool.extend(list(out))
+        return {i: s for i, s in out.items() if i in self.pool.by_id}
+
+    def thing(self, key: str, kind: str, forms: Iterable[str], votes: int = 0) -> Thing | None:
+        """A value and every place it is said, with what happens there."""
+        forms = list(dict.fromkeys(f for form in forms for f in written_forms(kind, form)))
+        places = self.places_of(forms)
+        if not places:
+            return None
+        thing = Thing(key, kind, forms, votes, places)
+        texts = self.pool.texts([i for i in places if self.pool.by_id[i].kind in VALUE_KINDS])
+        for item, spans in places.items():
+            text = texts.get(item)
+            row = self.pool.by_id[item]
+            if row.kind in VALUE_KINDS and text and any(_same(text, s) for s in spans):
+                thing.erase.add(item)
+        rows = [self.pool.by_id[i] for i in places]
+        thing.first_seen = min(r.written_at for r in rows)
+        thing.face = _face(rows, thing.erase)
+        return thing
+
+    # -- the plan --------------------------------------------------------------------
+
+    def plan(self, reading: Reading, info: Information) -> Draft | None:
+        """The plan of the pieces; None when the request names nothing this planner
+        can find and the words are better read as a request about items."""
+        found = self._resolve_all(info.pieces)
+        kept = [self.resolve(k, keeping=True) for k in info.kept]
+        shaped = any(p.literal and p.kind not in ("name", "text") for p in info.pieces)
+        if not shaped and not any(f.status != NOT_FOUND for f in found):
+            return None  # nothing here: the item planner reads it as a request about items
+        return self.draft(reading, found, kept, info.beyond)
+
+    def _resolve_all(self, pieces: list[Piece]) -> list[Found]:
+        """Each piece resolved; a value said right after a description ("the previous
+        cubby, A 490") is that description's value when the memory says the
+        description's label with it, and is one piece then (else they are two)."""
+        out: list[Found] = []
+        for piece in pieces:
+            found = self.resolve(piece)
+            before = out[-1] if out else None
+            if (
+                piece.apposition
+                and before is not None
+                and before.piece.kind == "description"
+                and before.piece.label == piece.apposition
+                and found.status == RESOLVED
+                and (before.status == NOT_FOUND or self._said_with(piece.apposition, found))
+            ):
+                out.pop()
+                piece.label, piece.which = before.piece.label, before.piece.which
+                piece.said = f"{before.piece.said}, {piece.said}"
+            out.append(found)
+        return out
+
+    def _said_with(self, label: str, found: Found) -> bool:
+        places = self.where([lowered(label)])[lowered(label)]
+        return bool(set(places) & set(found.places))
+
+    def resolve(self, piece: Piece, keeping: bool = False) -> Found:
+        if piece.kind == "description":
+            return self._description(piece)
+        if piece.kind == "text":
+            return self._text(piece, keeping)
+        key = value_key(piece.kind, piece.text)
+        forms = [piece.text]
+        if piece.kind == "code" and piece.prefix:
+            joined = [f"{piece.prefix}-{piece.text}", f"{piece.prefix}{piece.text}"]
+            spaced = f"{piece.prefix} {piece.text}"
+            if _code_like(piece.prefix):  # "MZ 890697": a code's letters, whatever else
+                joined.append(spaced)
+            if any(self.where(joined).values()):  # "relay 880" is "relay-880", "MZ890697"
+                forms = list(dict.fromkeys([*joined, spaced]))
+                key = value_key("code", joined[0])
+        thing = self.thing(key, piece.kind, forms)
+        if thing is None:
+            return Found(piece, NOT_FOUND, reason="value_not_found")
+        return Found(piece, RESOLVED, [thing])
+
+    def _text(self, piece: Piece, keeping: bool) -> Found:
+        """Chinese text without quotes: a value if the memory holds it and it is not a
+        label said beside values ("押金" is said with amounts: a description)."""
+        value = piece.text
+        tries = [value] + [value[i:] for i in range(1, len(value) - 1)]
+        for text in tries:
+            if len(text) < 2 or not self.where([text])[text]:
+                continue
+            if not piece.label and self._label_like(text):
+                break
+            thing = self.thing(value_key("text", text), "text", [text])
+            if thing is not None:
+                return Found(piece, RESOLVED, [thing])
+        if keeping:
+            return Found(piece, NOT_FOUND, reason="value_not_found")
+        words = piece.label + piece.text
+        described = Piece(words, "description", words, piece.which, piece.said)
+        return self._description(described)
+
+    def _label_like(self, text: str) -> bool:
+        """Whether a text is said beside values of a shape (codes, amounts, phone
+        numbers) more often than not: a label ("押金", "门禁码"), not a value."""
+        places = self.where([text])[text]
+        texts = self.pool.texts(list(places)[:40])
+        beside = 0
+        for body in texts.values():
+            if not body:
+                continue
+            for sentence in _sentences(body):
+                if text in sentence and any(
+                    s.kind in ("code", "amount", "phone", "email")
+                    for s in self.reader._literals(sentence)
+                ):
+                    beside += 1
+                    break
+        return bool(texts) and beside * 2 > len(texts)
+
+    # -- descriptions ---------------------------------------------------------------
+
+    def _description(self, piece: Piece) -> Found:
+        """A thing named by what it is: where its label is said beside a value first
+        ("the storage alarm code", which may be a fact's value too), then the facts
+        whose predicate its words name ("the parcel note"), then the facts of the
+        concept it names, when the concept is all it names ("my email address")."""
+        for way in (self._by_label, self._by_predicate, self._by_concept, self._by_meaning):
+            found = way(piece)
+            if found is not None:
+                return found
+        return Found(piece, NOT_FOUND, reason="value_not_found")
+
+    def _by_meaning(self, piece: Piece) -> Found | None:
+        """A kind of value whose label the memory never says as the request does ("寄养间
+        门禁码" for a history in English, "the tour price" for one in Chinese): the texts
+        closest in meaning (the vector index), and the values of the label's shape they
+        say. Taken only when one thing (a value, with the versions a change links to it)
+        stands clearly ahead of every other; otherwise nothing is found."""
+        vectors = self.planner.vectors
+        label = lowered(piece.label).strip()
+        if vectors is None or not label or not self.lex.information.labels.find(label):
+            return None
+        shapes = self._shapes(label) & {"code", "amount", "phone", "email", "quoted"}
+        if not shapes or any(self.where(self._label_phrases(label)).values()):
+            return None  # the memory says this label: what it says it with is the answer
+        vectors.catch_up()
+        ranked = vectors.search(self.namespace, vectors.embed_query(piece.label), MEANING_HITS)
+        if not ranked:
+            return None
+        texts = self.pool.texts([i for i, _ in ranked])
+        weight: dict[str, float] = {}
+        seen: dict[str, Thing] = {}
+        linked: dict[str, set[str]] = {}
+        for item, score in ranked:
+            body = texts.get(item) or ""
+            mine: set[str] = set()
+            for sentence in _sentences(body):
+                keys = []
+                for span in self.reader._literals(sentence):
+                    if span.kind not in shapes:
+                        continue
+                    value = self._compound(span)
+                    key = value_key(span.kind, value)
+                    thing = seen.setdefault(key, Thing(key, span.kind))
+                    if value not in thing.forms:
+                        thing.forms.append(value)
+                    keys.append(key)
+                for key in keys:  # "changed from 3101 to 7753": versions of one thing
+                    linked.setdefault(key, set()).update(keys)
+                mine.update(keys)
+            for key in mine:
+                weight[key] = weight.get(key, 0.0) + max(score, 0.0)
+                seen[key].votes += 1
+        groups = _groups(linked)
+        scored = sorted(
+            ((sum(weight.get(k, 0.0) for k in g), g) for g in groups), key=lambda x: -x[0]
+        )
+        if not scored or scored[0][0] <= 0:
+            return None
+        best, group = scored[0]
+        runner_up = scored[1][0] if len(scored) > 1 else 0.0
+        if best < MEANING_LEAD * runner_up or sum(seen[k].votes for k in group) < 2:
+            return None
+        found = [self.thing(k, seen[k].kind, seen[k].forms, seen[k].votes) for k in sorted(group)]
+        things = [t for t in found if t is not None]
+        if not things or (piece.which == "previous" and len(things) < 2):
+            return None  # an earlier version, and no change said what replaced it
+        return self._choose(piece, things)
+
+    def _by_concept(self, piece: Piece) -> Found | None:
+        """The facts of the concept a description names, planned as a request of its
+        own (with its possessor and version words), when the concept's words are all
+        the description says: "车位号" is not a "号" (a number) of the user's."""
+        reading = piece.reading
+        if reading is None or reading.intent is None or not reading.selects:
+            return None
+        if not covered(self.lex, piece.label):
+            return None
+        draft = self.planner.plan(reading, piece.said)
+        if draft.status == "planned" and draft.intent in ("delete", "stop_using"):
+            rows = [self._row(i) for i in draft.targets]
+            facts = [r for r in rows if r is not None and r.kind != "turn"]
+            if facts:
+                return self._of_facts(piece, facts, list(draft.cascaded))
+        if draft.status == "needs_clarification":
+            options = [self._fact_thing([c["item_id"]]) for c in draft.candidates]
+            options = [o for o in options if o is not None]
+            if options:
+                return Found(piece, AMBIGUOUS, reason="several_things", options=options)
+        return None
+
+    def _by_predicate(self, piece: Piece) -> Found | None:
+        rows = self._by_predicate_words(piece)
+        if not rows:
+            return None
+        chosen = self._versions(piece, rows)
+        if isinstance(chosen, Found):
+            return chosen
+        return self._of_facts(piece, chosen, []) if chosen else None
+
+    def _row(self, item_id: str) -> Row | None:
+        self.pool.extend([item_id])
+        return self.pool.by_id.get(item_id)
+
+    def _of_facts(self, piece: Piece, facts: list[Row], cascaded: list[str]) -> Found:
+        thing = self._fact_thing([r.item_id for r in facts], cascaded)
+        if thing is None:
+            return Found(piece, NOT_FOUND, reason="value_not_found")
+        return Found(piece, RESOLVED, [thing])
+
+    def _fact_thing(self, ids: list[str], cascaded: Sequence[str] = ()) -> Thing | None:
+        """Facts that go, and every place that repeats their values (redacted)."""
+        texts = self.pool.texts(ids)
+        values = [t for t in texts.values() if t]
+        if not values:
+            return None
+        forms = [f for v in values for f in written_forms(_shape(v), v)]
+        places = self.places_of(forms)
+        thing = Thing("f:" + ",".join(sorted(ids)), "fact", forms, 1, places)
+        for item in [*ids, *cascaded]:
+            thing.places.setdefault(item, [])
+            thing.erase.add(item)
+        self.pool.extend(list(thing.places))
+        rows = [self.pool.by_id[i] for i in thing.places if i in self.pool.by_id]
+        thing.first_seen = min((r.written_at for r in rows), default="")
+        thing.face = ids[0]
+        return thing
+
+    def _by_predicate_words(self, piece: Piece) -> list[Row]:
+        """The user's facts and preferences whose predicate a word of the description
+        names ("note" for `delivery_note`, "备注" by its label's English words), narrowed
+        by the words their value has ("parcel", "voicemail")."""
+        words = _words(piece.label)
+        low = lowered(piece.label)
+        if self.lex.relations.any(low) or re.search(r"[a-z]'s\b", low):
+            return []  # "my partner's birthday": someone else's, for the item planner
+        terms: set[str] = set()
+        named: set[str] = set()
+        for hit in self.lex.information.labels.find(low):
+            kind = self.lex.information.kinds[hit.entry]
+            ascii_terms = {t for t in kind.terms if t.isascii() and " " not in t}
+            terms |= ascii_terms
+            if kind.shapes == ("text",) and not low[hit.start : hit.end].isascii():
+                named |= ascii_terms  # "备注": a note, whatever its predicate's language
+        named |= {w for w in words if w in terms}
+        if not named:
+            return []  # only a kind of value names a predicate ("note", "email")
+        c = catalog.c
+        predicates = self.conn.execute(
+            select(c.predicate)
+            .where(c.namespace == self.namespace, c.kind.in_(VALUE_KINDS))
+            .distinct()
+        ).scalars()
+        chosen = [
+            p
+            for p in predicates
+            if p and set(p.split("_")) & {_singular(w) for w in named} - self._generic_parts()
+        ]
+        if not chosen:
+            return []
+        ids = list(
+            self.conn.execute(
+                select(c.item_id).where(
+                    c.namespace == self.namespace,
+                    c.kind.in_(VALUE_KINDS),
+                    c.predicate.in_(chosen),
+                )
+            ).scalars()
+        )
+        self.pool.extend(ids)
+        rows = [self.pool.by_id[i] for i in ids if i in self.pool.by_id]
+        rows = [r for r in rows if r.subject == "user"] or rows
+        if len(rows) > 1:
+            texts = self.pool.texts([r.item_id for r in rows])
+            other = [w for w in words if not set(w.split("_")) & set(chosen)]
+            narrowed = [
+                r for r in rows if any(_stem_in(w, texts.get(r.item_id) or "") for w in other)
+            ]
+            rows = narrowed or rows
+        return rows
+
+    def _generic_parts(self) -> set[str]:
+        return set(self.lex.patterns.generic_predicate_parts)
+
+    def _versions(self, piece: Piece, rows: list[Row]) -> list[Row] | Found:
+        if piece.which == "previous":
+            old = [r for r in rows if r.status == "superseded"]
+            if len(old) > 1 and not piece.every:
+                options = [self._fact_thing([r.item_id]) for r in old]
+                return Found(piece, AMBIGUOUS, reason="several_things",
+                             options=[o for o in options if o is not None])  # fmt: skip
+            return old or ([] if piece.every else rows)
+        if piece.which == "current":
+            return [r for r in rows if r.status in ("current", "conflict")] or rows
+        live = [r for r in rows if r.status in ("current", "conflict")]
+        if len({r.predicate for r in rows}) == 1 and len(live) <= 1:
+            return rows  # one thing with its versions
+        if len(live) > 1:
+            options = [self._fact_thing([r.item_id]) for r in live]
+            return Found(piece, AMBIGUOUS, reason="several_things",
+                         options=[o for o in options if o is not None])  # fmt: skip
+        return rows
+
+    def _by_label(self, piece: Piece) -> Found | None:
+        """Values said beside the description's label ("Confirming the gate code:
+        3101."), each then looked for everywhere; the version words choose among them."""
+        label = lowered(piece.label).strip()
+        if not label or not self.lex.information.labels.find(label):
+            return None  # "the metformin": a value, not a kind of one
+        for phrase in self._label_phrases(label):
+            places = self.where([phrase])[phrase]
+            if places:
+                break
+        else:
+            return None
+        shapes = self._shapes(phrase)
+        texts = self.pool.texts(list(places))
+        things: dict[str, Thing] = {}
+        for body in texts.values():
+            if not body:
+                continue
+            for sentence in _sentences(body):
+                for kind, value in self._beside(sentence, phrase, shapes):
+                    key = value_key(kind, value)
+                    if key == value_key(kind, phrase):
+                        continue
+                    thing = things.setdefault(key, Thing(key, kind))
+                    thing.votes += 1
+                    if value not in thing.forms:
+                        thing.forms.append(value)
+        found = []
+        for key, partial in things.items():
+            whole = self.thing(key, partial.kind, partial.forms, partial.votes)
+            if whole is not None:
+                found.append(whole)
+        if not found:
+            return None
+        return self._choose(piece, found)
+
+    def _label_phrases(self, label: str) -> list[str]:
+        """The label, then shorter ends of it ("dog's nickname", "nickname"; "机房门禁码",
+        "门禁码"), never a word too generic to name one kind of thing alone."""
+        out = [label]
+        joined = re.sub(r"(?<=[\u3400-\u9fff]) | (?=[\u3400-\u9fff])", "", label)
+        if joined != label:  # "宾客 wifi 密码" is written "宾客WiFi密码"
+            out.append(joined)
+        words = label.split()
+        for i in range(1, len(words)):
+            tail = " ".join(words[i:])
+            if words[i] not in self.lex.stopwords and self._names_one_kind(tail):
+                out.append(tail)
+        if _CJK.search(label) and " " not in label:
+            for i in range(1, len(label) - 2):
+                tail = label[i:]  # three characters at least: "牌号" is said of many things
+                if self._names_one_kind(tail):
+                    out.append(tail)
+        return list(dict.fromkeys(out))
+
+    def _names_one_kind(self, words: str) -> bool:
+        """Whether the end of a label still names one kind of value by itself
+        ("nickname", "locker number", "门禁码"): it holds a label word that is not said
+        of many kinds of things ("code", "number", "note", "place", "密码", "备注")."""
+        for hit in self.lex.information.labels.find(words):
+            word = words[hit.start : hit.end]
+            if word in _GENERIC_LABELS or self.lex.information.kinds[hit.entry].shapes == ("text",):
+                continue
+            return True
+        return False
+
+    def _shapes(self, phrase: str) -> set[str]:
+        """The kinds of value a label takes: its last label word's shapes ("gate code":
+        codes), or any shape when it has none."""
+        head = re.sub(r"\s(?:at|for|of|in|on|from|with|to)\s.*$", "", phrase)
+        hits = sorted(self.lex.information.labels.find(head), key=lambda h: (h.end, h.length))
+        if not hits:
+            return {"code", "amount", "phone", "email", "quoted", "name", "text", "time"}
+        last = hits[-1]
+        shapes: set[str] = set()
+        for hit in hits:  # the head word, in every kind it names ("password": a code, a phrase)
+            if (hit.end, hit.length) == (last.end, last.length):
+                shapes |= set(self.lex.information.kinds[hit.entry].shapes)
+                if hit.entry == "phone":  # a number may be written as a plain code
+                    shapes.add("code")
+        return shapes
+
+    def _beside(self, sentence: str, phrase: str, shapes: set[str]) -> list[tuple[str, str]]:
+        """Values of the label's shapes said in the same sentence as the label."""
+        low = lowered(sentence)
+        at = low.find(phrase)
+        if at < 0:
+            return []
+        spans = [
+            s
+            for s in self.reader._literals(sentence)
+            if s.kind in shapes and not (s.start < at + len(phrase) and at < s.end)
+        ]
+        shaped = [s for s in spans if s.kind not in ("name", "quoted", "text")]
+        if shaped:
+            return [(s.kind, self._compound(s)) for s in shaped]
+        quoted = [s for s in spans if s.kind == "quoted"]
+        if quoted:
+            return [("quoted", quoted[0].text)]
+        if not shapes & {"name", "text", "quoted"}:
+            return []
+        names = [s for s in spans if s.kind == "name" and self._a_name(sentence, s)]
+        said = _said_as(sentence, at, len(phrase)) or self._as_said(_said_before(sentence, at))
+        ways: list[tuple[str, str]] = []
+        if names:
+            near = min(names, key=lambda s: min(abs(s.start - at), abs(s.end - at)))
+            ways.append(("name", near.text))
+        if said:
+            ways.insert(
+                0 if "quoted" in shapes else len(ways),
+                ("text" if _CJK.search(said) else "name", said),
+            )
+        return ways[:1]
+
+    def _as_said(self, text: str) -> str:
+        """Chinese text said before a label ("卡片署名写小葵，那是我的小名") holds the value at
+        its end: the shortest end the memory says elsewhere too, as long as a longer end
+        is said just as often ("小葵", not "写小葵")."""
+        if not text or not _CJK.fullmatch(text[-1]) or len(text) <= 2:
+            return text
+        ends = [text[i:] for i in range(len(text) - 2, -1, -1)]  # shortest first
+        counts = {e: len(self.where([e])[e]) for e in ends}
+        found = [e for e in ends if counts[e] > 1]
+        if not found:
+            return text
+        best = found[0]
+        for longer in ends[ends.index(best) + 1 :]:
+            if counts[longer] < counts[best]:
+                break
+            best = longer
+        return best
+
+    def _a_name(self, sentence: str, span: Any) -> bool:
+        """A capitalised word of a stored text that is a name: not the sentence's first
+        word (which is capitalised anyway) and no label word ("Note the phrase: ...")."""
+        if span.start == 0 or re.search(r"[.!?:]\s*$", sentence[: span.start]):
+            return False
+        return not self.lex.information.labels.any(lowered(span.text))
+
+    def _compound(self, span: Any) -> str:
+        """A code written after a word ("relay 880") is that word's code when the
+        memory writes them joined too ("relay-880"): one value, not two."""
+        if span.kind == "code" and span.prefix:
+            tries = [f"{span.prefix}-{span.text}", f"{span.prefix}{span.text}"]
+            if _code_like(span.prefix):
+                tries.append(f"{span.prefix} {span.text}")
+            for joined in tries:
+                if self.where([joined])[joined]:
+                    return joined
+        return span.text
+
+    def _choose(self, piece: Piece, things: list[Thing]) -> Found:
+        """Among the values a description fits: by version words, by how often each is
+        said with the label, or asked."""
+        things = sorted(things, key=lambda t: (t.first_seen, t.key))
+        if piece.which == "previous":
+            old = things[:-1] if len(things) > 1 else things
+            if piece.every or len(old) == 1:
+                return Found(piece, RESOLVED, old)
+            return Found(piece, AMBIGUOUS, reason="several_things", options=old)
+        if piece.which == "current":
+            return Found(piece, RESOLVED, things[-1:])
+        if len(things) == 1:
+            return Found(piece, RESOLVED, things)
+        ranked = sorted(things, key=lambda t: -t.votes)
+        if ranked[0].votes >= 2 * ranked[1].votes and ranked[0].votes >= 2:
+            return Found(piece, RESOLVED, ranked[:1])
+        return Found(piece, AMBIGUOUS, reason="several_things", options=things)
+
+    def mentions_of(self, draft: Draft) -> None:
+        """Add to a plan of facts (read as a request about items) every other place
+        that repeats their values, where the value is redacted: `pieces` and
+        `spans_by_item`. Nothing is added when nothing repeats them."""
+        self.pool.extend([*draft.targets, *draft.cascaded])
+        facts = [
+            i
+            for i in draft.targets
+            if i in self.pool.by_id and self.pool.by_id[i].kind in VALUE_KINDS
+        ]
+        if not facts:
+            return
+        thing = self._fact_thing(
+            facts, [i for i in [*draft.targets, *draft.cascaded] if i not in facts]
+        )
+        if thing is None:
+            return
+        gone = {*draft.targets, *draft.cascaded, *draft.history}
+        redact = {i: s for i, s in thing.places.items() if i not in gone and s}
+        if not redact:
+            return
+        places = [
+            {"item_id": i, "kind": self.pool.by_id[i].kind, "action": "erase", "spans": 0}
+            for i in sorted(gone)
+            if i in self.pool.by_id
+        ]
+        places += [
+            {"item_id": i, "kind": self.pool.by_id[i].kind, "action": "redact", "spans": len(s)}
+            for i, s in sorted(redact.items())
+        ]
+        draft.pieces = [
+            {"piece": 1, "kind": "description", "status": RESOLVED, "reason": "", "said": "",
+             "places": places}
+        ]  # fmt: skip
+        draft.spans_by_item = redact
+        for item in redact:
+            if item not in draft.labels:
+                draft.labels[item] = self.pool.label(item, self.planner.reading.language)
+
+    def chosen(self, asked: Any, item_ids: list[str]) -> Draft:
+        """The plan for the candidates a user picked in a plan of information: the
+        pieces that were resolved, and the picked values of the pieces asked about
+        (each with every place it is said); a piece none of whose values was picked is
+        not found (`none_chosen`)."""
+        from memory_ledger.forgetting.planning.planner import Draft
+
+        found: list[Found] = []
+        for n, entry in enumerate(asked.pieces):
+            piece = Piece(
+                entry.get("said", ""), entry["kind"] or "description", said=entry.get("said", "")
+            )
+            if entry["status"] == RESOLVED:
+                thing = Thing(f"piece:{n}", entry["kind"])
+                for place in entry["places"]:
+                    thing.places[place["item_id"]] = list(
+                        asked.spans_by_item.get(place["item_id"], [])
+                    )
+                    if place["action"] == "erase":
+                        thing.erase.add(place["item_id"])
+                found.append(Found(piece, RESOLVED, [thing]))
+            elif entry["status"] == AMBIGUOUS:
+                picked = [
+                    c for c in asked.candidates if c.get("part") == n and c["item_id"] in item_ids
+                ]
+                things = []
+                for option in picked:
+                    thing = Thing(option["item_id"], entry["kind"])
+                    thing.places = {
+                        i: list(option["spans_by_item"].get(i, [])) for i in option["places"]
+                    }
+                    thing.erase = set(option["erase"])
+                    things.append(thing)
+                status = RESOLVED if things else NOT_FOUND
+                found.append(Found(piece, status, things, "" if things else "none_chosen"))
+            else:
+                found.append(Found(piece, NOT_FOUND, reason=entry["reason"]))
+        for f in found:  # what was erased since the question was asked is gone
+            for thing in f.things:
+                self.pool.extend(list(thing.places))
+                thing.places = {i: s for i, s in thing.places.items() if i in self.pool.by_id}
+                thing.erase &= set(thing.places)
+            if f.status == RESOLVED and not any(t.places for t in f.things):
+                f.status, f.reason = NOT_FOUND, "chosen_items_gone"
+        kept = [
+            Found(Piece(k.get("said", ""), k["kind"] or "description"), RESOLVED,
+                  [Thing("kept", k["kind"], places={i: [] for i in k["item_ids"]})])
+            for k in asked.kept
+        ]  # fmt: skip
+        draft = self.draft(self.planner.reading, found, kept, 0)
+        if draft.status == "needs_clarification":  # never asked twice about the same
+            return Draft("nothing_matched", "delete", reason="chosen_items_gone")
+        return draft
+
+    # -- the draft -------------------------------------------------------------------
+
+    def draft(self, reading: Reading, found: list[Found], kept: list[Found], beyond: int) -> Draft:
+        from memory_ledger.forgetting.planning.planner import Draft
+
+        language = reading.language
+        keep_places = {i for k in kept for i in k.places}
+        keep_texts = [s for k in kept for spans in k.places.values() for s in spans]
+        keeping = span_pattern(keep_texts)
+        for f in found:  # a value the request also keeps is not forgotten
+            for thing in f.things:
+                for item in list(thing.places):
+                    spans = [
+                        s for s in thing.places[item] if keeping is None or not keeping.search(s)
+                    ]
+                    if spans or item in thing.erase:
+                        thing.places[item] = spans
+                    else:
+                        del thing.places[item]
+        pieces = [self._piece_entry(n, f) for n, f in enumerate(found, start=1)]
+        pieces += [
+            {"piece": len(found) + n, "kind": "", "status": NOT_FOUND, "reason": "too_many_parts",
+             "said": "", "places": []}
+            for n in range(1, beyond + 1)
+        ]  # fmt: skip
+        kept_entries = [
+            {
+                "kind": k.piece.kind,
+                "said": k.piece.said or k.piece.text,
+                "item_ids": sorted(k.places),
+            }
+            for k in kept
+        ]
+        parts = [
+            {
+                "said": p["said"],
+                "status": p["status"],
+                "item_ids": [pl["item_id"] for pl in p["places"]] or p.get("options", []),
+                "reason": p["reason"],
+            }
+            for p in pieces
+        ]
+        erase = sorted({i for f in found if f.status == RESOLVED for i in f.erase})
+        spans_by_item: dict[str, list[str]] = {}
+        for f in found:
+            if f.status != RESOLVED:
+                continue
+            for item, spans in f.places.items():
+                if item in erase:
+                    continue
+                known = spans_by_item.setdefault(item, [])
+                known.extend(s for s in spans if s not in known)
+        spans_by_item = {i: s for i, s in spans_by_item.items() if s}
+        targets = sorted({*erase, *spans_by_item})
+        common: dict[str, Any] = {
+            "pieces": pieces,
+            "kept": kept_entries,
+            "parts": parts if len(pieces) > 1 else [],
+            "information": True,
+        }
+        if any(f.status == AMBIGUOUS for f in found):
+            return self._ask(reading, found, common)
+        if not targets:
+            reason = "no_part_matched" if len(pieces) > 1 else (found[0].reason if found else "")
+            return Draft("nothing_matched", "delete", reason=reason or "value_not_found", **common)
+        cascaded = [i for i in erased_with(self.conn, self.namespace, erase) if i not in targets]
+        self.pool.extend(cascaded)
+        status = (
+            "planned"
+            if all(f.status == RESOLVED for f in found) and not beyond
+            else "partial_match"
+        )
+        intent = "delete" if erase else "redact"
+        spans = list(dict.fromkeys(s for v in spans_by_item.values() for s in v))
+        keeps = sorted(keep_places - set(erase) - set(cascaded))
+        # `targets`: what is erased (the redacted places are `spans_by_item`, and each
+        # piece lists its places); a plan that only redacts names the redacted items
+        draft = Draft(
+            status,
+            intent,
+            scope={"kind": "item", "item_ids": erase} if erase else None,
+            targets=erase or targets,
+            cascaded=cascaded,
+            keeps=keeps,
+            spans=spans,
+            **common,
+        )
+        draft.spans_by_item = spans_by_item
+        shown = [*erase[:50], *list(spans_by_item)[:50], *keeps[:50]]
+        self.pool.texts(shown)  # one read of the log for every label
+        draft.labels = {i: self.pool.label(i, language) for i in shown if i in self.pool.by_id}
+        return draft
+
+    def _piece_entry(self, n: int, found: Found) -> dict[str, Any]:
+        entry: dict[str, Any] = {
+            "piece": n,
+            "kind": found.piece.kind,
+            "status": found.status,
+            "reason": found.reason,
+            "said": found.piece.said or found.piece.text,
+            "places": [],
+        }
+        if found.status == RESOLVED:
+            erase = found.erase
+            for item, spans in sorted(found.places.items()):
+                row = self.pool.by_id.get(item)
+                entry["places"].append(
+                    {
+                        "item_id": item,
+                        "kind": row.kind if row else "",
+                        "action": "erase" if item in erase else "redact",
+                        "spans": 0 if item in erase else len(spans),
+                    }
+                )
+        if found.status == AMBIGUOUS:
+            entry["options"] = [t.face for t in found.options[:MAX_OPTIONS]]
+        return entry
+
+    def _ask(self, reading: Reading, found: list[Found], common: dict[str, Any]) -> Draft:
+        from memory_ledger.forgetting.planning.planner import Draft, planned_parts
+
+        language = reading.language
+        template = self.lex.questions[f"{language}_candidates"]
+        about = self.lex.messages[f"{language}_part_about"]
+        options: list[dict[str, Any]] = []
+        asked = []
+        for n, f in enumerate(found):
+            if f.status != AMBIGUOUS:
+                continue
+            mine = []
+            for thing in f.options[:MAX_OPTIONS]:
+                if thing.face not in self.pool.by_id:
+                    continue
+                option = candidate(self.pool, thing.face, language) | {"part": n}
+                option["places"] = sorted(thing.places)
+                option["erase"] = sorted(thing.erase)
+                option["spans_by_item"] = {
+                    i: s for i, s in thing.places.items() if i not in thing.erase
+                }
+                option["label"] = self._thing_label(thing, language)
+                mine.append(option)
+            listing = "; ".join(f"({len(options) + k}) {o['label']}" for k, o in enumerate(mine, 1))
+            options += mine
+            question = template.format(count=len(mine), options=listing)
+            said = f.piece.said or f.piece.text
+            asked.append(about.format(said=said, question=question) if len(found) > 1 else question)
+        parts = common["parts"]
+        question = " ".join([*asked, *planned_parts(parts, language)])
+        return Draft(
+            "needs_clarification", "delete", candidates=options, question=question, **common
+        )
+
+    def _thing_label(self, thing: Thing, language: str) -> str:
+        """A candidate as the user knows it: its value, and where it is said."""
+        value = thing.forms[0] if thing.forms else ""
+        if thing.kind == "fact" and thing.face in self.pool.by_id:
+            return self.pool.label(thing.face, language)
+        count = len(thing.places)
+        if language == "zh":
+            return f"“{value}”（{count}处，最早{thing.first_seen[:10]}）"
+        return f"'{value}' ({count} place(s), first said {thing.first_seen[:10]})"
+
+
+# -- helpers ---------------------------------------------------------------------------
+
+
+def headed(lex: Lexicon, label: str) -> bool:
+    """Whether a concept of the lexicon is a label's head: its last words ("marathon
+    goal", "mobile number", "我妈妈的电话"); in Chinese, two characters at least
+    ("订单号" is not a "号" of the user's, nor "半夜别打电话的备注" a phone)."""
+    low = lowered(label).strip()
+    for hit in lex.concepts.find(low):
+        if hit.end == len(low) and (low[hit.start : hit.end].isascii() or hit.end - hit.start >= 2):
+            return True
+    return False
+
+
+def covered(lex: Lexicon, label: str) -> bool:
+    """Whether a label says nothing besides the lexicon's concepts, relations and
+    function words ("mobile number", "我妹妹的地址"; not "车位号", "florist's number"):
+    then the facts of the concept are what it names."""
+    low = lowered(label)
+    mask = list(low)
+    hits = [*lex.concepts.find(low), *lex.relations.find(low), *lex.zh_stopwords.find(low)]
+    hits += [*lex.parts.owners.find(low), *lex.which.find(low), *lex.intents.find(low)]
+    hits += [*lex.said.find(low), *lex.sessions.find(low), *lex.conclusion.find(low)]
+    for h in hits:
+        mask[h.start : h.end] = " " * (h.end - h.start)
+    rest = "".join(mask)
+    if _CJK.search(rest):
+        return False
+    return all(w.strip("'") in lex.stopwords for w in re.findall(r"[a-z0-9'-]+", rest))
+
+
+def _groups(linked: dict[str, set[str]]) -> list[set[str]]:
+    """The keys linked to each other (said together in one sentence), as groups."""
+    out: list[set[str]] = []
+    for key in linked:
+        if any(key in g for g in out):
+            continue
+        group, frontier = {key}, [key]
+        while frontier:
+            for other in linked.get(frontier.pop(), ()):
+                if other not in group:
+                    group.add(other)
+                    frontier.append(other)
+        out.append(group)
+    return out
+
+
+def _code_like(word: str) -> bool:
+    """Letters written as part of a code ("MZ", "BK", "A", "B2"), not a word ("relay")."""
+    return bool(re.fullmatch(r"[A-Z][A-Z0-9]{0,4}", word))
+
+
+def _same(text: str, span: str) -> bool:
+    """Whether an item's whole value is the span (case and spacing aside)."""
+    return " ".join(lowered(text).split()).strip(" .") == " ".join(lowered(span).split())
+
+
+def _face(rows: list[Row], erase: set[str]) -> str:
+    """The item that stands for a value: the fact it is, or the first place it is said."""
+    for row in rows:
+        if row.item_id in erase:
+            return row.item_id
+    return min(rows, key=lambda r: (r.written_at, r.item_id)).item_id
+
+
+def _sentences(text: str) -> list[str]:
+    return [s for s in _SENTENCES.split(text) if s.strip()]
+
+
+def _shape(value: str) -> str:
+    """The shape of a stored value, for its written forms."""
+    v = value.strip()
+    if AMOUNT.fullmatch(v):
+        return "amount"
+    if re.fullmatch(r"\+?[\d\s().-]{7,}", v) and 7 <= sum(c.isdigit() for c in v) <= 15:
+        return "phone"
+    if re.fullmatch(r"[A-Za-z0-9]+(?:[- ][A-Za-z0-9]+)*", v) and re.search(r"\d", v):
+        return "code"
+    return "text"
+
+
+def _words(text: str) -> list[str]:
+    return [w for w in re.split(r"[\s,;:.!?()\"“”'‘’-]+", lowered(text)) if w]
+
+
+def _singular(word: str) -> str:
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+
+
+def _stem_in(word: str, text: str) -> bool:
+    """A description's word in a value: "parcel" in "parcels", "seating" in "seat"."""
+    low = lowered(text)
+    if _CJK.search(word):
+        return word in low
+    stem = re.sub(r"(?:ing|ed|es|s)$", "", word) if len(word) > 4 else word
+    return bool(stem) and re.search(rf"(?<![a-z]){re.escape(stem)}", low) is not None
+
+
+_COPULA_EN = re.compile(
+    r"^\s*(?:is|was|=|:|as)\s*['\"“]?(?P<v>[^,.;!?'\"”()]{2,60}?)['\"”]?\s*(?:[,.;!?()]|$|\bnot\b|\bnow\b)"
+)
+_COPULA_ZH = re.compile(
+    r"^\s*(?:确定|就|还|也|已)?(?:是|为|叫|设成了|设成|设为|登记为|改成了|改成|:)\s*[“\"]?"
+    r"(?P<v>[^,，。;；!！?？“”\"了()（）]{2,30}?)[”\"]?\s*(?:[,，。;；!！?？了()（）]|$)"
+)
+
+
+_BEFORE_EN = re.compile(
+    r"(?:^|[.;!?]\s+)(?P<v>[A-Z][\w'-]*(?:\s[A-Z][\w'-]*){0,3})\s+(?:is|was)\s+(?:\w+\s+){0,2}"
+    r"(?:the|my|our|your)\s+$"
+)
+_BEFORE_ZH = re.compile(
+    r"(?P<v>[\u3400-\u9fff]{2,8})(?:[,，]\s*(?:那|这|它))?(?:就)?是(?:我们|我)?的?$"
+)
+
+
+def _said_before(sentence: str, at: int) -> str:
+    """The value a sentence gives its label before it: "Heron Point is confirmed as
+    the hotel", "Alder House is the guest suite"."""
+    before = sentence[:at]
+    m = (_BEFORE_ZH if _CJK.search(before[-3:]) else _BEFORE_EN).search(before)
+    return m.group("v").strip() if m else ""
+
+
+def _said_as(sentence: str, at: int, length: int) -> str:
+    """The value a sentence gives its label: "the backup phrase is copper finch",
+    "Note the backup phrase: copper finch", "客房是松风阁"."""
+    after = sentence[at + length :]
+    pattern = _COPULA_ZH if _CJK.search(sentence[at : at + length]) else _COPULA_EN
+    m = pattern.match(after)
+    if m:
+        value = m.group("v").strip()
+        if value and not re.fullmatch(
+            r"(?:the|a|an|my|our|your|it|this|that|not|no|now|still|also)\b.*", value.lower()
+        ):
+            return value
+    return ""
