@@ -750,8 +750,8 @@ class ForgetRequests:
         may hold the text too, become unreadable even where its current text did not
         change. An item erased since is skipped, so a retry is harmless."""
         rewrites = []
-        for item_id in item_ids:
-            item = self.service.log.get(UUID(item_id))
+        found = self.service.log.get_many([UUID(i) for i in item_ids])
+        for item in found.values():
             current = self.service.log.read(item)
             if item.erased or current is ERASED:
                 continue
@@ -856,11 +856,11 @@ class ForgetRequests:
         loaded: dict[str, MemoryItem] | None = None,
     ) -> None:
         """Every named item is the namespace's; `loaded` keeps what was read, by id."""
+        found = self.service.log.get_many(list(scope.item_ids))  # one query per 500 ids
         for item_id in scope.item_ids:
-            try:
-                item = self.service.log.get(item_id)
-            except NotFound:
-                raise NotFound(f"no memory item {item_id}") from None
+            item = found.get(item_id)
+            if item is None:
+                raise NotFound(f"no memory item {item_id}")
             if loaded is not None:
                 loaded[str(item_id)] = item
             if item.namespace != namespace:
@@ -986,8 +986,9 @@ def plaintext_copies(service: MemoryService, items: list[MemoryItem]) -> list[st
     texts: list[str] = []
     try:
         keys = service.log.keys_for(ids)
+        events = service.log.events_of_many([i.id for i in live])
         for item in live:
-            for event in service.log.events_of(item.id):
+            for event in events.get(item.id, []):
                 sealed = getattr(event, "sealed", None)
                 if sealed is not None:
                     generation = event.key_generation

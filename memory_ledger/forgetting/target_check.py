@@ -24,7 +24,6 @@ from eventsourcing.utils import get_topic
 from sqlalchemy import Connection, select
 
 from memory_ledger.domain import MemoryItem
-from memory_ledger.errors import NotFound
 from memory_ledger.event_log import ERASED_TOPIC, EventLog
 from memory_ledger.forgetting.scope import ForgetScope
 from memory_ledger.times import canonical_time
@@ -63,22 +62,25 @@ def confirm_targets(
     items: dict[str, MemoryItem] = {} if loaded is None else loaded
     roles = {"target": list(targets), "cascaded": list(cascaded)}
     roles |= {"history": list(history), "mention": list(mentions)}
+    unread = [UUID(i) for ids in roles.values() for i in ids if i not in items]
+    items.update((str(k), v) for k, v in log.get_many(unread).items())  # a query per 500
+    versions = _Versions(log)
+    if scope.kind in ("time_range", "source"):  # selected by their versions' provenance
+        versions.prefetch(items[i] for r in ("target", "history") for i in roles[r] if i in items)
     for role, ids in roles.items():
         for item_id in ids:
-            try:
-                item = items.get(item_id) or log.get(UUID(item_id))
-            except NotFound:
+            item = items.get(item_id)
+            if item is None:
                 problems.append(Mismatch(item_id, "not_in_log"))
                 continue
-            items[item_id] = item
             if not _in_namespace(item.namespace, namespace, scope):
                 problems.append(Mismatch(item_id, "other_namespace"))
-            elif role in ("target", "history") and not _selected(log, item, scope, role):
+            elif role in ("target", "history") and not _selected(versions, item, scope, role):
                 problems.append(Mismatch(item_id, "not_selected"))
     cascaded_items = [items[i] for i in roles["cascaded"] if i in items]
     if cascaded_items:
         sources = set(roles["target"]) | set(roles["cascaded"])
-        spoken = _turns_spoken(log, [items[i] for i in roles["target"] if i in items])
+        spoken = _turns_spoken(versions, [items[i] for i in roles["target"] if i in items])
         for item in cascaded_items:
             if not _cascades(item, sources, spoken):
                 problems.append(Mismatch(str(item.id), "not_derived"))
@@ -91,7 +93,28 @@ def _in_namespace(item_namespace: str, namespace: str, scope: ForgetScope) -> bo
     return scope.kind == "namespace" and item_namespace.startswith(namespace + "/")
 
 
-def _selected(log: EventLog, item: MemoryItem, scope: ForgetScope, role: str) -> bool:
+class _Versions:
+    """Each item's version provenance, read from the log for many items at once, the
+    first time any of them is asked for (most scopes never need it)."""
+
+    def __init__(self, log: EventLog) -> None:
+        self.log = log
+        self._known: dict[UUID, list[dict[str, Any]]] = {}
+
+    def prefetch(self, items: Iterable[MemoryItem]) -> None:
+        wanted = [i.id for i in items if i.id not in self._known]
+        for item_id, events in self.log.events_of_many(wanted).items():
+            self._known[item_id] = [
+                e.provenance for e in events if type(e).__name__ in ("Recorded", "Superseded")
+            ]
+
+    def of(self, item: MemoryItem) -> list[dict[str, Any]]:
+        if item.id not in self._known:
+            self.prefetch([item])
+        return self._known.get(item.id, [])
+
+
+def _selected(versions: _Versions, item: MemoryItem, scope: ForgetScope, role: str) -> bool:
     """Does the log give the item the attributes its scope selected it by?"""
     if scope.kind in ("item", "namespace"):
         return True  # named by id (checked at submit), or everything in the namespace
@@ -101,20 +124,12 @@ def _selected(log: EventLog, item: MemoryItem, scope: ForgetScope, role: str) ->
         return bool(item.category == scope.category)
     if scope.kind == "sensitivity":
         return bool(item.sensitivity == scope.sensitivity)
-    hits = [_version_matches(p, scope) for p in _version_provenance(log, item)]
+    hits = [_version_matches(p, scope) for p in versions.of(item)]
     if not hits:
         return False
     # A target's current version matches; a history item keeps its current version and
     # loses earlier ones that match.
     return hits[-1] if role == "target" else any(hits[:-1])
-
-
-def _version_provenance(log: EventLog, item: MemoryItem) -> list[dict[str, Any]]:
-    return [
-        e.provenance
-        for e in log.events_of(item.id)
-        if type(e).__name__ in ("Recorded", "Superseded")
-    ]
 
 
 def _version_matches(provenance: dict[str, Any], scope: ForgetScope) -> bool:
@@ -129,12 +144,13 @@ def _version_matches(provenance: dict[str, Any], scope: ForgetScope) -> bool:
     )
 
 
-def _turns_spoken(log: EventLog, items: list[MemoryItem]) -> set[tuple[str, str]]:
+def _turns_spoken(versions: _Versions, items: list[MemoryItem]) -> set[tuple[str, str]]:
     """The (session, turn) every version of these items was taken from."""
+    versions.prefetch(items)
     return {
         (p["session_id"], p["turn_id"])
         for item in items
-        for p in _version_provenance(log, item)
+        for p in versions.of(item)
         if p.get("session_id") and p.get("turn_id")
     }
 
