@@ -379,3 +379,59 @@ def test_a_run_that_stopped_between_its_two_requests_is_finished_by_executing_ag
     assert all(service.ledger.request_ids().count(r) == 1 for r in outcome.request_ids)
     with pytest.raises(Exception, match="already executed"):
         alice.execute_plan(plan.plan_id)
+
+
+def test_the_answer_later_names_every_request_of_the_plan(
+    alice: MemoryLedger, memory: dict[str, str]
+) -> None:
+    plan = alice.plan_forget("Delete the old gate code 7142 from memory")
+    done = alice.execute_plan(plan.plan_id)
+    later = alice.plan_outcome(plan.plan_id)
+    assert (later.status, later.request_ids) == ("completed", done.request_ids)
+
+
+def test_a_plugged_in_reader_cannot_name_a_value_the_request_does_not_say(
+    alice: MemoryLedger, memory: dict[str, str], service: MemoryService
+) -> None:
+    """A model-backed reader returns pieces behind the same interface; a value it names
+    must be in the request's own words, so it cannot reach a value the user did not
+    name (the planner then resolves what it names like any other piece)."""
+    from memory_ledger.errors import InvalidWrite
+    from memory_ledger.forgetting.planning import LexiconReader
+    from memory_ledger.forgetting.planning.pieces import Piece
+
+    class Model(LexiconReader):
+        def __init__(self, value: str) -> None:
+            super().__init__()
+            self.value = value
+
+        def read(self, text, now, zone):  # type: ignore[no-untyped-def]
+            reading = super().read(text, now, zone)
+            assert reading.information is not None
+            reading.information.pieces = [Piece(self.value, "code", said=self.value)]
+            return reading
+
+    service.planning.reader = Model("5830")
+    with pytest.raises(InvalidWrite, match="does not say"):
+        alice.plan_forget("Delete the old gate code 7142 from memory")
+    service.planning.reader = Model("7142")
+    plan = alice.plan_forget("Delete the old gate code 7142 from memory")
+    assert plan.status == "planned" and "fact_code_new" not in _keys(memory, plan.targets)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["Forget Birch Lodge from every conversation and note", "所有对话和备注里的Birch Lodge都删掉"],
+)
+def test_where_to_forget_is_not_what_to_forget(
+    alice: MemoryLedger, memory: dict[str, str], text: str
+) -> None:
+    """ "From every conversation and note" says where the value goes, not which messages:
+    no turn is erased, each loses the name and keeps the rest."""
+    plan = alice.plan_forget(text)
+    assert plan.status == "planned" and plan.intent == "redact" and not plan.cascaded
+    assert _places(memory, plan) == {
+        "t_place1": "redact", "t_place2": "redact", "t_place3": "redact",
+    }  # fmt: skip
+    alice.execute_plan(plan.plan_id)
+    assert _text(alice, memory["t_place3"]) == "Keys for [redacted] are at the front desk."

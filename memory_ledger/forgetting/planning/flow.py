@@ -6,7 +6,9 @@
    anything else).
 3. `execute` runs a plan the user confirmed, once (two confirmations racing: one runs),
    through the one request path every erasure takes; a crash in between is resumed by
-   executing again, which finds the request by the id the plan chose for it.
+   executing again, which finds the request by the id the plan chose for it. A plan that
+   redacts spans and erases facts files a redaction request (or a few, in batches) and
+   then a forget request, under ids derived from the plan's, answered as one.
 4. `outcome` answers from the request's actual status, never from the plan.
 """
 
@@ -492,7 +494,14 @@ class ForgetPlanning:
     def outcome(self, ledger: MemoryLedger, plan_id: str) -> PlanOutcome:
         """The plan's answer now: the request's status as the ledger has it."""
         plan = self.get(ledger, plan_id)
-        if plan.request_id is not None:
+        if plan.request_id is not None and _redacts(plan):  # each request the plan filed
+            count = plan.redactions + (1 if plan.intent == "delete" else 0)
+            ids = _request_ids(plan.request_id)
+            found = [_filed(ledger.service.requests, next(ids)) for _ in range(count)]
+            reports = [r for r in found if r is not None]
+            if reports:
+                return _with_parts(plan, _from_reports(plan, reports))
+        elif plan.request_id is not None:
             try:
                 report = ledger.service.requests.report(plan.request_id)
                 return _with_parts(plan, _from_report(plan, report))

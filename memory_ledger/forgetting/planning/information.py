@@ -12,13 +12,15 @@ happens:
 - what was derived from them is rebuilt by the request path, as for every erasure.
 
 A description ("the do-not-voicemail note", "my old locker", "the previous trip total")
-is resolved through the catalog first (a fact or preference it names by concept or by
-its predicate's words, with the version words it carries), then where its label is
-said beside a value ("Confirming the gate code: 3101."), and that value is then looked
-for everywhere like a literal. "Old", "earlier", "以前", "旧" pick the superseded
-version when there is one, the only one on file otherwise; when two different things
-fit (two earlier codes, two amounts that are both "the amount"), the piece is asked
-about, with its candidates, and the other pieces stay planned.
+is resolved where its label is said beside a value ("Confirming the gate code: 3101."),
+then through the catalog (a fact or preference whose predicate its words name, "the
+parcel note": `delivery_note`; or the facts of the concept it is, "my email address"),
+then, for a label the memory never says as the request does ("寄养间门禁码" for a
+history in English), by meaning, when one thing stands clearly ahead; the value found
+is then looked for everywhere like a literal. "Old", "earlier", "以前", "旧" pick the
+superseded version when there is one, the only one on file otherwise; when two
+different things fit (two earlier codes, two amounts that are both "the amount"), the
+piece is asked about, with its candidates, and the other pieces stay planned.
 
 What a keep clause names ("the current amount remains 3,150 EUR") is looked up too,
 listed in the plan, and never touched: a turn that holds the forgotten and the kept
@@ -63,71 +65,28 @@ if TYPE_CHECKING:
 RESOLVED, AMBIGUOUS, NOT_FOUND = "resolved", "ambiguous", "not_found"
 #: Candidates offered for one ambiguous piece, at most.
 MAX_OPTIONS = 8
-#: Places one plan may name; a value said more often than this is named with its first
-#: places and the plan says so (`reason`), never silently cut.
-MAX_PLACES = 400
 #: Item kinds whose whole value can be a piece (erased, not redacted).
 VALUE_KINDS = ("fact", "preference")
 #: Label words too general to find one thing by themselves.
-_GENERIC_LABELS = frozenset(
-    [
-        "code",
-        "codes",
-        "number",
-        "numbers",
-        "amount",
-        "amounts",
-        "name",
-        "names",
-        "id",
-        "note",
-        "notes",
-        "value",
-        "fee",
-        "fees",
-        "line",
-        "phone",
-        "password",
-        "date",
-        "time",
-        "place",
-        "room",
-        "house",
-        "hall",
-        "total",
-        "price",
-        "cost",
-        "order",
-        "account",
-        "card",
-        "tag",
-        "unit",
-        "密码",
-        "号码",
-        "金额",
-        "电话",
-        "名字",
-        "地址",
-        "备注",
-        "号",
-        "码",
-        "费",
-        "费用",
-        "价",
-        "价格",
-        "款",
-        "钱",
-        "单元",
-        "房间",
-        "账号",
-        "牌号",
-        "号牌",
-    ]
-)
+_GENERIC_LABELS = frozenset((
+    "code", "codes", "number", "numbers", "amount", "amounts", "name", "names", "id", "note",
+    "notes", "value", "fee", "fees", "line", "phone", "password", "date", "time", "place",
+    "room", "house", "hall", "total", "price", "cost", "order", "account", "card", "tag",
+    "unit", "密码", "号码", "金额", "电话", "名字", "地址", "备注", "号", "码", "费", "费用",
+    "价", "价格", "款", "钱", "单元", "房间", "账号", "牌号", "号牌",
+))  # fmt: skip
 #: The meaning fallback: how many texts closest to the label are read, and how far the
 #: best thing must lead the next to be taken.
 MEANING_HITS = 12
 MEANING_LEAD = 2.0
+#: ... and, of the first MEANING_GROUPS values, the one taken must also be the closest
+#: by what the memory says beside it (MEANING_SAID sentences of each).
+MEANING_GROUPS = 4
+MEANING_SAID = 4
+MEANING_MARGIN = 0.1
+#: A request that names only a kind of value reads at most this many latest texts to
+#: find the values that fit it (when their labels are too short to look up).
+RECENT = 200
 _SENTENCES = re.compile(r"(?<=[.!?;])\s+|(?<=[。！？；\n])")
 _CJK = re.compile(r"[\u3400-\u9fff]")
 _SIGNS = {
@@ -270,7 +229,7 @@ def international(text: str) -> str:
     if text.startswith("+"):
         return text
     digits = re.sub(r"\D", "", text)
-    if len(digits) == 10 and digits[0] in "2345689":
+    if len(digits) == 10 and digits[0] in "23456789":
         return f"+1 {digits[:3]} {digits[3:6]} {digits[6:]}"
     if len(digits) == 11 and digits.startswith("1"):
         return f"+86 {digits[:3]} {digits[3:7]} {digits[7:]}"
@@ -440,11 +399,13 @@ class InformationPlanner:
         return Found(piece, NOT_FOUND, reason="value_not_found")
 
     def _by_meaning(self, piece: Piece) -> Found | None:
-        """A kind of value whose label the memory never says as the request does ("寄养间
-        门禁码" for a history in English, "the tour price" for one in Chinese): the texts
-        closest in meaning (the vector index), and the values of the label's shape they
-        say. Taken only when one thing (a value, with the versions a change links to it)
-        stands clearly ahead of every other; otherwise nothing is found."""
+        """A kind of value whose label the memory never says as the request does, because
+        it says things in another language ("寄养间门禁码" for a history in English, "the
+        tour price" for one in Chinese): the texts closest in meaning (the vector index),
+        and the values of the label's shape they say. Taken only when one thing (a
+        value, with the versions a change links to it) stands clearly ahead of every
+        other, by the texts and by what is said beside it; otherwise nothing is found.
+        A label the memory does not say in its own language is not stored."""
         vectors = self.planner.vectors
         label = lowered(piece.label).strip()
         if vectors is None or not label or not self.lex.information.labels.find(label):
@@ -457,23 +418,31 @@ class InformationPlanner:
         if not ranked:
             return None
         texts = self.pool.texts([i for i, _ in ranked])
+        chinese = sum(1 for t in texts.values() if t and _CJK.search(t))
+        if (chinese * 2 > len(texts)) == bool(_CJK.search(label)):
+            return None  # the memory says things in the request's language: not said here
         weight: dict[str, float] = {}
         seen: dict[str, Thing] = {}
         linked: dict[str, set[str]] = {}
+        said: dict[str, list[str]] = {}  # each value's sentences, the value masked
         for item, score in ranked:
             body = texts.get(item) or ""
             mine: set[str] = set()
             for sentence in _sentences(body):
                 keys = []
-                for span in self.reader._literals(sentence):
-                    if span.kind not in shapes:
-                        continue
+                spans = [s for s in self.reader._literals(sentence) if s.kind in shapes]
+                if "phone" in shapes:  # a number of the phone kind, not a code beside it
+                    spans = [s for s in spans if s.kind == "phone" or s.text.isdigit()]
+                for span in spans:
                     value = self._compound(span)
                     key = value_key(span.kind, value)
                     thing = seen.setdefault(key, Thing(key, span.kind))
                     if value not in thing.forms:
                         thing.forms.append(value)
                     keys.append(key)
+                    masked = sentence.replace(span.text, " ")
+                    if masked not in said.setdefault(key, []):
+                        said[key].append(masked)
                 for key in keys:  # "changed from 3101 to 7753": versions of one thing
                     linked.setdefault(key, set()).update(keys)
                 mine.update(keys)
@@ -490,6 +459,21 @@ class InformationPlanner:
         runner_up = scored[1][0] if len(scored) > 1 else 0.0
         if best < MEANING_LEAD * runner_up or sum(seen[k].votes for k in group) < 2:
             return None
+        # what the memory says of each value, beside it, against the label asked for:
+        # the one taken must be the closest by that too, clearly
+        query = vectors.embed_query(piece.label)
+        near = {
+            k: max((_cosine(query, vectors.embed_query(x)) for x in said[k][:MEANING_SAID]),
+                   default=0.0)
+            for g in [g for _, g in scored[:MEANING_GROUPS]] for k in g
+        }  # fmt: skip
+        closest = sorted(
+            ((max(near[k] for k in g), n) for n, (_, g) in enumerate(scored[:MEANING_GROUPS])),
+            key=lambda x: -x[0],
+        )
+        margin = closest[0][0] - (closest[1][0] if len(closest) > 1 else 0.0)
+        if closest[0][1] != 0 or (len(group) < 2 and margin < MEANING_MARGIN):
+            return None  # a chain of versions said together, or one value clearly closest
         found = [self.thing(k, seen[k].kind, seen[k].forms, seen[k].votes) for k in sorted(group)]
         things = [t for t in found if t is not None]
         if not things or (piece.which == "previous" and len(things) < 2):
@@ -636,6 +620,8 @@ class InformationPlanner:
         label = lowered(piece.label).strip()
         if not label or not self.lex.information.labels.find(label):
             return None  # "the metformin": a value, not a kind of one
+        if self.generic(label):
+            return self._of_kind(piece, label)
         for phrase in self._label_phrases(label):
             places = self.where([phrase])[phrase]
             if places:
@@ -665,6 +651,83 @@ class InformationPlanner:
         if not found:
             return None
         return self._choose(piece, found)
+
+    def generic(self, label: str) -> bool:
+        """Whether a label is only a kind of value ("the amount", "那个电话号码", "the
+        code"): every value of that kind fits it."""
+        label = lowered(label).strip()
+        if label in _GENERIC_LABELS or label in ("phone number", "电话号码", "手机号码"):
+            return any(
+                h.end - h.start == len(label) for h in self.lex.information.labels.find(label)
+            )
+        return False
+
+    def _of_kind(self, piece: Piece, label: str) -> Found | None:
+        """ "The amount", "那个电话号码": the values of that kind said beside any of its
+        label words; one is planned, several are asked about (never all of them)."""
+        hits = [h for h in self.lex.information.labels.find(label) if h.end - h.start == len(label)]
+        kind = self.lex.information.kinds[hits[0].entry]
+        shapes = set(kind.shapes) & {"code", "amount", "phone", "email", "quoted"}
+        if not shapes:
+            return None
+        if "phone" in shapes:
+            shapes.add("code")
+        words = [lowered(t) for t in kind.terms if not t.startswith("re:")]
+        places = self.where(words)
+        things: dict[str, Thing] = {}
+        texts = self.pool.texts(list({i for found in places.values() for i in found}))
+        for word, found in places.items():
+            for item in found:
+                for sentence in _sentences(texts.get(item) or ""):
+                    if word not in lowered(sentence):
+                        continue
+                    for kind_, value in self._beside(sentence, word, shapes):
+                        key = value_key(kind_, value)
+                        thing = things.setdefault(key, Thing(key, kind_))
+                        thing.votes += 1
+                        if value not in thing.forms:
+                            thing.forms.append(value)
+        if len(things) < 2:  # "费" is too short to look up: what was said lately, then
+            for body in self._recent_texts():
+                for span in self.reader._literals(body):
+                    if span.kind in shapes:
+                        key = value_key(span.kind, span.text)
+                        thing = things.setdefault(key, Thing(key, span.kind))
+                        if span.text not in thing.forms:
+                            thing.forms.append(span.text)
+        whole = [self.thing(k, t.kind, t.forms, t.votes) for k, t in things.items()]
+        found_things = [t for t in whole if t is not None][: MAX_OPTIONS * 2]
+        if not found_things:
+            return None
+        return self._choose(piece, found_things, by_votes=False)
+
+    def _recent_texts(self) -> list[str]:
+        """The texts of the namespace's latest items (RECENT of them, whatever its size)."""
+        c = catalog.c
+        ids = list(
+            self.conn.execute(
+                select(c.item_id)
+                .where(c.namespace == self.namespace)
+                .order_by(c.written_at.desc())
+                .limit(RECENT)
+            ).scalars()
+        )
+        return [t for t in self.pool.texts(ids).values() if t]
+
+    def others_of_kind(self, draft: Draft, piece: Piece) -> Found | None:
+        """For a plan of the user's facts that a request names only by their kind ("the
+        phone number"): the values of that kind the memory also says elsewhere (the
+        office's number, in turns). Several different things fit: they are asked about."""
+        label = lowered(piece.label).strip()
+        found = self._of_kind(piece, label)
+        if found is None:
+            return None
+        options = found.options or found.things
+        self.pool.extend(draft.targets)
+        mine = set(draft.targets)
+        if len(options) < 2 or all(set(t.places) & mine for t in options):
+            return None
+        return Found(piece, AMBIGUOUS, reason="several_things", options=options)
 
     def _label_phrases(self, label: str) -> list[str]:
         """The label, then shorter ends of it ("dog's nickname", "nickname"; "机房门禁码",
@@ -781,7 +844,7 @@ class InformationPlanner:
                     return joined
         return span.text
 
-    def _choose(self, piece: Piece, things: list[Thing]) -> Found:
+    def _choose(self, piece: Piece, things: list[Thing], by_votes: bool = True) -> Found:
         """Among the values a description fits: by version words, by how often each is
         said with the label, or asked."""
         things = sorted(things, key=lambda t: (t.first_seen, t.key))
@@ -795,7 +858,7 @@ class InformationPlanner:
         if len(things) == 1:
             return Found(piece, RESOLVED, things)
         ranked = sorted(things, key=lambda t: -t.votes)
-        if ranked[0].votes >= 2 * ranked[1].votes and ranked[0].votes >= 2:
+        if by_votes and ranked[0].votes >= 2 * ranked[1].votes and ranked[0].votes >= 2:
             return Found(piece, RESOLVED, ranked[:1])
         return Found(piece, AMBIGUOUS, reason="several_things", options=things)
 
@@ -1084,6 +1147,13 @@ def covered(lex: Lexicon, label: str) -> bool:
     if _CJK.search(rest):
         return False
     return all(w.strip("'") in lex.stopwords for w in re.findall(r"[a-z0-9'-]+", rest))
+
+
+def _cosine(a: Any, b: Any) -> float:
+    import numpy as np
+
+    na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))
+    return float(np.dot(a, b) / (na * nb)) if na and nb else 0.0
 
 
 def _groups(linked: dict[str, set[str]]) -> list[set[str]]:

@@ -18,6 +18,12 @@ name, as an explicit list of item ids, and it lists every part with what became 
 No part is dropped without a word: one that is ambiguous is asked about (the others stay
 in the plan), and one that matches nothing is named, with why, in a plan whose status
 says it covers only part of the request (`partial_match`).
+
+A request that names information ("delete the old gate code 7142", "redact 206-555-0148
+everywhere", "把豆包这个小名删掉") is planned by information.py instead: each piece to
+every place it is said, a fact whose value it is erased, every other place redacted. A
+plan of facts read here lists the places that repeat their values too (`pieces`,
+`spans_by_item`), so its execution redacts them in every written form.
 """
 
 from __future__ import annotations
@@ -149,7 +155,7 @@ class Planner:
                     return Draft("nothing_matched", reading.intent, reason="value_not_found")
             self._with_mentions(draft)
             return draft
-        if information and self._names_information(reading):
+        if information and self._names_information(reading, text):
             tried = True
             assert reading.information is not None
             draft = InformationPlanner(self).plan(reading, reading.information)
@@ -157,6 +163,9 @@ class Planner:
                 return draft
             if draft is None and reading.concepts and not self._concept_selects(reading):
                 # "快递柜号": no such value here, and "号" is no number of the user's
+                return Draft("nothing_matched", reading.intent, reason="value_not_found")
+            if draft is None and any(p.every for p in reading.information.pieces):
+                # "keep only the current X" never means whole messages that mention it
                 return Draft("nothing_matched", reading.intent, reason="value_not_found")
         draft = self._plan_items(reading, text, session_id)
         if (
@@ -171,9 +180,29 @@ class Planner:
             found = InformationPlanner(self).plan(reading, reading.information)
             if found is not None and found.status != "nothing_matched":
                 return found
+        if information and draft.status == "planned" and draft.intent == "delete":
+            asked = self._other_things(reading, draft, text)
+            if asked is not None:
+                return asked
         if self.projections is not None and reading.information is not None:
             self._with_mentions(draft)
         return draft
+
+    def _other_things(self, reading: Reading, draft: Draft, text: str) -> Draft | None:
+        """ "Delete the phone number": the user's phone fact, and the office's number the
+        turns say, both fit. Asked about, never erased at a guess (a request that says
+        whose, "my phone number", is about the user's own)."""
+        info = reading.information
+        pieces = info.pieces if info else []
+        if len(pieces) != 1 or pieces[0].kind != "description" or first_person(normalise(text)):
+            return None
+        planner = InformationPlanner(self)
+        if not planner.generic(pieces[0].label):
+            return None
+        found = planner.others_of_kind(draft, pieces[0])
+        if found is None:
+            return None
+        return planner.draft(reading, [found], [], 0)
 
     def _suppresses(self, reading: Reading, draft: Draft) -> bool:
         """ "我失眠的事以后别再提了": not to bring up a memory stops using it (the item
@@ -197,7 +226,18 @@ class Planner:
             return False
         return reading.intent != "stop_using" or self.lex.information.restate.any(normalise(text))
 
-    def _names_information(self, reading: Reading) -> bool:
+    def _said_outside_filler(self, text: str) -> bool:
+        """Whether the request speaks of what was said ("what I told you") other than in
+        the words that only say where to forget ("from every conversation and note",
+        "所有对话和备注里的")."""
+        norm = normalise(text)
+        filler = self.lex.information.filler.find(norm)
+        return any(
+            not any(f.start <= h.start and h.end <= f.end for f in filler)
+            for h in self.lex.said.find(norm)
+        )
+
+    def _names_information(self, reading: Reading, text: str) -> bool:
         """Whether a request is planned by the information it names, rather than by
         the items it describes ("my old address", "what I said yesterday"): it names a
         value by its shape (a code, an amount, a phone number, a quoted phrase); or a
@@ -214,7 +254,8 @@ class Planner:
         descriptions = [p for p in info.pieces if p.kind == "description"]
         by_items = (
             reading.relations or reading.names or reading.kinds or reading.window
-            or reading.session or reading.said or reading.topic or reading.everything
+            or reading.session or reading.topic or reading.everything
+            or (reading.said and self._said_outside_filler(text))
         )  # fmt: skip
         # A concept or category selects items when it is what a description is ("my
         # mobile number", "marathon goal"), not part of a kind of value that another
