@@ -760,6 +760,10 @@ class ForgetRequests:
         return len(rewrites)
 
     def _mentions(self, report: RequestReport, texts: list[str]) -> list[str]:
+        """Other items of the namespace that repeat a forgotten value. None for a whole
+        namespace: every item the search could read is a target already."""
+        if report.scope.get("kind") == "namespace":
+            return []
         pattern = mention_pattern(texts)
         if pattern is None:
             return []
@@ -962,10 +966,13 @@ def forgotten_texts(
     targets, and the earlier versions of history items minus their current value.
     `loaded`: items already read from the log, by id; those read here are added to it."""
     items = {} if loaded is None else loaded
+    wanted = [*report.all_targets, *report.history]
+    unread = [UUID(i) for i in wanted if i not in items]
+    items.update((str(k), v) for k, v in service.log.get_many(unread).items())  # a query per 500
 
     def get(item_id: str) -> MemoryItem:
         if item_id not in items:
-            items[item_id] = service.log.get(UUID(item_id))
+            items[item_id] = service.log.get(UUID(item_id))  # raises NotFound, as it did
         return items[item_id]
 
     log = service.log
