@@ -421,8 +421,9 @@ class InformationPlanner:
            vocabulary does not know dropped, as `_label_phrases` drops them.
 
         A label whose thing-it-is-of the memory never says, in any of its words, names
-        nothing stored ("我的银行卡密码" over a history without a bank card): not found,
-        and no other way guesses further."""
+        nothing stored ("我的银行卡密码" over a history without a bank card) unless one
+        thing leads clearly by meaning (`_by_meaning`, "the school gate code" over a
+        history that says "园门密码"): never a question about things it does not name."""
         label = lowered(piece.label).strip()
         info = self.lex.information
         if not label or not info.labels.find(label) or self.generic(label):
@@ -436,7 +437,10 @@ class InformationPlanner:
         words = {s: self._concept_equivalents(s[2]) for s in spans}
         said = self.where([w for ws in words.values() for w in ws])
         known = {s: [w for w in words[s] if said.get(w)] for s in spans}
-        if any(not known[m] for m in modifiers):
+        if any(not known[m] for m in modifiers):  # said in no words the vocabulary knows:
+            meant = self._by_meaning(piece)  # a clear lead by meaning, or nothing stored
+            if meant is not None and meant.status == RESOLVED:
+                return meant
             return Found(piece, NOT_FOUND, reason="value_not_found")
         tried = set(self._label_phrases(label))
         groups: list[list[str]] = []
@@ -465,8 +469,12 @@ class InformationPlanner:
         hits = self.lex.information.concepts.find(label)
         out: list[tuple[int, int, tuple[str, ...]]] = []
         for hit in longest(hits):
-            names = sorted({h.entry for h in hits if (h.start, h.end) == (hit.start, hit.end)})
-            out.append((hit.start, hit.end, tuple(names)))
+            at = (hit.start, hit.end)
+            names = tuple(sorted({h.entry for h in hits if (h.start, h.end) == at}))
+            if out and out[-1][2] == names and not label[out[-1][1] : hit.start].strip():
+                out[-1] = (out[-1][0], hit.end, names)  # "快递柜取件码": one thing, said twice
+            else:
+                out.append((hit.start, hit.end, names))
         return out
 
     def _concept_equivalents(self, names: tuple[str, ...]) -> list[str]:
@@ -1343,7 +1351,7 @@ _COPULA_EN = re.compile(
     r"^\s*(?:is|was|=|:|as)\s*['\"“]?(?P<v>[^,.;!?'\"”()]{2,60}?)['\"”]?\s*(?:[,.;!?()]|$|\bnot\b|\bnow\b)"
 )
 _COPULA_ZH = re.compile(
-    r"^\s*(?:确定|就|还|也|已)?(?:是|为|叫|设成了|设成|设为|登记为|改成了|改成|:)\s*[“\"]?"
+    r"^\s*(?:确定|就|还|也|已)?(?:是|为|叫|用|设成了|设成|设为|登记为|改成了|改成|:)\s*[“\"]?"
     r"(?P<v>[^,，。;；!！?？“”\"了()（）]{2,30}?)[”\"]?\s*(?:[,，。;；!！?？了()（）]|$)"
 )
 
