@@ -420,10 +420,11 @@ class InformationPlanner:
         3. the one concept a label is ("客房", "nickname", "copay"), with words the
            vocabulary does not know dropped, as `_label_phrases` drops them.
 
-        A label whose thing-it-is-of the memory never says, in any of its words, names
-        nothing stored ("我的银行卡密码" over a history without a bank card) unless one
-        thing leads clearly by meaning (`_by_meaning`, "the school gate code" over a
-        history that says "园门密码"): never a question about things it does not name."""
+        A label that is one concept the memory says in none of its words names nothing
+        stored ("我的护照号" over a history without a passport). One whose
+        thing-it-is-of the memory never says ("我的银行卡密码" over a history without a
+        bank card) names nothing stored either, unless one thing leads clearly by
+        meaning (`_by_meaning`): never a question about things it does not name."""
         label = lowered(piece.label).strip()
         info = self.lex.information
         if not label or not info.labels.find(label) or self.generic(label):
@@ -437,28 +438,32 @@ class InformationPlanner:
         words = {s: self._concept_equivalents(s[2]) for s in spans}
         said = self.where([w for ws in words.values() for w in ws])
         known = {s: [w for w in words[s] if said.get(w)] for s in spans}
+        if not modifiers and not any(known.values()):  # one thing, said in none of its words
+            return Found(piece, NOT_FOUND, reason="value_not_found")
         if any(not known[m] for m in modifiers):  # said in no words the vocabulary knows:
             meant = self._by_meaning(piece)  # a clear lead by meaning, or nothing stored
             if meant is not None and meant.status == RESOLVED:
                 return meant
             return Found(piece, NOT_FOUND, reason="value_not_found")
         tried = set(self._label_phrases(label))
-        groups: list[list[str]] = []
+        shapes = self._shapes(label)
+        tries: list[tuple[list[str], set[str]]] = []  # the concepts together first
         if len(spans) > 1:
-            groups.append(_combined([known[s] for s in spans]))
+            tries.append((_combined([known[s] for s in spans]), shapes))
             if head is not None and len(modifiers) > 1:
                 for m in reversed(modifiers):
-                    groups.append(_combined([known[m], known[head]]))
-        shapes = self._shapes(label)
-        shaped = shapes <= {"code", "amount", "phone", "email"}  # not a name or any text
+                    tries.append((_combined([known[m], known[head]]), shapes))
+        # what it is of, beside a value of a shape (never a name or any text: "密码" is
+        # a code here; a phrase is found only with its whole label)
+        shaped = shapes & {"code", "amount", "phone", "email"}
         if shaped and modifiers and (head is None or set(head[2]) & info.concept_kinds):
-            groups += [known[m] for m in reversed(modifiers)]
+            tries += [(known[m], shaped) for m in reversed(modifiers)]
         if not modifiers and head is not None:
-            groups.append(known[head])
-        for group in groups:
+            tries.append((known[head], shapes))
+        for group, kinds in tries:
             phrases = [p for p in dict.fromkeys(group) if p not in tried]
             tried.update(phrases)
-            found = self._said_beside(piece, phrases, shapes)
+            found = self._said_beside(piece, phrases, kinds)
             if found is not None:
                 return found
         return None
