@@ -53,7 +53,7 @@ from memory_ledger.forgetting.planning.pool import Pool, Row, candidate
 from memory_ledger.forgetting.redaction import span_pattern
 from memory_ledger.forgetting.scope import erased_with
 from memory_ledger.forgetting.units import written_forms as units_forms
-from memory_ledger.phrases import normalise
+from memory_ledger.phrases import longest, normalise
 from projections.catalog import catalog
 from projections.cells import Cells
 
@@ -392,11 +392,126 @@ class InformationPlanner:
         ("the storage alarm code", which may be a fact's value too), then the facts
         whose predicate its words name ("the parcel note"), then the facts of the
         concept it names, when the concept is all it names ("my email address")."""
-        for way in (self._by_label, self._by_predicate, self._by_concept, self._by_meaning):
+        ways = (
+            self._by_label,
+            self._by_predicate,
+            self._by_concept,
+            self._by_concept_words,
+            self._by_meaning,
+        )
+        for way in ways:
             found = way(piece)
             if found is not None:
                 return found
         return Found(piece, NOT_FOUND, reason="value_not_found")
+
+    def _by_concept_words(self, piece: Piece) -> Found | None:
+        """A label the memory does not say as the request does, found by the words of
+        the concepts it is made of ([information.concepts]), in either language: "机房门禁
+        码" over a history that says "Code 7242 for the server room", "the backup phrase"
+        over one that says "备用口令是“竹影扫阶”", "客房" over "Alder House is the guest
+        suite". Tried in turn, and the first that the memory says beside a value of the
+        label's own shape wins (chosen among by `_choose`, like `_by_label`):
+
+        1. the concepts together ("server room code", "备用口令", "pager email");
+        2. what the label is of, alone ("server room", "florist", "快递柜"), when its last
+           word only says what kind of value it is (a code, a phone number, a fee) or is
+           no concept at all: the value's shape stands for the rest;
+        3. the one concept a label is ("客房", "nickname", "copay"), with words the
+           vocabulary does not know dropped, as `_label_phrases` drops them.
+
+        A label that is one concept the memory says in none of its words names nothing
+        stored ("我的护照号" over a history without a passport). One whose
+        thing-it-is-of the memory never says ("我的银行卡密码" over a history without a
+        bank card) names nothing stored either, unless one thing leads clearly by
+        meaning (`_by_meaning`): never a question about things it does not name."""
+        label = lowered(piece.label).strip()
+        info = self.lex.information
+        if not label or not info.labels.find(label) or self.generic(label):
+            return None
+        spans = self._concept_spans(label)
+        if not spans:
+            return None
+        head_text = re.sub(r"\s(?:at|for|of|in|on|from|with|to)\s.*$", "", label)
+        head = spans[-1] if spans[-1][1] >= len(head_text.rstrip(" 的")) else None
+        modifiers = [s for s in spans if s is not head]
+        words = {s: self._concept_equivalents(s[2]) for s in spans}
+        said = self.where([w for ws in words.values() for w in ws])
+        known = {s: [w for w in words[s] if said.get(w)] for s in spans}
+        if not modifiers and not any(known.values()):  # one thing, said in none of its words
+            return Found(piece, NOT_FOUND, reason="value_not_found")
+        if any(not known[m] for m in modifiers):  # said in no words the vocabulary knows:
+            meant = self._by_meaning(piece)  # a clear lead by meaning, or nothing stored
+            if meant is not None and meant.status == RESOLVED:
+                return meant
+            return Found(piece, NOT_FOUND, reason="value_not_found")
+        tried = set(self._label_phrases(label))
+        shapes = self._shapes(label)
+        tries: list[tuple[list[str], set[str]]] = []  # the concepts together first
+        if len(spans) > 1:
+            tries.append((_combined([known[s] for s in spans]), shapes))
+            if head is not None and len(modifiers) > 1:
+                for m in reversed(modifiers):
+                    tries.append((_combined([known[m], known[head]]), shapes))
+        # what it is of, beside a value of a shape (never a name or any text: "密码" is
+        # a code here; a phrase is found only with its whole label)
+        shaped = shapes & {"code", "amount", "phone", "email"}
+        if shaped and modifiers and (head is None or set(head[2]) & info.concept_kinds):
+            tries += [(known[m], shaped) for m in reversed(modifiers)]
+        if not modifiers and head is not None:
+            tries.append((known[head], shapes))
+        for group, kinds in tries:
+            phrases = [p for p in dict.fromkeys(group) if p not in tried]
+            tried.update(phrases)
+            found = self._said_beside(piece, phrases, kinds)
+            if found is not None:
+                return found
+        return None
+
+    def _concept_spans(self, label: str) -> list[tuple[int, int, tuple[str, ...]]]:
+        """Where a label names concepts: (start, end, the concepts of those words), the
+        longer words first ("支持服务" before "服务费"), left to right."""
+        hits = self.lex.information.concepts.find(label)
+        out: list[tuple[int, int, tuple[str, ...]]] = []
+        for hit in longest(hits):
+            at = (hit.start, hit.end)
+            names = tuple(sorted({h.entry for h in hits if (h.start, h.end) == at}))
+            if out and out[-1][2] == names and not label[out[-1][1] : hit.start].strip():
+                out[-1] = (out[-1][0], hit.end, names)  # "快递柜取件码": one thing, said twice
+            else:
+                out.append((hit.start, hit.end, names))
+        return out
+
+    def _concept_equivalents(self, names: tuple[str, ...]) -> list[str]:
+        words = self.lex.information.concept_words
+        return list(
+            dict.fromkeys(lowered(w) for n in names for w in words[n] if not w.startswith("re:"))
+        )
+
+    def _said_beside(self, piece: Piece, phrases: list[str], shapes: set[str]) -> Found | None:
+        """The values of the shapes said beside any of the phrases, each then found
+        everywhere it is said; chosen among by `_choose`. None when there are none."""
+        if not phrases:
+            return None
+        places = self.where(phrases)
+        texts = self.pool.texts(list({i for found in places.values() for i in found}))
+        things: dict[str, Thing] = {}
+        for phrase, found in places.items():
+            for item in found:
+                for sentence in _sentences(texts.get(item) or ""):
+                    for kind, value in self._beside(sentence, phrase, shapes):
+                        key = value_key(kind, value)
+                        if key == value_key(kind, phrase) or lowered(value) in phrases:
+                            continue
+                        thing = things.setdefault(key, Thing(key, kind))
+                        thing.votes += 1
+                        if value not in thing.forms:
+                            thing.forms.append(value)
+        whole = [self.thing(k, t.kind, t.forms, t.votes) for k, t in things.items()]
+        found_things = [t for t in whole if t is not None]
+        if not found_things:
+            return None
+        return self._choose(piece, found_things)
 
     def _by_meaning(self, piece: Piece) -> Found | None:
         """A kind of value whose label the memory never says as the request does, because
@@ -1149,6 +1264,20 @@ def covered(lex: Lexicon, label: str) -> bool:
     return all(w.strip("'") in lex.stopwords for w in re.findall(r"[a-z0-9'-]+", rest))
 
 
+def _combined(parts: list[list[str]], limit: int = 64) -> list[str]:
+    """The words of several concepts said together, in their order: English words with
+    a space between them, Chinese ones without ("server room code", "备用口令",
+    "宾客wifi密码"); at most `limit` of them."""
+    out = [""]
+    for words in parts:
+        out = [
+            f"{a} {w}" if a and a[-1:].isascii() and w[:1].isascii() else a + w
+            for a in out
+            for w in words
+        ][: limit * 4]
+    return [p for p in out if p][:limit]
+
+
 def _cosine(a: Any, b: Any) -> float:
     import numpy as np
 
@@ -1227,7 +1356,7 @@ _COPULA_EN = re.compile(
     r"^\s*(?:is|was|=|:|as)\s*['\"“]?(?P<v>[^,.;!?'\"”()]{2,60}?)['\"”]?\s*(?:[,.;!?()]|$|\bnot\b|\bnow\b)"
 )
 _COPULA_ZH = re.compile(
-    r"^\s*(?:确定|就|还|也|已)?(?:是|为|叫|设成了|设成|设为|登记为|改成了|改成|:)\s*[“\"]?"
+    r"^\s*(?:确定|就|还|也|已)?(?:是|为|叫|用|设成了|设成|设为|登记为|改成了|改成|:)\s*[“\"]?"
     r"(?P<v>[^,，。;；!！?？“”\"了()（）]{2,30}?)[”\"]?\s*(?:[,，。;；!！?？了()（）]|$)"
 )
 

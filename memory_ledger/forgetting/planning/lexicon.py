@@ -124,6 +124,13 @@ class InformationWords:
     #: Every label word, by label name (for finding them in text).
     labels: Phrases
     kinds: dict[str, Label]
+    #: Words that name one thing in English and in Chinese ("server room", "机房"), by
+    #: concept ([information.concepts]): a label the memory does not say as the
+    #: request does is looked for in the words of the same concepts.
+    concepts: Phrases
+    concept_words: dict[str, tuple[str, ...]]
+    #: The concepts that only say what kind of value a thing is ("door_code", "fee").
+    concept_kinds: frozenset[str]
 
     @classmethod
     def load(cls, raw: dict[str, Any]) -> InformationWords:
@@ -149,6 +156,9 @@ class InformationWords:
             restate=Phrases({"restate": list(raw["restate"])}),
             labels=Phrases({k: list(v["words"]) for k, v in raw["labels"].items()}),
             kinds=kinds,
+            concepts=Phrases({k: list(v) for k, v in raw["concepts"].items()}),
+            concept_words={k: tuple(v) for k, v in raw["concepts"].items()},
+            concept_kinds=frozenset(raw["concept_kinds"]),
         )
 
 
