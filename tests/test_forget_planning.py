@@ -342,3 +342,23 @@ def test_any_request_stays_inside_the_namespace_and_destroys_nothing(
     if "everything" not in words and plan.scope is not None:
         assert plan.scope["kind"] != "namespace"
     assert not any(alice.get(i).erased for i in mine)
+
+
+def test_a_plan_sees_what_was_written_since_the_last_plan(
+    service: MemoryService, alice: MemoryLedger, history: dict[str, str]
+) -> None:
+    """Plans keep a namespace's clear attributes between them while the log has not
+    moved: a write, in this process or through another service on the same store,
+    moves it, and the next plan reads the rows again."""
+    first = alice.plan_forget("delete my phone number")
+    assert _keys(history, first.targets) == {"phone"}
+    again = alice.plan_forget("delete my phone number")
+    assert again.targets == first.targets
+    with MemoryService(service.settings) as other:
+        written = other.for_principal(alice.principal).remember(
+            fact("allergy", "pollen", at=NOW - timedelta(days=2), turn="t20", category="health")
+        )
+    later = alice.plan_forget("delete my health information")
+    assert _keys(history, later.targets) == {"peanuts", "shellfish", written.item_id}
+    alice.forget_scope({"kind": "item", "item_ids": [history["phone"]]})
+    assert history["phone"] not in alice.plan_forget("delete my phone number").targets

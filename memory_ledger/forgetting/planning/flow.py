@@ -50,6 +50,7 @@ from memory_ledger.forgetting.planning.plans import (
     check_plan_id,
     require_executable,
 )
+from memory_ledger.forgetting.planning.pool import PoolRows
 from memory_ledger.forgetting.planning.reading import LexiconReader, Reader, Reading
 from memory_ledger.forgetting.redaction import MAX_ITEMS, MAX_SPANS, span_pattern
 from memory_ledger.forgetting.scope import parse_scope, resolve
@@ -170,6 +171,7 @@ class ForgetPlanning:
         self.clock = clock
         self.reader = reader or LexiconReader()
         self._lexicon_reader = LexiconReader()
+        self._rows = PoolRows()  # the namespaces' clear attributes, between plans
 
     def plan(
         self,
@@ -198,7 +200,7 @@ class ForgetPlanning:
         with service.engine.connect() as conn:
             planner = Planner(
                 conn, service.log, service.vectors, ledger.namespace,
-                projections=service.runner.projections,
+                projections=service.runner.projections, kept=self._rows,
             )  # fmt: skip
             draft = planner.plan(reading, text, session_id)
             versions = planner.pool_versions(draft.targets) if draft.intent == "update" else {}

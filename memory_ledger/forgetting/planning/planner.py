@@ -42,6 +42,7 @@ from memory_ledger.forgetting.planning.people import People
 from memory_ledger.forgetting.planning.pieces import Piece
 from memory_ledger.forgetting.planning.pool import (
     Pool,
+    PoolRows,
     Row,
     candidate,
     face,
@@ -117,8 +118,10 @@ class Planner:
         namespace: str,
         words: Lexicon | None = None,
         projections: Sequence[Projection] | None = None,
+        kept: PoolRows | None = None,
     ) -> None:
         self.conn = conn
+        self.kept = kept
         self.log = log
         self.vectors = vectors
         self.namespace = namespace
@@ -131,7 +134,7 @@ class Planner:
     def pool(self) -> Pool:
         """Every item of the namespace: loaded only by a plan about items (a plan of
         information looks only at the places its values are found in)."""
-        return Pool(self.conn, self.log, self.namespace)
+        return Pool(self.conn, self.log, self.namespace, kept=self.kept)
 
     # -- the entry point ------------------------------------------------------------------
 
