@@ -237,17 +237,56 @@ class EventLog:
         what was written after it). Returns the new tombstones' log positions. Every
         erasure's first step (a forget's, a restore's replay)."""
         wanted = [UUID(i) for i in item_ids]
-        found = self.get_many(wanted)
+        found = self._last_versions(wanted)
         missing = [i for i in wanted if i not in found]
         if missing and not missing_ok:
             raise NotFound(f"no memory item {missing[0]}")
-        pending = [item for item in found.values() if not item.erased]
-        for item in pending:
-            item.erase(reason=reason, request_id=request_id)
+        # The tombstones are made as the aggregate would make them (`MemoryItem.erase`),
+        # without rebuilding each item from its events: an erasure of thousands of
+        # items decoded every event of each only to learn its version.
+        stamp = MemoryItem.Event.create_timestamp()
+        pending = [
+            MemoryItem.Erased(  # type: ignore[attr-defined]
+                originator_id=item_id,
+                originator_version=version + 1,
+                timestamp=stamp,
+                reason=reason,
+                request_id=request_id,
+            )
+            for item_id, (version, erased) in found.items()
+            if not erased
+        ]
         if not pending and not also_destroy:
             return {}
-        destroy = [KeyDestruction(str(i.id), None) for i in pending]
-        return self.save_positions(pending, destroy=[*destroy, *also_destroy])
+        destroy = [KeyDestruction(str(e.originator_id), None) for e in pending]
+        # The event store's own `put`, as `Application.save` ends in: `save` checks each
+        # object against a runtime Protocol first, a third of a bulk erasure's cost. (No
+        # aggregate cache and no automatic snapshots are configured, so `save` would do
+        # nothing more.)
+        recordings = self.app.events.put(pending, destroy_keys=[*destroy, *also_destroy])
+        return {str(r.domain_event.originator_id): r.notification.id for r in recordings}
+
+    def _last_versions(self, item_ids: Sequence[UUID]) -> dict[UUID, tuple[int, bool]]:
+        """Each item's last version and whether it is erased, one query per 500 ids;
+        items the log does not hold are absent."""
+        p = self.key_sql.param
+        sqlite = self.settings.postgres is None
+        out: dict[UUID, tuple[int, bool]] = {}
+        with self.recorder.datastore.transaction(commit=False) as cursor:
+            for start in range(0, len(item_ids), 500):
+                chunk = item_ids[start : start + 500]
+                cursor.execute(
+                    "SELECT originator_id, MAX(originator_version), "
+                    f"SUM(CASE WHEN topic = {p} THEN 1 ELSE 0 END) FROM {self.events_table} "
+                    f"WHERE originator_id IN ({', '.join([p] * len(chunk))}) "
+                    "GROUP BY originator_id",
+                    (ERASED_TOPIC, *(i.hex if sqlite else i for i in chunk)),
+                )
+                by_text = {_uuid_text(i.hex if sqlite else i): i for i in chunk}
+                for row in cursor.fetchall():
+                    ident, version, erased = values(row)
+                    out[by_text[_uuid_text(ident)]] = (int(version), bool(erased))
+        return out
 
     # -- reading -----------------------------------------------------------------------
 

@@ -67,18 +67,25 @@ class KeySQL:
         )
 
     def destroy_keys(self, cursor: Cursorish, destructions: Sequence[KeyDestruction]) -> None:
+        """Overwrite the wrapped bytes of the named keys with NULL. Whole items' keys go
+        in one statement per 500 items (an erasure of ten thousand items was ten
+        thousand statements); named generations one statement per item."""
         p = self.param
         now = now_text()
+        update = (
+            f"UPDATE {self.keys_table} SET wrapped = NULL, destroyed_at = {p} "
+            "WHERE wrapped IS NOT NULL AND item_id "
+        )
+        whole = list(dict.fromkeys(d.item_id for d in destructions if d.generations is None))
+        for start in range(0, len(whole), 500):
+            chunk = whole[start : start + 500]
+            cursor.execute(f"{update}IN ({', '.join([p] * len(chunk))})", (now, *chunk))
         for d in destructions:
-            sql = (
-                f"UPDATE {self.keys_table} SET wrapped = NULL, destroyed_at = {p} "
-                f"WHERE item_id = {p} AND wrapped IS NOT NULL"
-            )
-            params: list[Any] = [now, d.item_id]
-            if d.generations is not None:
-                sql += f" AND generation IN ({', '.join([p] * len(d.generations))})"
-                params.extend(d.generations)
-            cursor.execute(sql, tuple(params))
+            if d.generations is not None and d.generations:
+                marks = ", ".join([p] * len(d.generations))
+                cursor.execute(
+                    f"{update}= {p} AND generation IN ({marks})", (now, d.item_id, *d.generations)
+                )
 
     def select_keys(self, cursor: Cursorish, item_ids: Sequence[str]) -> list[tuple[Any, ...]]:
         if not item_ids:

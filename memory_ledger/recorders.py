@@ -44,7 +44,27 @@ class SQLiteMemoryRecorder(SQLiteApplicationRecorder):
         # below sees every commit that could race with this one.
         _apply_keys(self.key_sql, c, kwargs, secure_delete_pragma=True)
         _check_versions(c, self.events_table_name, "?", kwargs, hex_ids=True)
-        return super()._insert_events(c, stored_events, **kwargs)
+        if len(stored_events) < 2:
+            return super()._insert_events(c, stored_events, **kwargs)
+        # One statement for the batch (the library executes one per event, to read each
+        # row id): the write lock is held from the first insert on, so the batch's row
+        # ids, which are the notification ids, are the consecutive ones ending at the
+        # last inserted (the events table never loses a row).
+        c.executemany(
+            self.insert_events_statement,
+            [
+                (
+                    s.originator_id.hex if isinstance(s.originator_id, UUID) else s.originator_id,
+                    s.originator_version,
+                    s.topic,
+                    s.state,
+                )
+                for s in stored_events
+            ],
+        )
+        c.execute("SELECT last_insert_rowid()")
+        last = int(c.fetchone()[0])
+        return list(range(last - len(stored_events) + 1, last + 1))
 
 
 class PostgresMemoryRecorder(PostgresApplicationRecorder):
