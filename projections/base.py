@@ -30,6 +30,7 @@ from sqlalchemy import (
 from memory_ledger.write_policy import canonical_time
 from projections.cells import Cells
 from projections.events import ProjectedEvent
+from projections.id_sets import among
 
 metadata = MetaData()
 Row = dict[str, Any]
@@ -120,7 +121,7 @@ class Projection(ABC):
         out: list[Row] = []
         for start in range(0, len(ids), 500):
             chunk = ids[start : start + 500]
-            query = select(self.table).where(self.table.c.item_id.in_(chunk))
+            query = select(self.table).where(among(self.table.c.item_id, chunk))
             out.extend(dict(r) for r in conn.execute(query).mappings())
         return out
 
@@ -173,13 +174,13 @@ class Projection(ABC):
         ids = list(item_ids)
         for start in range(0, len(ids), 500):
             chunk = ids[start : start + 500]
-            conn.execute(delete(self.table).where(self.table.c.item_id.in_(chunk)))
+            conn.execute(delete(self.table).where(among(self.table.c.item_id, chunk)))
 
     def count_rows(self, conn: Connection, item_ids: Sequence[str]) -> int:
         query = (
             select(func.count())
             .select_from(self.table)
-            .where(self.table.c.item_id.in_(list(item_ids)))
+            .where(among(self.table.c.item_id, list(item_ids)))
         )
         return int(conn.execute(query).scalar_one())
 
@@ -194,7 +195,7 @@ class Projection(ABC):
             return []
         t = self.table
         query = select(t.c.item_id, t.c.key_generation, t.c.sealed).where(
-            t.c.item_id.in_(list(item_ids))
+            among(t.c.item_id, list(item_ids))
         )
         found = cells.open([tuple(r) for r in conn.execute(query)], self.sealed_field)
         return [text for text in found if text is not None]
@@ -245,7 +246,7 @@ def keys_in(table: Table, columns: Sequence[str], keys: Sequence[tuple[Any, ...]
         return false()
     return or_(
         *(
-            and_(*(c == v for c, v in zip(prefix, values, strict=True)), last.in_(lasts))
+            and_(*(c == v for c, v in zip(prefix, values, strict=True)), among(last, lasts))
             for values, lasts in groups.items()
         )
     )

@@ -107,6 +107,7 @@ from projections.base import Projection, Row, keys_in, metadata
 from projections.cells import Cell, Cells
 from projections.events import ProjectedEvent
 from projections.facts import KEY_COLUMNS, LIVE_STATUSES, facts
+from projections.id_sets import among
 from projections.preferences import preferences
 from projections.transcripts import transcripts
 
@@ -513,7 +514,7 @@ class KeywordIndexProjection(Projection):
         d = keyword_docs
         numbers: dict[str, int] = {}
         for chunk in _chunks(item_ids):
-            query = select(d.c.item_id, d.c.doc).where(d.c.item_id.in_(chunk))
+            query = select(d.c.item_id, d.c.doc).where(among(d.c.item_id, chunk))
             numbers.update((item_id, int(doc)) for item_id, doc in conn.execute(query))
         return numbers
 
@@ -521,7 +522,7 @@ class KeywordIndexProjection(Projection):
     def _docs_of(conn: Connection, item_ids: Sequence[str]) -> list[tuple[int, str, list[int]]]:
         """(doc, namespace, term hashes) of the items that have a document row."""
         d = keyword_docs
-        query = select(d.c.doc, d.c.namespace, d.c.terms).where(d.c.item_id.in_(item_ids))
+        query = select(d.c.doc, d.c.namespace, d.c.terms).where(among(d.c.item_id, item_ids))
         return [(int(doc), ns, unpack_terms(terms)) for doc, ns, terms in conn.execute(query)]
 
     # -- the store protocol (see memory_ledger.stores.ProjectionStore) ---------------
@@ -543,7 +544,7 @@ class KeywordIndexProjection(Projection):
                 numbers = [doc for doc, _, _ in docs]
                 removed = conn.execute(
                     delete(d)
-                    .where(d.c.doc.in_(numbers))
+                    .where(among(d.c.doc, numbers))
                     .returning(d.c.namespace, d.c.key_generation, d.c.length)
                 ).all()
                 stats: dict[tuple[str, int], list[int]] = {}
@@ -552,7 +553,7 @@ class KeywordIndexProjection(Projection):
                     entry[0] -= 1
                     entry[1] -= int(length)
                 _add_stats(conn, stats)
-            conn.execute(delete(keyword_pending).where(keyword_pending.c.item_id.in_(chunk)))
+            conn.execute(delete(keyword_pending).where(among(keyword_pending.c.item_id, chunk)))
 
     def count_rows(self, conn: Connection, item_ids: Sequence[str]) -> int:
         """Document rows of the items, and the postings their terms key: 0 proves no term
@@ -572,7 +573,7 @@ class KeywordIndexProjection(Projection):
                 for start in range(0, len(terms), CHUNK):
                     query = select(func.count()).where(
                         p.c.namespace == namespace,
-                        p.c.term.in_(terms[start : start + CHUNK]),
+                        among(p.c.term, terms[start : start + CHUNK]),
                         p.c.doc == doc,
                     )
                     total += int(conn.execute(query).scalar_one())
@@ -637,7 +638,7 @@ def live_texts(conn: Connection, log: EventLog, item_ids: Sequence[str]) -> dict
         query = select(
             *(table.c[c] for c in columns), table.c.key_generation, table.c.sealed
         ).where(
-            table.c.item_id.in_(sorted(set(item_ids))),
+            among(table.c.item_id, sorted(set(item_ids))),
             table.c.value_state == "live",
             table.c.suppressed.is_(False),
         )
@@ -659,7 +660,7 @@ def live_texts(conn: Connection, log: EventLog, item_ids: Sequence[str]) -> dict
         out[item_id] = LiveText(namespace, text, *key)
     t = transcripts
     query = select(t.c.item_id, t.c.namespace, t.c.key_generation, t.c.sealed).where(
-        t.c.item_id.in_(sorted(set(item_ids) - set(out))),
+        among(t.c.item_id, sorted(set(item_ids) - set(out))),
         t.c.content_state == "live",
         t.c.suppressed.is_(False),
     )

@@ -50,6 +50,7 @@ from projections.base import Projection, metadata
 from projections.cells import Cells
 from projections.events import ProjectedEvent
 from projections.facts import facts
+from projections.id_sets import among
 from projections.keyword_index import (
     DocNumber,
     TermHasher,
@@ -156,7 +157,7 @@ class MentionIndexProjection(Projection):
             numbers = dict(
                 conn.execute(
                     select(mention_docs.c.item_id, mention_docs.c.doc).where(
-                        mention_docs.c.item_id.in_([d[0] for d in docs])
+                        among(mention_docs.c.item_id, [d[0] for d in docs])
                     )
                 ).all()
             )
@@ -177,7 +178,7 @@ class MentionIndexProjection(Projection):
         for start in range(0, len(item_ids), CHUNK):
             chunk = sorted(set(item_ids[start : start + CHUNK]))
             rows = conn.execute(
-                select(d.c.doc, d.c.namespace, d.c.terms).where(d.c.item_id.in_(chunk))
+                select(d.c.doc, d.c.namespace, d.c.terms).where(among(d.c.item_id, chunk))
             ).all()
             keys = [(ns, t, int(doc)) for doc, ns, terms in rows for t in unpack_terms(terms)]
             if keys:
@@ -188,8 +189,8 @@ class MentionIndexProjection(Projection):
                     keys,
                 )
             if rows:
-                conn.execute(delete(d).where(d.c.doc.in_([int(r[0]) for r in rows])))
-            conn.execute(delete(mention_pending).where(mention_pending.c.item_id.in_(chunk)))
+                conn.execute(delete(d).where(among(d.c.doc, [int(r[0]) for r in rows])))
+            conn.execute(delete(mention_pending).where(among(mention_pending.c.item_id, chunk)))
 
     def count_rows(self, conn: Connection, item_ids: Sequence[str]) -> int:
         """Document rows of the items (no posting outlives its document: the purge
@@ -198,7 +199,7 @@ class MentionIndexProjection(Projection):
         if not ids:
             return 0
         query = (
-            select(func.count()).select_from(mention_docs).where(mention_docs.c.item_id.in_(ids))
+            select(func.count()).select_from(mention_docs).where(among(mention_docs.c.item_id, ids))
         )
         return int(conn.execute(query).scalar() or 0)
 
@@ -226,7 +227,7 @@ def item_texts(
         rows = conn.execute(
             select(
                 table.c.item_id, table.c.namespace, table.c.key_generation, table.c.sealed
-            ).where(table.c.item_id.in_(list(item_ids)), table.c.sealed.is_not(None))
+            ).where(among(table.c.item_id, list(item_ids)), table.c.sealed.is_not(None))
         ).all()
         opened = cells.open([(r[0], r[2], r[3]) for r in rows], field)
         for (item_id, namespace, _, _), text in zip(rows, opened, strict=True):
@@ -262,7 +263,7 @@ def candidates(
         counts.update(
             conn.execute(
                 select(p.c.term, func.count())
-                .where(p.c.namespace == namespace, p.c.term.in_(chunk))
+                .where(p.c.namespace == namespace, among(p.c.term, chunk))
                 .group_by(p.c.term)
             ).all()
         )
@@ -278,7 +279,7 @@ def candidates(
     postings: dict[int, set[int]] = {t: set() for t in needed}
     for start in range(0, len(needed), CHUNK):
         query = select(p.c.term, p.c.doc).where(
-            p.c.namespace == namespace, p.c.term.in_(needed[start : start + CHUNK])
+            p.c.namespace == namespace, among(p.c.term, needed[start : start + CHUNK])
         )
         for term, doc in conn.execute(query):
             postings[term].add(doc)
@@ -289,7 +290,7 @@ def candidates(
     numbers = sorted(docs)
     for start in range(0, len(numbers), CHUNK):
         chunk = numbers[start : start + CHUNK]
-        ids.update(conn.execute(select(d.c.item_id).where(d.c.doc.in_(chunk))).scalars())
+        ids.update(conn.execute(select(d.c.item_id).where(among(d.c.doc, chunk))).scalars())
     return ids
 
 

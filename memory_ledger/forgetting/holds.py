@@ -34,6 +34,7 @@ from memory_ledger.errors import InvalidWrite, NotFound
 from memory_ledger.identifiers import is_identifier, is_namespace, is_namespace_part
 from memory_ledger.ledger import EntryType, LifecycleLedger
 from projections.catalog import catalog
+from projections.id_sets import among
 
 #: Holds in force at once within one subtree (counted at the new hold's namespace and
 #: below it, like its name, so the limit says nothing about other subtrees).
@@ -206,7 +207,7 @@ class Holds:
         for start in range(0, len(ids), 500):
             query = select(
                 catalog.c.item_id, catalog.c.namespace, catalog.c.category, catalog.c.predicate
-            ).where(catalog.c.item_id.in_(ids[start : start + 500]))
+            ).where(among(catalog.c.item_id, ids[start : start + 500]))
             for row in conn.execute(query).mappings():
                 for hold in holds:
                     if hold.covers(row):

@@ -36,6 +36,7 @@ from memory_ledger.write_policy import (
 )
 from projections.catalog import DERIVED, catalog
 from projections.facts import facts
+from projections.id_sets import among
 
 if TYPE_CHECKING:
     from memory_ledger.event_log import EventLog
@@ -187,7 +188,7 @@ def _matching_items(conn: Connection, namespace: str, scope: ForgetScope) -> lis
     else:
         query = select(c.item_id).where(c.namespace == namespace)
     if scope.kind == "item":
-        query = query.where(c.item_id.in_([str(i) for i in scope.item_ids]))
+        query = query.where(among(c.item_id, [str(i) for i in scope.item_ids]))
     elif scope.kind == "predicate":
         query = query.where(c.subject == scope.subject, c.predicate == scope.predicate)
     elif scope.kind == "source":
@@ -284,7 +285,7 @@ def _valid_to(conn: Connection, item_ids: list[str]) -> dict[str, str | None]:
     """Each fact's end of validity, from its newest version (preferences have none)."""
     f = facts.c
     rows = conn.execute(
-        select(f.item_id, f.version, f.valid_to).where(f.item_id.in_(item_ids))
+        select(f.item_id, f.version, f.valid_to).where(among(f.item_id, item_ids))
     ).all()
     newest: dict[str, tuple[int, str | None]] = {}
     for item_id, version, valid_to in rows:
@@ -341,7 +342,7 @@ def carrier_turns(conn: Connection, namespace: str, targets: list[str]) -> list[
     c = catalog.c
     sources = set(
         conn.execute(
-            select(c.session_id, c.turn_id).where(c.item_id.in_(targets), c.turn_id.is_not(None))
+            select(c.session_id, c.turn_id).where(among(c.item_id, targets), c.turn_id.is_not(None))
         ).all()
     )
     if not sources:
@@ -349,7 +350,7 @@ def carrier_turns(conn: Connection, namespace: str, targets: list[str]) -> list[
     query = select(c.item_id, c.session_id, c.turn_id).where(
         c.namespace == namespace,
         c.kind == "turn",
-        c.turn_id.in_(sorted({t for _, t in sources})),
+        among(c.turn_id, sorted({t for _, t in sources})),
     )
     found = {i for i, session, turn in conn.execute(query) if (session, turn) in sources}
     return sorted(found - set(targets))
