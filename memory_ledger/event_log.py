@@ -296,22 +296,29 @@ class EventLog:
         except AggregateNotFoundError:
             raise NotFound(f"no memory item {item_id}") from None
 
-    def get_many(self, item_ids: Sequence[UUID]) -> dict[UUID, MemoryItem]:
+    def get_many(
+        self, item_ids: Sequence[UUID], events: dict[UUID, list[Any]] | None = None
+    ) -> dict[UUID, MemoryItem]:
         """Several items, each rebuilt from its events read in one query per 500 ids (a
         `get` per item is two queries: its snapshot, then its events, so a restore's
         replay of thousands of tombstones paid thousands of round trips). Items the log
-        does not hold are absent from the answer."""
+        does not hold are absent from the answer. `events`, if given, receives each
+        item's decoded events, so an erasure that also reads their sealed versions
+        (`forgetting.requests.plaintext_copies`) decodes them once."""
         stored: dict[UUID, list[StoredEvent]] = {}
         for event in self._stored_events(item_ids, first_only=False):
             stored.setdefault(event.originator_id, []).append(event)
         out: dict[UUID, MemoryItem] = {}
         mapper = self.app.mapper
-        for item_id, events in stored.items():
+        for item_id, raw in stored.items():
+            decoded = [mapper.to_domain_event(e) for e in raw]
             item: Any = None
-            for event in events:  # the library's projector asserts a runtime Protocol per
-                item = mapper.to_domain_event(event).mutate(item)  # event: a third of the cost
+            for event in decoded:  # the library's projector asserts a runtime Protocol per
+                item = event.mutate(item)  # event: a third of the cost
             if isinstance(item, MemoryItem):
                 out[item_id] = item
+                if events is not None:
+                    events[item_id] = decoded
         return out
 
     def first_events(self, item_ids: Sequence[UUID]) -> dict[UUID, Any]:

@@ -88,7 +88,14 @@ class Projection(ABC):
         relevant = [e for e in events if self.wants(e)]
         if not relevant:
             return
-        batch = Batch(self.primary_key, self.load(conn, relevant))
+        # An item whose only event here is its tombstone (a forget's batch) is purged
+        # by id: reading its rows first, only to drop them, was most of the batch.
+        names: dict[str, set[str]] = {}
+        for e in relevant:
+            names.setdefault(e.item_id, set()).add(e.name)
+        only_erased = {i for i, n in names.items() if n == {"Erased"}}
+        loaded = [e for e in relevant if e.item_id not in only_erased]
+        batch = Batch(self.primary_key, self.load(conn, loaded) if loaded else [])
         self.prepare(batch)
         for event in relevant:
             if event.name == "Erased":

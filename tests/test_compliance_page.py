@@ -27,8 +27,12 @@ if not (CHROMIUM and DRIVER):
     pytest.skip("chromium and chromedriver are not installed", allow_module_level=True)
 
 from selenium import webdriver  # noqa: E402
+from selenium.common.exceptions import (  # noqa: E402
+    StaleElementReferenceException,
+    WebDriverException,
+)
 from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.support import expected_conditions  # noqa: E402
+from selenium.webdriver.remote.webelement import WebElement  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 SECRET = "Zebra Crossing 77"
@@ -76,8 +80,22 @@ def _open(browser: webdriver.Chrome, base: str, token: str) -> str:
     field = browser.find_element(By.NAME, "token")
     field.send_keys(token)
     browser.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
-    WebDriverWait(browser, 20).until(expected_conditions.staleness_of(field))  # the answer
+    WebDriverWait(browser, 20).until(lambda _: _replaced(field))  # the answer
     return str(browser.page_source)
+
+
+def _replaced(field: WebElement) -> bool:
+    """The form's field is no longer in the page: the answer has loaded. Chromium may say
+    so with its own inspector error instead of a stale element (seen on a loaded machine)."""
+    try:
+        field.is_enabled()
+    except StaleElementReferenceException:
+        return True
+    except WebDriverException as exc:
+        if "does not belong to the document" in str(exc):
+            return True
+        raise
+    return False
 
 
 def test_the_page_shows_requests_receipts_and_the_ledger_without_content(

@@ -509,14 +509,17 @@ def test_decay_archives_once_per_period_and_reinforcement_brings_it_back(
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("count", [5, 1_200])  # 1,200: a bulk erasure, chunks of 500 ids
 def test_a_sweep_killed_mid_fan_out_resumes_to_completion(
-    settings: Settings, plugin_path: Path
+    settings: Settings, plugin_path: Path, count: int
 ) -> None:
     with MemoryService(settings) as service:
         ledger = service.for_principal(ALICE)
+        writes = [fact(f"guess_{n}", f"value {n}", origin="inferred") for n in range(count)]
         ids = {
-            ledger.remember(fact(f"guess_{n}", f"value {n}", origin="inferred")).item_id
-            for n in range(5)
+            s.item_id
+            for i in range(0, count, 500)
+            for s in ledger.remember_many(writes[i : i + 500])
         }
     pg = settings.postgres
     url = f"postgresql://{pg.user}@{pg.host}:{pg.port}/{pg.dbname}" if pg else ""

@@ -70,6 +70,7 @@ from memory_ledger.forgetting.residue import MIN_NEEDLE_BYTES
 from memory_ledger.forgetting.units import written_forms
 from projections.base import Projection
 from projections.cells import Cells
+from projections.id_sets import among
 from projections.mention_index import candidates
 
 REPLACEMENT = "[forgotten]"
@@ -209,7 +210,10 @@ class MentionPattern:
         literals = [re.escape(v) for v in sorted(set(searched), key=lambda v: (-len(v), v))]
         self._literals = literals
         self._each: list[re.Pattern[str]] | None = None  # compiled when first needed
-        self._any = re.compile("(?=" + "|".join(literals) + ")", re.IGNORECASE)
+        # Compiled when first used: a forget whose values the mention index finds in no
+        # other item never searches a text, and an alternation of the values of a
+        # retention sweep's thousands of items takes most of a second to compile.
+        self._any_pattern: re.Pattern[str] | None = None
         # Compiled when a text first matches (most never do: compiling an alternation of
         # ten thousand values takes a second). It tries the literals in order, so its
         # match at a position is the longest literal there, which the loop tries first.
@@ -217,11 +221,11 @@ class MentionPattern:
 
     def spans(self, text: str) -> list[tuple[int, int]]:
         """Where the text mentions a value, left to right and never overlapping."""
-        if self._any.search(text) is None:
+        if self._any().search(text) is None:
             return []  # the common case: nothing to check
         atoms = atomic_spans(text)
         found: list[tuple[int, int]] = []
-        for candidate in self._any.finditer(text):
+        for candidate in self._any().finditer(text):
             start = candidate.start()
             if found and start < found[-1][1]:
                 continue
@@ -239,6 +243,11 @@ class MentionPattern:
                     found.append(match.span())
                     break
         return found
+
+    def _any(self) -> re.Pattern[str]:
+        if self._any_pattern is None:
+            self._any_pattern = re.compile("(?=" + "|".join(self._literals) + ")", re.IGNORECASE)
+        return self._any_pattern
 
     def _compiled(self) -> list[re.Pattern[str]]:
         if self._each is None:
@@ -294,7 +303,7 @@ def find_mentions(
             table.c.namespace == namespace, table.c.sealed.is_not(None)
         )
         if narrowed is not None:
-            query = query.where(table.c.item_id.in_(sorted(narrowed)))
+            query = query.where(among(table.c.item_id, sorted(narrowed)))
         rows = [tuple(r) for r in conn.execute(query) if r[0] not in skip]
         for start in range(0, len(rows), 1000):
             chunk = rows[start : start + 1000]

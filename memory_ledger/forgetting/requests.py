@@ -176,8 +176,9 @@ class ForgetRequests:
         comes with its id chosen beforehand, so a retry after a crash finds it."""
         parsed = parse_scope(scope)
         loaded: dict[str, MemoryItem] = {}  # each item read from the log once per request
+        read = ReadItems(loaded)
         if parsed.kind == "item":
-            self._check_owned(namespace, parsed, requested_by, loaded)
+            self._check_owned(namespace, parsed, requested_by, read)
         try:
             self.service.runner.catch_up()
         except CorruptKeyEntry:
@@ -218,7 +219,7 @@ class ForgetRequests:
         if resolution.status != "resolved":
             self.ledger.append_many(request_id, [*entries, ("status", {"status": report.status})])
             return report
-        texts = forgotten_texts(self.service, report, loaded)  # decrypted once, for both steps
+        texts = forgotten_texts(self.service, report, read)  # decrypted once, for both steps
         report.mentions = self._mentions(report, texts)
         self._confirm_from_log(report, parsed, entries, loaded)
         report.values_in_identifiers = identifiers_repeating(
@@ -857,16 +858,15 @@ class ForgetRequests:
         namespace: str,
         scope: ForgetScope,
         requested_by: str,
-        loaded: dict[str, MemoryItem] | None = None,
+        read: ReadItems | None = None,
     ) -> None:
-        """Every named item is the namespace's; `loaded` keeps what was read, by id."""
-        found = self.service.log.get_many(list(scope.item_ids))  # one query per 500 ids
+        """Every named item is the namespace's; `read` keeps what was read."""
+        read = read or ReadItems({})
+        found = read.fetch(self.service.log, list(scope.item_ids))  # one query per 500 ids
         for item_id in scope.item_ids:
             item = found.get(item_id)
             if item is None:
                 raise NotFound(f"no memory item {item_id}")
-            if loaded is not None:
-                loaded[str(item_id)] = item
             if item.namespace != namespace:
                 # Recorded (ids and a code only), then answered like a missing id.
                 request_id = new_request_id()
@@ -959,16 +959,32 @@ def _with_erased_items(resolution: Resolution, scope: ForgetScope) -> Resolution
     return Resolution("resolved", targets, [c for c in resolution.cascaded if c not in targets])
 
 
+@dataclass
+class ReadItems:
+    """What a request read from the log: the items (`loaded`, by id) and their decoded
+    events, so that each is read and decoded once per request (an erasure of thousands
+    of items read and decoded every event twice: once to check ownership and rebuild
+    the item, once to open its sealed versions)."""
+
+    loaded: dict[str, MemoryItem]
+    events: dict[UUID, list[Any]] = field(default_factory=dict)
+
+    def fetch(self, log: Any, item_ids: list[UUID]) -> dict[UUID, MemoryItem]:
+        """The items the log holds among `item_ids`, read in one query per 500 ids."""
+        found = log.get_many([i for i in item_ids if str(i) not in self.loaded], self.events)
+        self.loaded.update((str(k), v) for k, v in found.items())
+        return {i: self.loaded[str(i)] for i in item_ids if str(i) in self.loaded}
+
+
 def forgotten_texts(
-    service: MemoryService, report: RequestReport, loaded: dict[str, MemoryItem] | None = None
+    service: MemoryService, report: RequestReport, read: ReadItems | None = None
 ) -> list[str]:
     """The content a request makes disappear, in memory only: every readable copy of the
     targets, and the earlier versions of history items minus their current value.
-    `loaded`: items already read from the log, by id; those read here are added to it."""
-    items = {} if loaded is None else loaded
-    wanted = [*report.all_targets, *report.history]
-    unread = [UUID(i) for i in wanted if i not in items]
-    items.update((str(k), v) for k, v in service.log.get_many(unread).items())  # a query per 500
+    `read`: what the request has already read from the log; what is read here is added."""
+    read = read or ReadItems({})
+    items = read.loaded
+    read.fetch(service.log, [UUID(i) for i in [*report.all_targets, *report.history]])
 
     def get(item_id: str) -> MemoryItem:
         if item_id not in items:
@@ -976,24 +992,32 @@ def forgotten_texts(
         return items[item_id]
 
     log = service.log
-    texts = plaintext_copies(service, [get(t) for t in report.all_targets])
+    texts = plaintext_copies(service, [get(t) for t in report.all_targets], read.events)
     for item in (get(h) for h in report.history):
         current = log.read(item)
         keep = set(current.values()) if current is not ERASED else set()  # type: ignore[union-attr]
-        texts.extend(t for t in plaintext_copies(service, [item]) if t not in keep)
+        copies = plaintext_copies(service, [item], read.events)
+        texts.extend(t for t in copies if t not in keep)
     return texts
 
 
-def plaintext_copies(service: MemoryService, items: list[MemoryItem]) -> list[str]:
+def plaintext_copies(
+    service: MemoryService,
+    items: list[MemoryItem],
+    decoded: dict[UUID, list[Any]] | None = None,
+) -> list[str]:
     """Every copy of the items' content we can find, for the residue scan only: each
     readable version in the log, plus what the projections hold (which still works when
-    a key entry is corrupted). The texts never leave this process's memory."""
+    a key entry is corrupted). The texts never leave this process's memory. `decoded`:
+    items' events already read (`ReadItems.events`); the others are read here."""
     live = [i for i in items if not i.erased]
     ids = [str(i.id) for i in live]
     texts: list[str] = []
     try:
         keys = service.log.keys_for(ids)
-        events = service.log.events_of_many([i.id for i in live])
+        known = decoded or {}
+        events = {i.id: known[i.id] for i in live if i.id in known}
+        events.update(service.log.events_of_many([i.id for i in live if i.id not in known]))
         for item in live:
             for event in events.get(item.id, []):
                 sealed = getattr(event, "sealed", None)

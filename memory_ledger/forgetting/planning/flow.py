@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, tzinfo
@@ -172,6 +173,10 @@ class ForgetPlanning:
         self.reader = reader or LexiconReader()
         self._lexicon_reader = LexiconReader()
         self._rows = PoolRows()  # the namespaces' clear attributes, between plans
+        # Plans this process is executing now: a plan found `executing` is resumed as a
+        # run that stopped (a crash), unless it is one of these, still running here.
+        self._running: set[str] = set()
+        self._running_lock = threading.Lock()
 
     def plan(
         self,
@@ -306,6 +311,23 @@ class ForgetPlanning:
 
     def execute(self, ledger: MemoryLedger, plan_id: str) -> PlanOutcome:
         check_plan_id(plan_id)
+        with self._running_lock:
+            running = plan_id in self._running
+            self._running.add(plan_id)
+        if running:  # a second confirmation while the first runs in this process
+            raced = self.get(ledger, plan_id)
+            require_executable(raced)
+            raise InvalidTransition(
+                f"plan {plan_id} is being executed as request {raced.request_id}; ask "
+                "for its status"
+            )
+        try:
+            return self._execute(ledger, plan_id)
+        finally:
+            with self._running_lock:
+                self._running.discard(plan_id)
+
+    def _execute(self, ledger: MemoryLedger, plan_id: str) -> PlanOutcome:
         plan = self.get(ledger, plan_id)
         if plan.state == "withdrawn" and self._stopped_between(ledger, plan):
             plan.state = "executing"  # its first request withdrew it: finish the rest
