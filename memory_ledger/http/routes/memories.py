@@ -2,7 +2,9 @@
 using it, the context for a turn, and the profile summary. Agent tokens only.
 
 The routes answer with `JSONBytes` (memory_ledger/http/encoding.py): encoded once, in
-the thread pool, not validated again against `dict[str, Any]` on another hop."""
+the worker thread, not validated again against `dict[str, Any]` on another hop. The two
+an agent calls every turn, remember and context, hop to a worker thread themselves
+(memory_ledger/http/threads.py), which costs less than FastAPI's way."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from fastapi import APIRouter, Body, Query, status
 from memory_ledger.errors import InvalidWrite
 from memory_ledger.http.auth import Ledger
 from memory_ledger.http.encoding import JSONBytes, fields
+from memory_ledger.http.threads import in_thread
 from memory_ledger.retrieval.context import ContextRequest
 from memory_ledger.write_policy import MemoryUpdate, MemoryWrite
 
@@ -22,13 +25,18 @@ MAX_PAGE = 500
 
 
 @router.post("/memories", status_code=status.HTTP_201_CREATED)
-def remember(ledger: Ledger, body: Annotated[MemoryWrite | list[MemoryWrite], Body()]) -> JSONBytes:
+async def remember(
+    ledger: Ledger, body: Annotated[MemoryWrite | list[MemoryWrite], Body()]
+) -> JSONBytes:
     """Store one memory, or a batch (a JSON array, at most 500) in one transaction."""
     writes = body if isinstance(body, list) else [body]
     if not 1 <= len(writes) <= MAX_BATCH:
         raise InvalidWrite(f"a batch holds 1 to {MAX_BATCH} memories", ["body: size"])
-    stored = ledger.remember_many(writes)
-    return JSONBytes({"memories": stored}, status.HTTP_201_CREATED)
+
+    def stored() -> JSONBytes:
+        return JSONBytes({"memories": ledger.remember_many(writes)}, status.HTTP_201_CREATED)
+
+    return await in_thread(stored)
 
 
 @router.get("/memories")
@@ -79,11 +87,15 @@ def unsuppress(ledger: Ledger, item_id: str) -> JSONBytes:
 
 
 @router.post("/context")
-def context(ledger: Ledger, body: ContextRequest) -> JSONBytes:
+async def context(ledger: Ledger, body: ContextRequest) -> JSONBytes:
     """What to show the model for one turn: ranked items with labels and provenance."""
     options = body.model_dump(exclude_unset=True)
-    found = ledger.context(options.pop("query"), **options)
-    return JSONBytes({**fields(found), "rendered": found.render()})  # Context.to_dict
+
+    def found() -> JSONBytes:
+        context = ledger.context(options.pop("query"), **options)
+        return JSONBytes({**fields(context), "rendered": context.render()})  # its to_dict
+
+    return await in_thread(found)
 
 
 @router.get("/summary")
