@@ -9,6 +9,15 @@ which tokens exist. Revoking keeps the row (ids and times only), for the audit.
 Tokens are kept beside the stores (`access.sqlite`, or the PostgreSQL schema: see
 memory_ledger/side_tables.py), not in a backup: a restore never brings back a revoked
 token.
+
+A token verified once is remembered in memory (`TokenCache`), because reading its row
+for every request was a large part of what an HTTP call cost. The cache never outlives a
+revocation: on SQLite every lookup first asks the file whether anything was committed
+to it since (`PRAGMA data_version`, microseconds, and it sees commits of other
+processes too, such as `memory-ledger tokens revoke`), and forgets everything if so; a
+revocation through this store drops its entry at once. On PostgreSQL there is no such
+cheap question, so nothing is cached there and every lookup reads the row. Expiry is
+checked on every use, cached or not.
 """
 
 from __future__ import annotations
@@ -18,6 +27,10 @@ import hmac
 import json
 import re
 import secrets
+import sqlite3
+import threading
+import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
@@ -112,6 +125,75 @@ def check_subtree(namespace: object, role: str) -> str:
     return str(namespace)
 
 
+@dataclass(frozen=True)
+class _Verified:
+    """A token whose row was read and matched: enough to check a later use without the row."""
+
+    secret_sha256: str
+    access: Access
+    expires_at: str | None
+    verified_at: float  # time.monotonic()
+
+
+class TokenCache:
+    """Tokens verified recently, in memory: at most `max_entries` (least recently used
+    go first), each for at most `max_age` seconds, and all of them only while the
+    tokens' file is unchanged (see the module's docstring). A lookup that is not here
+    reads the row; a refusal is never remembered, so an unknown token always costs a read."""
+
+    def __init__(self, path: str, max_entries: int = 1024, max_age: float = 60.0) -> None:
+        self.max_entries = max_entries
+        self.max_age = max_age
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[str, _Verified] = OrderedDict()
+        # Read-only, used only for `data_version`, from any thread under the lock.
+        self._probe = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._version = self._data_version()
+
+    def _data_version(self) -> int:
+        return int(self._probe.execute("PRAGMA data_version").fetchall()[0][0])
+
+    def version(self) -> int:
+        """The file's version now; a change since the last look empties the cache, since
+        the change may be a revocation."""
+        with self._lock:
+            version = self._data_version()
+            if version != self._version:
+                self._entries.clear()
+                self._version = version
+            return version
+
+    def get(self, token_id: str) -> _Verified | None:
+        with self._lock:
+            found = self._entries.get(token_id)
+            if found is None:
+                return None
+            if time.monotonic() - found.verified_at > self.max_age:
+                del self._entries[token_id]
+                return None
+            self._entries.move_to_end(token_id)
+            return found
+
+    def put(self, token_id: str, verified: _Verified, version: int) -> None:
+        """Remember a token read under `version`, unless the file has changed since."""
+        with self._lock:
+            if version != self._version:
+                return
+            self._entries[token_id] = verified
+            self._entries.move_to_end(token_id)
+            while len(self._entries) > self.max_entries:
+                self._entries.popitem(last=False)
+
+    def drop(self, token_id: str) -> None:
+        with self._lock:
+            self._entries.pop(token_id, None)
+
+    def close(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._probe.close()
+
+
 class TokenStore:
     """The tokens of one store."""
 
@@ -119,8 +201,13 @@ class TokenStore:
         self.engine = side_tables.open_engine(settings, ACCESS_FILE)
         self.clock = clock
         side_tables.create_tables(self.engine, settings, [tokens_table])
+        self.cache = (
+            TokenCache(str(settings.data_dir / ACCESS_FILE)) if settings.postgres is None else None
+        )
 
     def close(self) -> None:
+        if self.cache is not None:
+            self.cache.close()
         self.engine.dispose()
 
     def create(
@@ -181,18 +268,32 @@ class TokenStore:
         if match is None:
             raise refused
         token_id, secret = match.groups()
-        with self.engine.connect() as conn:
-            row = (
-                conn.execute(select(tokens_table).where(tokens_table.c.token_id == token_id))
-                .mappings()
-                .first()
+        digest = _digest(secret)
+        cache = self.cache
+        # Taken before the row is read: a revocation committed after the read changes it,
+        # and what was read under the old version is then not kept.
+        version = cache.version() if cache is not None else 0
+        known = cache.get(token_id) if cache is not None else None
+        if known is None:
+            with self.engine.connect() as conn:
+                row = (
+                    conn.execute(select(tokens_table).where(tokens_table.c.token_id == token_id))
+                    .mappings()
+                    .first()
+                )
+            if row is None or row["revoked_at"] is not None:
+                raise refused
+            access = Access(
+                token_id, row["namespace"], row["role"], frozenset(json.loads(row["grants"]))
             )
-        if row is None or not hmac.compare_digest(row["secret_sha256"], _digest(secret)):
+            known = _Verified(row["secret_sha256"], access, row["expires_at"], time.monotonic())
+            if cache is not None and hmac.compare_digest(known.secret_sha256, digest):
+                cache.put(token_id, known, version)
+        if not hmac.compare_digest(known.secret_sha256, digest):
             raise refused
-        now = canonical_time(self.clock())
-        if row["revoked_at"] is not None or (row["expires_at"] and row["expires_at"] <= now):
+        if known.expires_at and known.expires_at <= canonical_time(self.clock()):
             raise refused
-        return Access(token_id, row["namespace"], row["role"], frozenset(json.loads(row["grants"])))
+        return known.access
 
     def list(self) -> list[TokenInfo]:
         with self.engine.connect() as conn:
@@ -213,6 +314,8 @@ class TokenStore:
                 .mappings()
                 .first()
             )
+        if self.cache is not None:
+            self.cache.drop(token_id)
         if row is None:
             raise NotFound(f"no token {token_id}")
         return _info(row)

@@ -4,9 +4,10 @@ restore closes, and the /v1 routes."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
-from fastapi import FastAPI, Request, Response
+from fastapi import FastAPI
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memory_ledger.access import TokenStore
 from memory_ledger.api import MemoryService
@@ -55,20 +56,7 @@ def create_app(
     if keys is not None:
         idempotency.install(app, keys)
 
-    @app.middleware("http")
-    async def _gated(
-        request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        if request.url.path in UNGATED:
-            return await call_next(request)
-        try:
-            with app.state.serving.request():
-                return await call_next(request)
-        except Restoring as exc:
-            response = problems.problem(503, "Service unavailable", str(exc))
-            response.headers["Retry-After"] = "5"
-            return response
-
+    app.add_middleware(Gate)
     # Added last, so outermost: a body is bounded (and its caller authenticated) before
     # the gate counts the request in flight or anything else reads the body.
     app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
@@ -76,3 +64,48 @@ def create_app(
     for module in (memories, forget, plans, agent_state, feed, holds, ops, health, compliance):
         app.include_router(module.router)
     return app
+
+
+class Gate:
+    """Count each request in flight through the restore gate (`Serving.request`), and
+    refuse it (503) while a restore holds the gate.
+
+    A plain ASGI middleware rather than `@app.middleware("http")`: that wrapper runs
+    every request through a task group and memory streams, which cost more than most
+    routes. A request leaves the gate when its response starts, as it did under that
+    wrapper: by then a JSON route has done its work, and a change feed that streams for
+    minutes must not hold a restore back."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in UNGATED:
+            await self.app(scope, receive, send)
+            return
+        serving: Serving = scope["app"].state.serving
+        try:
+            gate = serving.request()
+            gate.__enter__()
+        except Restoring as exc:
+            response = problems.problem(503, "Service unavailable", str(exc))
+            response.headers["Retry-After"] = "5"
+            await response(scope, receive, send)
+            return
+        inside = True
+
+        def leave() -> None:
+            nonlocal inside
+            if inside:
+                inside = False
+                gate.__exit__(None, None, None)
+
+        async def started(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                leave()
+            await send(message)
+
+        try:
+            await self.app(scope, receive, started)
+        finally:
+            leave()

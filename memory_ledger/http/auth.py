@@ -1,5 +1,10 @@
 """Who is calling: the bearer token, resolved to its access, and the ledger an agent
-token acts on. The namespace is the token's; a route never takes one from the caller."""
+token acts on. The namespace is the token's; a route never takes one from the caller.
+
+The dependencies are `async def` although they do no I/O of their own but a token
+lookup (in memory once verified: memory_ledger/access/tokens.py): FastAPI runs a plain
+`def` dependency in its thread pool, and three such hops per request, each a task, a
+queue and a wake-up, cost more than the work they carried."""
 
 from __future__ import annotations
 
@@ -27,7 +32,8 @@ def bearer(tokens: TokenStore, authorization: str | None) -> Access:
 ACCESS_STATE = "access"
 
 
-def access(request: Request) -> Access:
+async def access(request: Request) -> Access:
+    """The access the body limit found, or the bearer header's (a request without a body)."""
     found = getattr(request.state, ACCESS_STATE, None)
     if isinstance(found, Access):
         return found
@@ -37,7 +43,7 @@ def access(request: Request) -> Access:
 Caller = Annotated[Access, Depends(access)]
 
 
-def serving_service(request: Request) -> MemoryService:
+async def serving_service(request: Request) -> MemoryService:
     """The service this process serves now (a restore replaces it)."""
     return request.app.state.serving.service
 
@@ -45,8 +51,12 @@ def serving_service(request: Request) -> MemoryService:
 Service = Annotated[MemoryService, Depends(serving_service)]
 
 
-def agent_ledger(service: Service, caller: Caller) -> MemoryLedger:
+async def agent_ledger(service: Service, caller: Caller) -> MemoryLedger:
     """The ledger of an agent token's principal; other roles read no memory content."""
+    return _agent_ledger(service, caller)
+
+
+def _agent_ledger(service: MemoryService, caller: Access) -> MemoryLedger:
     if caller.role != "agent":
         raise Forbidden(f"a {caller.role} token reads no memory content; use an agent token")
     return service.for_principal(caller.principal())
@@ -55,9 +65,9 @@ def agent_ledger(service: Service, caller: Caller) -> MemoryLedger:
 Ledger = Annotated[MemoryLedger, Depends(agent_ledger)]
 
 
-def forgetting_ledger(service: Service, caller: Caller) -> MemoryLedger:
+async def forgetting_ledger(service: Service, caller: Caller) -> MemoryLedger:
     """An agent ledger that may also erase: forget is a grant of its own."""
-    ledger = agent_ledger(service, caller)
+    ledger = _agent_ledger(service, caller)
     if not caller.may_forget(ledger.namespace):
         raise Forbidden("this token may read and write but not erase: it lacks the forget grant")
     return ledger

@@ -13,19 +13,21 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from fastapi import FastAPI, Request, Response
+from fastapi import FastAPI, Response
 from sqlalchemy import Column, Integer, MetaData, Table, Text, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
+from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memory_ledger import side_tables
 from memory_ledger.access.tokens import ACCESS_FILE
 from memory_ledger.config import Settings
 from memory_ledger.errors import MemoryLedgerError
-from memory_ledger.http import problems
+from memory_ledger.http import auth, problems
 from memory_ledger.times import canonical_time
 
 HEADER = "idempotency-key"
@@ -135,45 +137,96 @@ class IdempotencyKeys:
 
 
 def install(app: FastAPI, keys: IdempotencyKeys) -> None:
-    @app.middleware("http")
-    async def _idempotent(
-        request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        key = request.headers.get(HEADER)
-        if key is None or request.method != "POST":
-            return await call_next(request)
-        if not KEYED.fullmatch(request.url.path):
-            return problems.problem(
+    app.add_middleware(Idempotent, keys=keys)
+
+
+class Idempotent:
+    """The keys' middleware. A plain ASGI one: a request without a key (nearly all of
+    them) passes straight through, without the task group and streams that
+    `@app.middleware("http")` puts around every request."""
+
+    def __init__(self, app: ASGIApp, keys: IdempotencyKeys) -> None:
+        self.app = app
+        self.keys = keys
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        key = headers.get(HEADER)
+        if key is None:
+            await self.app(scope, receive, send)
+            return
+        path = scope["path"]
+        if not KEYED.fullmatch(path):
+            await problems.problem(
                 422, "Invalid request", "an Idempotency-Key applies to writes and erasures "
                 "(memories, forget requests, redactions, executing a plan) only",
                 ["Idempotency-Key: not for this route"],
-            )  # fmt: skip
+            )(scope, receive, send)  # fmt: skip
+            return
         if not (1 <= len(key) <= MAX_KEY and key.isascii() and key.isprintable()):
-            return problems.problem(
+            await problems.problem(
                 422, "Invalid request", f"an Idempotency-Key is 1 to {MAX_KEY} printable ASCII "
                 "characters", ["Idempotency-Key: invalid"],
-            )  # fmt: skip
+            )(scope, receive, send)  # fmt: skip
+            return
         try:
-            caller = request.app.state.tokens.authenticate(
-                request.headers.get("authorization", "").partition(" ")[2].strip()
-            )
+            caller = auth.bearer(scope["app"].state.tokens, headers.get("authorization"))
         except MemoryLedgerError:
-            return await call_next(request)  # the route answers 401 itself
-        body = await request.body()
-        first = keys.claim(caller.token_id, key, request.url.path, body)
+            await self.app(scope, receive, send)  # the route answers 401 itself
+            return
+        body, receive = await _read_body(receive)
+        first = self.keys.claim(caller.token_id, key, path, body)
         if first is not None:
-            return first
+            await first(scope, receive, send)
+            return
+        start: Message | None = None
+        chunks: list[bytes] = []
+
+        async def kept(message: Message) -> None:
+            nonlocal start
+            if message["type"] == "http.response.start":
+                start = message
+            elif message["type"] == "http.response.body":
+                chunks.append(message.get("body", b""))
+
         try:
-            response = await call_next(request)
+            await self.app(scope, receive, kept)
         except BaseException:
-            keys.settle(caller.token_id, key, Response(status_code=500), b"")
+            self.keys.settle(caller.token_id, key, Response(status_code=500), b"")
             raise
-        chunks = [chunk async for chunk in response.body_iterator]  # type: ignore[attr-defined]
-        content = b"".join(c if isinstance(c, bytes) else c.encode() for c in chunks)
-        keys.settle(caller.token_id, key, response, content)
-        return Response(
-            content,
-            response.status_code,
-            headers=dict(response.headers),
-            media_type=response.media_type,
-        )
+        if start is None:  # nothing was answered: release the key, answer nothing
+            self.keys.settle(caller.token_id, key, Response(status_code=500), b"")
+            return
+        content = b"".join(chunks)
+        response = Response(content, start["status"])
+        response.raw_headers = list(start.get("headers", []))
+        self.keys.settle(caller.token_id, key, response, content)
+        await send(start)
+        await send({"type": "http.response.body", "body": content, "more_body": False})
+
+
+async def _read_body(receive: Receive) -> tuple[bytes, Receive]:
+    """The whole body (bounded already: memory_ledger/http/limits.py), and a `receive`
+    that gives it again to the route."""
+    parts: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        parts.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            break
+    body = b"".join(parts)
+    given = False
+
+    async def replayed() -> Message:
+        nonlocal given
+        if given:
+            return await receive()
+        given = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return body, replayed

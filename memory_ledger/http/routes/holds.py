@@ -22,7 +22,7 @@ from memory_ledger.write_policy import Identifier, StrictModel
 router = APIRouter(prefix="/v1", tags=["holds"])
 
 
-def _compliance(caller: Caller) -> Access:
+async def _compliance(caller: Caller) -> Access:
     if caller.role != "compliance":
         raise Forbidden("legal holds are placed and lifted with a compliance token")
     return caller

@@ -1,15 +1,21 @@
 """Memories: remember (one or a batch), read one, its history, update, stop and resume
-using it, the context for a turn, and the profile summary. Agent tokens only."""
+using it, the context for a turn, and the profile summary. Agent tokens only.
+
+The routes answer with `JSONBytes` (memory_ledger/http/encoding.py): encoded once, in
+the worker thread, not validated again against `dict[str, Any]` on another hop. The two
+an agent calls every turn, remember and context, hop to a worker thread themselves
+(memory_ledger/http/threads.py), which costs less than FastAPI's way."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Query, status
 
 from memory_ledger.errors import InvalidWrite
 from memory_ledger.http.auth import Ledger
+from memory_ledger.http.encoding import JSONBytes, fields
+from memory_ledger.http.threads import in_thread
 from memory_ledger.retrieval.context import ContextRequest
 from memory_ledger.write_policy import MemoryUpdate, MemoryWrite
 
@@ -19,15 +25,18 @@ MAX_PAGE = 500
 
 
 @router.post("/memories", status_code=status.HTTP_201_CREATED)
-def remember(
+async def remember(
     ledger: Ledger, body: Annotated[MemoryWrite | list[MemoryWrite], Body()]
-) -> dict[str, Any]:
+) -> JSONBytes:
     """Store one memory, or a batch (a JSON array, at most 500) in one transaction."""
     writes = body if isinstance(body, list) else [body]
     if not 1 <= len(writes) <= MAX_BATCH:
         raise InvalidWrite(f"a batch holds 1 to {MAX_BATCH} memories", ["body: size"])
-    stored = ledger.remember_many(writes)
-    return {"memories": [asdict(s) for s in stored]}
+
+    def stored() -> JSONBytes:
+        return JSONBytes({"memories": ledger.remember_many(writes)}, status.HTTP_201_CREATED)
+
+    return await in_thread(stored)
 
 
 @router.get("/memories")
@@ -40,57 +49,62 @@ def list_memories(
     include_archived: bool = False,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
     cursor: Annotated[str | None, Query(max_length=20)] = None,
-) -> dict[str, Any]:
+) -> JSONBytes:
     """Recall: the live memories of the token's namespace, newest written first, a page
     at a time (follow `next_cursor`; a changed memory is seen by starting again)."""
     page = ledger.recall_page(
         subject, predicate, kind, category, limit, include_archived, cursor=cursor
     )
-    return page.to_dict()
+    return JSONBytes(page.to_dict())
 
 
 @router.get("/memories/{item_id}")
-def get(ledger: Ledger, item_id: str) -> dict[str, Any]:
+def get(ledger: Ledger, item_id: str) -> JSONBytes:
     """One item read from the log: its text, or `erased`."""
-    return ledger.get(item_id).to_dict()
+    return JSONBytes(ledger.get(item_id).to_dict())
 
 
 @router.get("/memories/{item_id}/history")
-def history(ledger: Ledger, item_id: str) -> dict[str, Any]:
-    return {"versions": [m.to_dict() for m in ledger.history(item_id)]}
+def history(ledger: Ledger, item_id: str) -> JSONBytes:
+    return JSONBytes({"versions": [m.to_dict() for m in ledger.history(item_id)]})
 
 
 @router.patch("/memories/{item_id}")
-def update(ledger: Ledger, item_id: str, body: MemoryUpdate) -> dict[str, Any]:
+def update(ledger: Ledger, item_id: str, body: MemoryUpdate) -> JSONBytes:
     """A new version of the value; the previous one stays as history."""
-    return {"item_id": item_id, "version": ledger.update(item_id, body)}
+    return JSONBytes({"item_id": item_id, "version": ledger.update(item_id, body)})
 
 
 @router.post("/memories/{item_id}/suppress")
-def suppress(ledger: Ledger, item_id: str) -> dict[str, Any]:
+def suppress(ledger: Ledger, item_id: str) -> JSONBytes:
     """Stop using: kept, but never recalled or derived from."""
-    return {"item_id": item_id, "version": ledger.suppress(item_id)}
+    return JSONBytes({"item_id": item_id, "version": ledger.suppress(item_id)})
 
 
 @router.post("/memories/{item_id}/unsuppress")
-def unsuppress(ledger: Ledger, item_id: str) -> dict[str, Any]:
-    return {"item_id": item_id, "version": ledger.unsuppress(item_id)}
+def unsuppress(ledger: Ledger, item_id: str) -> JSONBytes:
+    return JSONBytes({"item_id": item_id, "version": ledger.unsuppress(item_id)})
 
 
 @router.post("/context")
-def context(ledger: Ledger, body: ContextRequest) -> dict[str, Any]:
+async def context(ledger: Ledger, body: ContextRequest) -> JSONBytes:
     """What to show the model for one turn: ranked items with labels and provenance."""
     options = body.model_dump(exclude_unset=True)
-    return ledger.context(options.pop("query"), **options).to_dict()
+
+    def found() -> JSONBytes:
+        context = ledger.context(options.pop("query"), **options)
+        return JSONBytes({**fields(context), "rendered": context.render()})  # its to_dict
+
+    return await in_thread(found)
 
 
 @router.get("/summary")
-def summary(ledger: Ledger) -> dict[str, Any]:
+def summary(ledger: Ledger) -> JSONBytes:
     found = ledger.summary()
-    return {"summary": found.to_dict() if found is not None else None}
+    return JSONBytes({"summary": found.to_dict() if found is not None else None})
 
 
 @router.get("/export")
 def export(ledger: Ledger) -> dict[str, Any]:
     """Everything held about the token's person (data subject access), versioned JSON."""
-    return ledger.export()
+    return ledger.export()  # rare, and its values are many kinds: FastAPI's own encoder

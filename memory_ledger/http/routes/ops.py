@@ -28,7 +28,7 @@ from restore.backup import BACKUP_ID, DEFAULT_KEEP_DAYS, MAX_KEEP_DAYS, Backup
 router = APIRouter(prefix="/v1/ops", tags=["ops"])
 
 
-def _ops(caller: Caller) -> Access:
+async def _ops(caller: Caller) -> Access:
     if caller.role != "ops":
         raise Forbidden("operations need an ops token")
     return caller
