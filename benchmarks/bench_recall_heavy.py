@@ -57,7 +57,6 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
-from sqlalchemy import select
 
 from benchmarks.bench_core import (
     Store,
@@ -73,9 +72,9 @@ from benchmarks.retrieval_set import RetrievalSet, SetMemory, load_set, to_write
 from memory_ledger.api import MemoryService
 from memory_ledger.crypto import MasterKey
 from memory_ledger.principal import Principal
-from memory_ledger.retrieval.context import ContextRequest, _candidates
+from memory_ledger.retrieval.context import ContextRequest, _Filter
 from memory_ledger.retrieval.embedders import load_embedder
-from projections.catalog import catalog
+from memory_ledger.times import canonical_time
 from projections.keyword_index import search as keyword_search
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "recall_heavy.json"
@@ -184,20 +183,15 @@ def fill(service: MemoryService, data: RetrievalSet, size: int) -> dict[str, Any
 
 def live_in_namespace(service: MemoryService, namespace: str) -> int:
     """The namespace's usable items, as context() would filter them: every item of the
-    namespace (from the catalog) passed through the context builder's own filter."""
+    namespace's recall state passed through the context builder's own filter."""
     request = ContextRequest(query="count")
     policy = service.retention
-    times = policy.cutoffs(datetime.now(UTC))
+    position = service.log.max_position()
+    service.runner.catch_up()
     with service.engine.connect() as conn:
-        ids = list(
-            conn.execute(
-                select(catalog.c.item_id).where(catalog.c.namespace == namespace)
-            ).scalars()
-        )
-        return sum(
-            len(_candidates(conn, namespace, request, policy, times, ids[i : i + 500]))
-            for i in range(0, len(ids), 500)
-        )
+        state = service.context_cache.states.state(conn, service.log, namespace, policy, position)
+    usable = _Filter(state, request, canonical_time(datetime.now(UTC)))
+    return sum(1 for item_id in state.entries if usable.accept(item_id))
 
 
 # -- timing -------------------------------------------------------------------------------

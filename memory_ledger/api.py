@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import datetime
 from functools import cached_property
 from pathlib import Path
@@ -55,7 +56,13 @@ from memory_ledger.policy.explain import explain as explain_item
 from memory_ledger.policy.retention import RetentionPolicy, attributes_of
 from memory_ledger.principal import Principal
 from memory_ledger.restoring import refuse_while_restoring
-from memory_ledger.retrieval.context import MAX_RECALL_LIMIT, Context, context_mac, served
+from memory_ledger.retrieval.context import (
+    MAX_RECALL_LIMIT,
+    Context,
+    ContextReader,
+    context_mac,
+    served,
+)
 from memory_ledger.retrieval.context import build as build_context
 from memory_ledger.retrieval.context import parse_request as parse_context_request
 from memory_ledger.retrieval.context_cache import ContextCache
@@ -146,6 +153,15 @@ class MemoryService:
             raise
         self.vectors = VectorIndex(self.log, settings.data_dir / VECTORS_DIR, embedder)
         self.context_cache = ContextCache()
+        self.reader = ContextReader(
+            self.log,
+            self.engine,
+            self.vectors,
+            self.runner.catch_up,
+            lambda: self.retention,
+            lambda: self.clock(),
+            self.context_cache,
+        )
         self.stores = default_registry(self)
         for factory in extra_store_factories():
             self.stores.register(factory(self))
@@ -752,7 +768,11 @@ class MemoryLedger:
         that turn (item ids and a keyed MAC, no text)."""
         request = parse_context_request({"query": query, **options})
         turn = str(self._owned(for_turn).id) if for_turn is not None else None
-        return build_context(self, request, turn)
+        context = build_context(self.service.reader, self.namespace, request, self.summary)
+        if turn is not None:
+            mac = self.record_context(turn, context)
+            context = replace(context, context_mac=mac, recorded_on=turn)
+        return context
 
     def record_context(self, turn_id: str, context: Context) -> str:
         item = self._owned(turn_id)

@@ -30,7 +30,7 @@ import contextlib
 import logging
 import secrets
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -146,10 +146,14 @@ class VectorIndex:
         allowed: set[str] | None = None,
         *,
         embedder_name: str | None = None,
+        accept: Callable[[str], bool] | None = None,
     ) -> list[tuple[str, float]]:
-        """The k rows of `namespace` (and of `allowed`, if given) most similar to `vector`,
-        best first. Pass `embedder_name` when the vector came from elsewhere: a vector of
-        another embedder or dimension raises IndexMismatch instead of ranking nonsense.
+        """The k rows of `namespace` (and of `allowed`, and those `accept` takes, if given)
+        most similar to `vector`, best first. Pass `embedder_name` when the vector came
+        from elsewhere: a vector of another embedder or dimension raises IndexMismatch
+        instead of ranking nonsense. `accept` is recall's read-time filter: judged on the
+        best rows first, widening only while it removes too many (`NamespaceView.search`),
+        so the caller never asks again for more.
 
         The keys of the rows returned are checked (one key-store read): a row whose key
         was destroyed since its namespace was opened (by another process, whose erasure
@@ -162,11 +166,16 @@ class VectorIndex:
             return []
         dead = view.dead
 
-        def accept(item_id: str) -> bool:
-            return item_id not in dead and (allowed is None or item_id in allowed)
+        def accepted(item_id: str) -> bool:
+            return (
+                item_id not in dead
+                and (allowed is None or item_id in allowed)
+                and (accept is None or accept(item_id))
+            )
 
         while True:  # a filter widens the search: only when there is something to filter
-            hits = view.search(query, k, accept if dead or allowed is not None else None)
+            filtered = bool(dead) or allowed is not None or accept is not None
+            hits = view.search(query, k, accepted if filtered else None)
             gone = self._destroyed(view, [row for row, _ in hits])
             if not gone:
                 return [(view.ids[row], score) for row, score in hits]

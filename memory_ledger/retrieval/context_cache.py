@@ -18,6 +18,7 @@ from collections import OrderedDict
 from collections.abc import Hashable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
+from memory_ledger.retrieval.usable import RecallStates
 from memory_ledger.stores import Evidence, Receipt
 
 if TYPE_CHECKING:
@@ -28,7 +29,12 @@ MAX_ENTRIES = 256
 
 
 class ContextCache:
+    """Built contexts by (namespace, request, policy) at one log position, and beside
+    them the namespaces' recall states (`usable.RecallStates`: clear attributes only),
+    which an erasure evicts with the contexts."""
+
     def __init__(self, max_entries: int = MAX_ENTRIES) -> None:
+        self.states = RecallStates()
         self._entries: OrderedDict[Hashable, Context] = OrderedDict()
         self._max = max_entries
         self._position = -1
@@ -61,6 +67,9 @@ class ContextCache:
                 self._entries.popitem(last=False)
 
     def evict(self, item_ids: Sequence[str]) -> int:
+        """Drop every context that served one of these items, and the items from the
+        recall states; returns the contexts dropped."""
+        self.states.evict(item_ids)
         wanted = set(item_ids)
         with self._lock:
             stale = [k for k, c in self._entries.items() if wanted & {i.item_id for i in c.items}]
@@ -69,11 +78,14 @@ class ContextCache:
             return len(stale)
 
     def holding(self, item_ids: Sequence[str]) -> int:
+        """Contexts that served one of these items (the recall states: `states.holding`)."""
         wanted = set(item_ids)
         with self._lock:
             return sum(1 for c in self._entries.values() if wanted & {i.item_id for i in c.items})
 
     def clear(self) -> None:
+        """Drop the built contexts (the recall states stay: they hold no content and are
+        kept current by log position)."""
         with self._lock:
             self._entries.clear()
 
@@ -108,9 +120,15 @@ class ContextCacheStore:
         yield from ()
 
     def verify_absent(self, item_ids: Sequence[str]) -> Evidence:
-        left = self.service.context_cache.holding(item_ids)
-        return Evidence(self.name, left == 0, {"entries_left": left})
+        cache = self.service.context_cache
+        left, attributes = cache.holding(item_ids), cache.states.holding(item_ids)
+        return Evidence(
+            self.name,
+            left == 0 and attributes == 0,
+            {"entries_left": left, "recall_state_entries_left": attributes},
+        )
 
     def rebuild(self) -> int:
         self.service.context_cache.clear()  # a cache rebuilds itself on demand
+        self.service.context_cache.states.clear()
         return 0
