@@ -43,7 +43,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # run by path: the data helpers
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # by path: after PYTHONPATH
 
 from benchmarks.bench_retention import T0, _writes
 
@@ -177,8 +177,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             "--tombstones at most a quarter of --heavy"
         )
     rows = run(args.users, args.per_user, args.heavy, args.tombstones)
+    import memory_ledger
+
     rows |= {
         "label": args.label,
+        "code": str(Path(memory_ledger.__file__).parent.parent),  # which tree was measured
         "load_average": os.getloadavg(),
         "argv": list(argv or sys.argv[1:]),
     }
