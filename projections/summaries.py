@@ -141,6 +141,8 @@ class SummariesProjection(Projection):
     def __init__(self, log: EventLog | None = None, summarizer: Summarizer | None = None) -> None:
         self.log = log
         self.summarizer = summarizer or load_summarizer()
+        # The read path's lapse check, built once for the policy it was built for.
+        self._lapsed_for: tuple[RetentionPolicy, tuple[Select[Any], Select[Any]]] | None = None
 
     @property
     def cells(self) -> Cells:
@@ -572,8 +574,7 @@ class SummariesProjection(Projection):
         )
         inputs = tuple(sorted((r[0], int(r[1])) for r in conn.execute(query)))
         text = self._open(namespace, stored)
-        ids = [item_id for item_id, _ in inputs]
-        if text is not None and not _any_lapsed(conn, ids, now, retention):
+        if text is not None and not self._any_lapsed(conn, namespace, now, retention):
             return Summary(namespace, text, inputs, stored["summarizer"])
         valid = self.live_inputs(conn, [namespace], now=now, retention=retention)
         found = valid.get(namespace, [])
@@ -581,6 +582,15 @@ class SummariesProjection(Projection):
             return None
         pairs = tuple(sorted((i.item_id, i.version) for i in found))
         return Summary(namespace, self.summarizer.summarize(found), pairs, self.summarizer.name)
+
+    def _any_lapsed(
+        self, conn: Connection, namespace: str, now: datetime, retention: RetentionPolicy
+    ) -> bool:
+        """Whether an input of the namespace's profile has lapsed as of `now`."""
+        if self._lapsed_for is None or self._lapsed_for[0] is not retention:
+            self._lapsed_for = (retention, _lapsed_queries(retention))
+        params = {**retention.cutoffs(now), "namespace": namespace}
+        return any(conn.execute(q, params).first() is not None for q in self._lapsed_for[1])
 
     def _open(self, namespace: str, stored: Any) -> str | None:
         """The stored text, or None if its key is gone (a recomposition whose projection
@@ -716,32 +726,22 @@ def _lapsed(retention: RetentionPolicy) -> Any:
     return or_(retention.expired_clause(catalog.c), catalog.c.tier != "active")
 
 
-def _any_lapsed(
-    conn: Connection, item_ids: Sequence[str], now: datetime, retention: RetentionPolicy
-) -> bool:
-    """Whether any of these live items has expired or been archived, or (a fact) reached
-    its valid_to."""
-    params = retention.cutoffs(now)
-    for chunk in _chunks(sorted(item_ids)):
-        found = (
-            select(func.count())
-            .select_from(catalog)
-            .where(catalog.c.item_id.in_(chunk), _lapsed(retention))
-        )
-        if conn.execute(found, params).scalar_one():
-            return True
-        ended = (
-            select(func.count())
-            .select_from(facts)
-            .where(
-                facts.c.item_id.in_(chunk),
-                facts.c.status.in_(LIVE_STATUSES),
-                facts.c.valid_to <= params["now"],
-            )
-        )
-        if conn.execute(ended).scalar_one():
-            return True
-    return False
+def _lapsed_queries(retention: RetentionPolicy) -> tuple[Select[Any], Select[Any]]:
+    """Two statements that find an input of a profile (`:namespace`) that has expired or
+    been archived, or (a fact) reached its valid_to. The inputs are named by a subquery,
+    not a list of ids, and the times are parameters (`retention.cutoffs`), so the two are
+    built once per policy: every read runs them."""
+    inputs = select(summary_inputs.c.item_id).where(
+        summary_inputs.c.namespace == bindparam("namespace"),
+        summary_inputs.c.summary_id == PROFILE,
+    )
+    found = select(catalog.c.item_id).where(catalog.c.item_id.in_(inputs), _lapsed(retention))
+    ended = select(facts.c.item_id).where(
+        facts.c.item_id.in_(inputs),
+        facts.c.status.in_(LIVE_STATUSES),
+        facts.c.valid_to <= bindparam("now"),
+    )
+    return found.limit(1), ended.limit(1)
 
 
 def _input(kind: str, row: Any) -> SummaryInput:
