@@ -209,7 +209,7 @@ class SummariesProjection(Projection):
         for chunk in _chunks(later):
             for table in (facts, preferences, summary_inputs):
                 query = select(table.c.namespace, table.c.item_id).where(table.c.item_id.in_(chunk))
-                for namespace, item_id in conn.execute(query.distinct()):
+                for namespace, item_id in conn.execute(query):
                     found.setdefault(namespace, set()).add(item_id)
         return found
 
@@ -373,7 +373,14 @@ class SummariesProjection(Projection):
         """
         held = {i.item_id: i for i in old}
         look = (set(named) | (exclude & held.keys())) - exclude
-        rows = self._rows_of(conn, look)
+        full = len(old) >= MAX_INPUTS
+        floor = min(i.position for i in old) if full else None
+        # A named item that is no input can enter a full profile only with a row at or
+        # above its floor (a new record or a new version is the newest in the log); below
+        # it, it matters only to a refill, which reads the tables. So a forget's many
+        # targets are not materialised here, only those the profile holds.
+        rows = self._rows_of(conn, look & held.keys())
+        rows.extend(self._rows_of(conn, look - held.keys(), since=floor))
         keys = {(r["subject"], r["predicate"]) for r in rows if r["kind"] == "fact"}
         rivals = {
             i.item_id
@@ -392,10 +399,9 @@ class SummariesProjection(Projection):
             else:
                 candidates.append(row)
         candidates.sort(key=lambda c: -_position(c))
-        if len(old) < MAX_INPUTS:
+        if floor is None:
             # Every live, readable item was an input: what is live now is here.
             return self._take(iter(candidates))
-        floor = min(i.position for i in old)
         above = [c for c in candidates if _position(c) >= floor]
         # Read below the floor only if `above` does not fill the profile (a generator:
         # no query is made unless `_take` gets that far).
@@ -452,13 +458,18 @@ class SummariesProjection(Projection):
                 return
             cursor = bound
 
-    def _rows_of(self, conn: Connection, item_ids: Iterable[str]) -> list[Row]:
-        """Every fact and preference row of these items, live or not, with the clear
-        columns and the sealed cell an input needs."""
+    def _rows_of(
+        self, conn: Connection, item_ids: Iterable[str], since: int | None = None
+    ) -> list[Row]:
+        """Every fact and preference row of these items, live or not (at log position
+        `since` or later, if given), with the clear columns and the sealed cell an input
+        needs."""
         out: list[Row] = []
         for chunk in _chunks(sorted(set(item_ids))):
             for table, kind in ((facts, "fact"), (preferences, "preference")):
                 query = _input_columns(table, kind).where(table.c.item_id.in_(chunk))
+                if since is not None:
+                    query = query.where(table.c.position >= since)
                 out.extend({**r, "kind": kind} for r in conn.execute(query).mappings())
         return out
 

@@ -25,6 +25,7 @@ def test_every_benchmark_imports(name: str) -> None:
 SMALL = {
     "bench_recall_heavy": ["--sizes", "200", "--rounds", "3", "--runs", "1"],
     "bench_forget_namespace": ["--sizes", "300", "--forgets", "2"],
+    "bench_summary": ["--sizes", "300", "--rounds", "3", "--forget", "20"],
 }
 
 
