@@ -271,35 +271,43 @@ class SummariesProjection(Projection):
         self, conn: Connection, work: Work, exclude: frozenset[str] = frozenset()
     ) -> None:
         """Recompose each namespace's profile from its state and the items named (or from
-        scratch), leaving out `exclude`; rewrite it, under a new key, only if it changed."""
+        scratch), leaving out `exclude`; rewrite it, under a new key, only if it changed.
+        Rows are written a chunk of namespaces at a time: a rebuild composes thousands."""
         for chunk in _chunks(sorted(work)):
             query = select(summaries).where(
                 summaries.c.namespace.in_(chunk), summaries.c.summary_id == PROFILE
             )
             stored = {r["namespace"]: r for r in conn.execute(query).mappings()}
             keys = self._log.keys_for([summary_key_ident(ns, PROFILE) for ns in sorted(stored)])
+            olds = {ns: self._state(ns, stored[ns], keys) if ns in stored else None for ns in chunk}
+            scratch = [ns for ns in chunk if olds[ns] is None or work[ns] is None]
+            fresh = self._compose_from_scratch(conn, scratch, exclude)
             emptied: list[str] = []
+            rows: list[Row] = []
+            inputs: list[Row] = []
             for namespace in chunk:
-                row = stored.get(namespace)
-                old = None if row is None else self._state(namespace, row, keys)
-                named = work[namespace]
+                old, named = olds[namespace], work[namespace]
                 if old is None or named is None:
-                    new = self._compose_from_scratch(conn, namespace, exclude)
+                    new = fresh.get(namespace, [])
                 else:
                     new = self._revise(conn, namespace, old, named, exclude)
-                if row is not None and new == old:
+                if namespace in stored and new == old:
                     continue  # nothing it shows changed: no new key, no write
-                if row is not None:
+                if namespace in stored:
                     conn.execute(
                         delete(summaries).where(
                             summaries.c.namespace == namespace, summaries.c.summary_id == PROFILE
                         )
                     )
-                self._write_inputs(conn, namespace, old if row is not None else None, new)
+                inputs.extend(self._write_inputs(conn, namespace, old, new, namespace in stored))
                 if not new:
                     emptied.append(summary_key_ident(namespace, PROFILE))
                     continue  # nothing left to summarise: no summary at all
-                conn.execute(summaries.insert(), [self._sealed_row(namespace, new)])
+                rows.append(self._sealed_row(namespace, new))
+            if rows:
+                conn.execute(summaries.insert(), rows)
+            if inputs:
+                conn.execute(summary_inputs.insert(), inputs)
             self._log.destroy_derived_keys(emptied)
 
     def _sealed_row(self, namespace: str, inputs: Sequence[SummaryInput]) -> Row:
@@ -324,35 +332,59 @@ class SummariesProjection(Projection):
         namespace: str,
         old: Sequence[SummaryInput] | None,
         new: Sequence[SummaryInput],
-    ) -> None:
+        stored: bool,
+    ) -> list[Row]:
         """Bring `summary_inputs` from the old inputs to the new ones, touching only the
-        rows that differ (all of them when the old state could not be read)."""
+        rows that differ (all of a stored summary's when its old state could not be
+        read): deletes here, and the rows to insert returned, for one insert per chunk."""
         where = and_(
             summary_inputs.c.namespace == namespace, summary_inputs.c.summary_id == PROFILE
         )
         wanted = {i.item_id: i.version for i in new}
-        if old is None:
+        had: dict[str, int] = {}
+        if old is None and stored:
             conn.execute(delete(summary_inputs).where(where))
-            had: dict[str, int] = {}
-        else:
+        elif old is not None:
             had = {i.item_id: i.version for i in old}
         gone = sorted(item for item, version in had.items() if wanted.get(item) != version)
         for chunk in _chunks(gone):
             conn.execute(delete(summary_inputs).where(where, summary_inputs.c.item_id.in_(chunk)))
-        added = [
+        return [
             {"namespace": namespace, "summary_id": PROFILE, "item_id": item, "version": version}
             for item, version in sorted(wanted.items())
             if had.get(item) != version
         ]
-        if added:
-            conn.execute(summary_inputs.insert(), added)
 
     def _compose_from_scratch(
-        self, conn: Connection, namespace: str, exclude: frozenset[str]
-    ) -> list[SummaryInput]:
-        """The newest MAX_INPUTS live, readable inputs, read newest first: what any state
-        must equal."""
-        return self._take(self._newest(conn, namespace, None, exclude))
+        self, conn: Connection, namespaces: Sequence[str], exclude: frozenset[str]
+    ) -> dict[str, list[SummaryInput]]:
+        """The newest MAX_INPUTS live, readable inputs of each namespace: what any state
+        must equal. For namespaces without a state (a rebuild, a first summary, a lost
+        key), which have no inputs to start from: their live rows are read together, a
+        chunk of namespaces per statement, and the chosen values opened in one pass."""
+        if not namespaces:
+            return {}
+        by_namespace: dict[str, list[Row]] = {}
+        for table, kind in ((facts, "fact"), (preferences, "preference")):
+            query = _live_rows(table, kind).where(table.c.namespace.in_(list(namespaces)))
+            for r in conn.execute(query).mappings():
+                if r["item_id"] not in exclude:
+                    by_namespace.setdefault(r["namespace"], []).append({**r, "kind": kind})
+        ordered = {
+            ns: list(_newest_live_rows(rows, ns).values()) for ns, rows in by_namespace.items()
+        }
+        heads = [row for rows in ordered.values() for row in rows[:MAX_INPUTS]]
+        if heads:
+            self.cells.fill(heads, "value", "value")
+        out: dict[str, list[SummaryInput]] = {}
+        for namespace, rows in ordered.items():
+            opened = [_input(r["kind"], r) for r in rows[:MAX_INPUTS] if r["value"] is not None]
+            rest: list[Candidate] = list(rows[MAX_INPUTS:])
+            # An unreadable one among the newest (its key gone): the next ones stand in.
+            chosen = self._take(_chain(opened, rest))
+            if chosen:
+                out[namespace] = chosen
+        return out
 
     def _revise(
         self,
