@@ -45,6 +45,11 @@ class Summarizer(Protocol):
     summarizer should therefore cache its answers by the inputs' ids and versions. Its
     `name` is stored with every summary; changing what it writes means changing its name,
     so that stored summaries are replayed rather than mixed.
+
+    It is given the whole profile (at most MAX_INPUTS inputs) whenever one input changes:
+    the projection keeps the inputs, sealed, so gathering them reads only what changed
+    (projections/summaries.py), and the default's composition of a few hundred lines
+    costs less than sealing its result. A slow summarizer pays its own cost per change.
     """
 
     name: str
