@@ -116,3 +116,35 @@ def test_store_holds_no_plaintext(name: str, service: MemoryService) -> None:
     for token in tokens:
         assert token.encode() not in held, f"{name} holds {token} in clear"
         assert token.upper().encode() not in held and token[3:].encode() not in held
+
+
+BULK = 520  # more than one chunk of 500 ids, so every chunked statement meets its seam
+
+
+def test_every_store_erases_a_set_in_bulk(service: MemoryService) -> None:
+    """The bulk path: each store is handed one set of hundreds of items at once, in the
+    fan-out order, and must erase every one of them (across the chunk seams of its id
+    lists), report the whole count, keep the neighbour, and stay clean after a rebuild."""
+    ledger = service.for_principal(Principal("acme", "alice"))
+    values = [f"bulk value {n} {secrets.token_hex(4)}" for n in range(BULK)]
+    writes = [
+        fact(f"p{n}", v) if n % 3 else turn(f"I said {v}", turn_id=f"t{n}")
+        for n, v in enumerate(values)
+    ]
+    targets = [s.item_id for s in ledger.remember_many(writes)]
+    ledger.remember(fact("employer", "Acme Corp"))  # a neighbour that must survive
+    service.runner.catch_up()
+    service.vectors.catch_up()
+    for name in STORE_NAMES:
+        store = service.stores.get(name)
+        receipt = store.erase(targets)
+        assert (receipt.status, receipt.targets) == ("ok", BULK), name
+        evidence = store.verify_absent(targets)
+        assert evidence.absent, (name, evidence.detail)
+    service.runner.rebuild()
+    service.vectors.rebuild()
+    for name in STORE_NAMES:
+        assert service.stores.get(name).verify_absent(targets).absent, name
+    rows = json.dumps(service.runner.snapshot(), default=str)
+    assert not any(v in rows for v in values[:: BULK // 20])
+    assert [m.text for m in ledger.recall()] == ["Acme Corp"]
