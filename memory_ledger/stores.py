@@ -29,7 +29,10 @@ from projections.cells import Cells
 
 if TYPE_CHECKING:
     from memory_ledger.api import MemoryService
+    from memory_ledger.event_log import EventLog
     from projections.base import Projection
+    from projections.runner import ProjectionRunner
+    from projections.vector_index import VectorIndex
 
 log = logging.getLogger("memory_ledger.stores")
 #: The data map's name for a registered subscriber (memory_ledger/feed/subscribers.py).
@@ -121,8 +124,8 @@ class EventLogStore:
     name = "event_log"
     holds = "sealed events (ciphertext only) and tombstones"
 
-    def __init__(self, service: MemoryService) -> None:
-        self.service = service
+    def __init__(self, log: EventLog) -> None:
+        self.log = log
         #: Log positions of the tombstones the last `erase` appended, for the ledger.
         self.tombstones: dict[str, int] = {}
 
@@ -131,7 +134,7 @@ class EventLogStore:
     ) -> Receipt:
         """Tombstone the items; `reason` (the request's basis) and the request's id are
         all a tombstone says (the change feed's erasure notices carry both)."""
-        self.tombstones = self.service.log.tombstone(item_ids, reason, request_id=request_id)
+        self.tombstones = self.log.tombstone(item_ids, reason, request_id=request_id)
         return Receipt(
             self.name,
             "tombstoned",
@@ -141,13 +144,13 @@ class EventLogStore:
         )
 
     def verify_absent(self, item_ids: Sequence[str]) -> Evidence:
-        log = self.service.log
+        log = self.log
         live = sum(1 for i in item_ids if not log.get(UUID(i)).erased)
         return Evidence(self.name, live == 0, {"tombstoned": len(item_ids) - live})
 
     def redact(self, item_ids: Sequence[str], spans: Sequence[str]) -> Receipt:
         """The rewritten items' current content, read from the log, holds no span."""
-        log = self.service.log
+        log = self.log
         current = [log.read(log.get(UUID(i))) for i in item_ids]
         texts = [t for fields in current if isinstance(fields, dict) for t in fields.values()]
         left = _still_holding(texts, spans)
@@ -163,7 +166,7 @@ class EventLogStore:
         return 0  # the log is the source of truth; nothing to rebuild
 
     def at_rest(self) -> Iterator[bytes]:
-        log = self.service.log
+        log = self.log
         position = 0
         while batch := log.notifications(position, 1000):
             for notification in batch:
@@ -177,13 +180,13 @@ class KeyStoreStore:
     name = "key_store"
     holds = "wrapped data keys, one per item and key generation"
 
-    def __init__(self, service: MemoryService) -> None:
-        self.service = service
+    def __init__(self, log: EventLog) -> None:
+        self.log = log
 
     def erase(self, item_ids: Sequence[str]) -> Receipt:
         # Keys are destroyed in the tombstone's transaction (EventLogStore.erase); this
         # repeats the destruction for any item whose tombstone predates a partial run.
-        log = self.service.log
+        log = self.log
         log.save([], destroy=[KeyDestruction(i, None) for i in item_ids])
         evidence = self.verify_absent(item_ids)
         return Receipt(
@@ -195,14 +198,14 @@ class KeyStoreStore:
         )
 
     def verify_absent(self, item_ids: Sequence[str]) -> Evidence:
-        keys = self.service.log.keys_for(list(item_ids))
+        keys = self.log.keys_for(list(item_ids))
         live = [i for i in item_ids if not keys.is_destroyed(i)]
         return Evidence(self.name, not live, {"items_with_live_keys": len(live)})
 
     def redact(self, item_ids: Sequence[str], spans: Sequence[str]) -> Receipt:
         """Every key generation older than each item's current one is destroyed: the
         earlier wording is unreadable wherever it is sealed."""
-        log = self.service.log
+        log = self.log
         keys = log.keys_for(list(item_ids))
         older_live = 0
         for item_id in item_ids:
@@ -221,23 +224,22 @@ class KeyStoreStore:
         return 0  # keys cannot be rebuilt: that is the point of destroying them
 
     def at_rest(self) -> Iterator[bytes]:
-        yield from (repr(row).encode() for row in self.service.log.key_rows())
+        yield from (repr(row).encode() for row in self.log.key_rows())
 
 
 class ProjectionStore:
     """A read model: erasure purges its rows, and a rebuild replays only tombstoned data
     as unreadable, so erased items never come back."""
 
-    def __init__(self, service: MemoryService, projection: Projection) -> None:
-        self.service = service
+    def __init__(self, runner: ProjectionRunner, projection: Projection) -> None:
+        self.runner = runner
         self.projection = projection
         self.name = projection.name
         self.holds = projection.holds
 
     def erase(self, item_ids: Sequence[str]) -> Receipt:
-        runner = self.service.runner
-        runner.catch_up()  # applies the tombstones, which purge the rows
-        with self.service.engine.begin() as conn:
+        self.runner.catch_up()  # applies the tombstones, which purge the rows
+        with self.runner.engine.begin() as conn:
             self.projection.purge(conn, item_ids)  # and a direct purge, for idempotence
         evidence = self._absent(item_ids, whole_projection=False)
         return Receipt(
@@ -253,9 +255,9 @@ class ProjectionStore:
 
     def redact(self, item_ids: Sequence[str], spans: Sequence[str]) -> Receipt:
         """Apply the Redacted events, then check the items' rows hold no span."""
-        self.service.runner.catch_up()
-        with self.service.engine.connect() as conn:
-            texts = self.projection.texts_of(conn, Cells(self.service.log), item_ids)
+        self.runner.catch_up()
+        with self.runner.engine.connect() as conn:
+            texts = self.projection.texts_of(conn, Cells(self.runner.log), item_ids)
             left = _still_holding(texts, spans)
         return Receipt(
             self.name,
@@ -269,17 +271,17 @@ class ProjectionStore:
         """The items' rows, and with `whole_projection` (which reads all of it, so for
         `verify`, not for the erasure's receipt) rows no item can be named for, such as
         keyword postings left without their document row."""
-        with self.service.engine.connect() as conn:
+        with self.runner.engine.connect() as conn:
             detail = {"rows_left": self.projection.count_rows(conn, item_ids)}
             if whole_projection:
                 detail["unattributed_rows"] = self.projection.unattributed_rows(conn)
         return Evidence(self.name, not any(detail.values()), detail)
 
     def rebuild(self) -> int:
-        return self.service.runner.rebuild([self.name])
+        return self.runner.rebuild([self.name])
 
     def at_rest(self) -> Iterator[bytes]:
-        with self.service.engine.connect() as conn:
+        with self.runner.engine.connect() as conn:
             for table in self.projection.tables:
                 for row in conn.execute(select(table)):
                     yield repr(tuple(row)).encode("utf-8")
@@ -303,11 +305,11 @@ class VectorIndexStore:
         "(files under vectors/; opened in memory only)"
     )
 
-    def __init__(self, service: MemoryService) -> None:
-        self.service = service
+    def __init__(self, vectors: VectorIndex) -> None:
+        self.vectors = vectors
 
     def erase(self, item_ids: Sequence[str]) -> Receipt:
-        vectors = self.service.vectors
+        vectors = self.vectors
         done = vectors.erase(item_ids)
         found, repaired = done.check, False
         if not found.absent and not found.files_valid:
@@ -322,14 +324,14 @@ class VectorIndexStore:
         return Receipt(self.name, "rows_removed", len(item_ids), status, detail)
 
     def verify_absent(self, item_ids: Sequence[str]) -> Evidence:
-        found = self.service.vectors.verify_absent(item_ids)
+        found = self.vectors.verify_absent(item_ids)
         return Evidence(self.name, found.absent, found.detail())
 
     def rebuild(self) -> int:
-        return self.service.vectors.rebuild()
+        return self.vectors.rebuild()
 
     def at_rest(self) -> Iterator[bytes]:
-        for path in sorted(self.service.vectors.directory.rglob("*")):
+        for path in sorted(self.vectors.directory.rglob("*")):
             if path.is_file():
                 yield path.read_bytes()
 
@@ -373,20 +375,20 @@ class StoreRegistry:
 
 def default_registry(service: MemoryService) -> StoreRegistry:
     registry = StoreRegistry()
-    registry.register(EventLogStore(service))
-    registry.register(KeyStoreStore(service))
+    registry.register(EventLogStore(service.log))
+    registry.register(KeyStoreStore(service.log))
     for projection in service.runner.projections:
-        registry.register(ProjectionStore(service, projection))
-    registry.register(VectorIndexStore(service))
+        registry.register(ProjectionStore(service.runner, projection))
+    registry.register(VectorIndexStore(service.vectors))
     from memory_ledger.retrieval.context_cache import ContextCacheStore  # it builds on this module
 
-    registry.register(ContextCacheStore(service))
+    registry.register(ContextCacheStore(service.context_cache))
     from memory_ledger.forgetting.planning import PlansStore  # plans label their targets
 
     registry.register(PlansStore(service.plans, lambda: service.clock()))
     from restore.store import BackupsStore  # backups build on the log and the key store
 
-    registry.register(BackupsStore(service))
+    registry.register(BackupsStore(service.settings.data_dir, service.log, service.ledger))
     return registry
 
 

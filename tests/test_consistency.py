@@ -131,7 +131,7 @@ def test_an_erased_items_live_key_and_a_lost_tombstone_are_reported(settings: Se
 def test_a_tombstone_the_ledger_does_not_explain_is_reported(settings: Settings) -> None:
     store = populate(settings)
     with MemoryService(settings) as service:  # erased outside any forget request
-        EventLogStore(service).erase([store.live])
+        EventLogStore(service.log).erase([store.live])
     found = codes(settings)
     assert set(found) == {"tombstone_unexplained"}
     assert found["tombstone_unexplained"].item_ids == (store.live,)

@@ -22,7 +22,6 @@ from memory_ledger.retrieval.usable import RecallStates
 from memory_ledger.stores import Evidence, Receipt
 
 if TYPE_CHECKING:
-    from memory_ledger.api import MemoryService
     from memory_ledger.retrieval.context import Context
 
 MAX_ENTRIES = 256
@@ -101,11 +100,11 @@ class ContextCacheStore:
     name = "context_cache"
     holds = "recently built recall contexts (decrypted text), in this process's memory"
 
-    def __init__(self, service: MemoryService) -> None:
-        self.service = service
+    def __init__(self, cache: ContextCache) -> None:
+        self.cache = cache
 
     def erase(self, item_ids: Sequence[str]) -> Receipt:
-        evicted = self.service.context_cache.evict(item_ids)
+        evicted = self.cache.evict(item_ids)
         evidence = self.verify_absent(item_ids)
         return Receipt(
             self.name,
@@ -120,7 +119,7 @@ class ContextCacheStore:
         yield from ()
 
     def verify_absent(self, item_ids: Sequence[str]) -> Evidence:
-        cache = self.service.context_cache
+        cache = self.cache
         left, attributes = cache.holding(item_ids), cache.states.holding(item_ids)
         return Evidence(
             self.name,
@@ -129,6 +128,6 @@ class ContextCacheStore:
         )
 
     def rebuild(self) -> int:
-        self.service.context_cache.clear()  # a cache rebuilds itself on demand
-        self.service.context_cache.states.clear()
+        self.cache.clear()  # a cache rebuilds itself on demand
+        self.cache.states.clear()
         return 0
