@@ -14,7 +14,7 @@ check (`memory_ledger.consistency`) reports it.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 from uuid import UUID
 
@@ -267,26 +267,33 @@ class EventLog:
         return {str(r.domain_event.originator_id): r.notification.id for r in recordings}
 
     def _last_versions(self, item_ids: Sequence[UUID]) -> dict[UUID, tuple[int, bool]]:
-        """Each item's last version and whether it is erased, one query per 500 ids;
-        items the log does not hold are absent."""
+        """Each item's last version and whether it is erased; items the log does not
+        hold are absent."""
+        p = self.key_sql.param
+        rows = self._rows_of(
+            item_ids,
+            "SELECT originator_id, MAX(originator_version), "
+            f"SUM(CASE WHEN topic = {p} THEN 1 ELSE 0 END) FROM {self.events_table} "
+            "WHERE originator_id IN ({ids}) GROUP BY originator_id",
+            (ERASED_TOPIC,),
+        )
+        return {UUID(_uuid_text(i)): (int(version), bool(erased)) for i, version, erased in rows}
+
+    def _rows_of(
+        self, item_ids: Sequence[UUID], sql: str, leading: tuple[Any, ...] = ()
+    ) -> Iterator[tuple[Any, ...]]:
+        """Rows of `sql` over the items, one statement per 500 ids: `{ids}` in `sql`
+        becomes the chunk's placeholders, bound after the `leading` parameters."""
         p = self.key_sql.param
         sqlite = self.settings.postgres is None
-        out: dict[UUID, tuple[int, bool]] = {}
         with self.recorder.datastore.transaction(commit=False) as cursor:
             for start in range(0, len(item_ids), 500):
                 chunk = item_ids[start : start + 500]
                 cursor.execute(
-                    "SELECT originator_id, MAX(originator_version), "
-                    f"SUM(CASE WHEN topic = {p} THEN 1 ELSE 0 END) FROM {self.events_table} "
-                    f"WHERE originator_id IN ({', '.join([p] * len(chunk))}) "
-                    "GROUP BY originator_id",
-                    (ERASED_TOPIC, *(i.hex if sqlite else i for i in chunk)),
+                    sql.replace("{ids}", ", ".join([p] * len(chunk))),
+                    (*leading, *(i.hex if sqlite else i for i in chunk)),
                 )
-                by_text = {_uuid_text(i.hex if sqlite else i): i for i in chunk}
-                for row in cursor.fetchall():
-                    ident, version, erased = values(row)
-                    out[by_text[_uuid_text(ident)]] = (int(version), bool(erased))
-        return out
+                yield from (values(row) for row in cursor.fetchall())
 
     # -- reading -----------------------------------------------------------------------
 
@@ -330,26 +337,18 @@ class EventLog:
         }
 
     def _stored_events(self, item_ids: Sequence[UUID], *, first_only: bool) -> list[StoredEvent]:
-        """The items' stored events (or only their first), in item and version order,
-        one query per 500 ids."""
-        p = self.key_sql.param
-        sqlite = self.settings.postgres is None
+        """The items' stored events (or only their first), in item and version order."""
         first = "originator_version = 1 AND " if first_only else ""
-        out: list[StoredEvent] = []
-        with self.recorder.datastore.transaction(commit=False) as cursor:
-            for start in range(0, len(item_ids), 500):
-                chunk = item_ids[start : start + 500]
-                cursor.execute(
-                    "SELECT originator_id, originator_version, topic, state "
-                    f"FROM {self.events_table} WHERE {first}originator_id IN "
-                    f"({', '.join([p] * len(chunk))}) ORDER BY originator_id, originator_version",
-                    tuple(i.hex if sqlite else i for i in chunk),
-                )
-                for row in cursor.fetchall():
-                    ident, version, topic, state = values(row)
-                    item_id = UUID(_uuid_text(ident))
-                    out.append(StoredEvent(item_id, int(version), str(topic), bytes(state)))
-        return out
+        rows = self._rows_of(
+            item_ids,
+            "SELECT originator_id, originator_version, topic, state "
+            f"FROM {self.events_table} WHERE {first}originator_id IN ({{ids}}) "
+            "ORDER BY originator_id, originator_version",
+        )
+        return [
+            StoredEvent(UUID(_uuid_text(ident)), int(version), str(topic), bytes(state))
+            for ident, version, topic, state in rows
+        ]
 
     def meta(self, name: str) -> str | None:
         """A row of the store's meta table (the key check, the feed's epoch, cursors)."""
