@@ -70,7 +70,7 @@ from memory_ledger.forgetting.residue import MIN_NEEDLE_BYTES
 from memory_ledger.forgetting.units import written_forms
 from projections.base import Projection
 from projections.cells import Cells
-from projections.id_sets import among
+from projections.id_sets import among, unindexed
 from projections.mention_index import candidates
 
 REPLACEMENT = "[forgotten]"
@@ -300,10 +300,14 @@ def find_mentions(
         if projection.sealed_field is None:
             continue  # index terms and summaries hold no item's own content
         query = select(table.c.item_id, table.c.key_generation, table.c.sealed).where(
-            table.c.namespace == namespace, table.c.sealed.is_not(None)
+            table.c.sealed.is_not(None)
         )
-        if narrowed is not None:
-            query = query.where(among(table.c.item_id, sorted(narrowed)))
+        if narrowed is None:
+            query = query.where(table.c.namespace == namespace)
+        else:  # the few candidates lead: the namespace only confirms
+            query = query.where(
+                unindexed(table.c.namespace) == namespace, among(table.c.item_id, sorted(narrowed))
+            )
         rows = [tuple(r) for r in conn.execute(query) if r[0] not in skip]
         for start in range(0, len(rows), 1000):
             chunk = rows[start : start + 1000]

@@ -36,7 +36,7 @@ from memory_ledger.write_policy import (
 )
 from projections.catalog import DERIVED, catalog
 from projections.facts import facts
-from projections.id_sets import among
+from projections.id_sets import among, unindexed
 
 if TYPE_CHECKING:
     from memory_ledger.event_log import EventLog
@@ -185,11 +185,14 @@ def _matching_items(conn: Connection, namespace: str, scope: ForgetScope) -> lis
         query = select(c.item_id).where(
             (c.namespace == namespace) | c.namespace.startswith(namespace + "/")
         )
+    elif scope.kind == "item":  # the ids lead: the namespace only confirms
+        query = select(c.item_id).where(
+            unindexed(c.namespace) == namespace,
+            among(c.item_id, [str(i) for i in scope.item_ids]),
+        )
     else:
         query = select(c.item_id).where(c.namespace == namespace)
-    if scope.kind == "item":
-        query = query.where(among(c.item_id, [str(i) for i in scope.item_ids]))
-    elif scope.kind == "predicate":
+    if scope.kind == "predicate":
         query = query.where(c.subject == scope.subject, c.predicate == scope.predicate)
     elif scope.kind == "source":
         for name in ("turn_id", "session_id", "tool_call_id"):
