@@ -70,6 +70,7 @@ from memory_ledger.retrieval.embedders import Embedder, load_embedder
 from memory_ledger.retrieval.instruction_like import content_flags
 from memory_ledger.stores import default_registry, extra_store_factories
 from memory_ledger.views import (
+    Added,
     ItemState,
     Memory,
     RecallPage,
@@ -81,6 +82,8 @@ from memory_ledger.write_policy import (
     Identifier,
     MemoryUpdate,
     MemoryWrite,
+    Origin,
+    Sensitivity,
     canonical_time,
     parse_update,
     parse_write,
@@ -383,6 +386,55 @@ class MemoryLedger:
 
     def remember(self, write: MemoryWrite | dict[str, Any]) -> Remembered:
         return self.remember_many([write])[0]
+
+    def add(
+        self,
+        text: str,
+        *,
+        origin: Origin,
+        session_id: str | None = None,
+        turn_id: str | None = None,
+        role: str = "user",
+        sensitivity: Sensitivity = "personal",
+        category: str = "general",
+        writer: str | None = None,
+    ) -> Added:
+        """Store one conversation turn from its text: `remember` with the defaults a
+        turn needs filled in, through the same validation and write path.
+
+        `origin` is required (`explicit`, `observed` or `inferred`): where the words
+        came from is never guessed. `role` is the speaker (the turn's subject),
+        `sensitivity` defaults to `personal` (a conversation is about a person), the
+        writer to the principal's user, the time to the service's clock. Without a
+        `session_id` a new session is started; without a `turn_id` one is generated.
+        Both are returned, so the caller can continue the session and later forget it
+        by source. A refused turn raises `InvalidWrite` naming these parameters, and
+        nothing is stored."""
+        session = _new_id("session") if session_id is None else session_id
+        turn = _new_id("turn") if turn_id is None else turn_id
+        who = self.principal.user if writer is None else writer
+        at = self.service.clock()
+        write = {
+            "kind": "turn",
+            "subject": role,
+            "content": text,
+            "category": category,
+            "origin": origin,
+            "sensitivity": sensitivity,
+            "provenance": {
+                "writer": who,
+                "written_at": at,
+                "session_id": session,
+                "turn_id": turn,
+            },
+        }
+        try:
+            done = self.remember(write)
+        except InvalidWrite as exc:
+            raise _as_turn_error(exc) from None
+        return Added(
+            done.item_id, done.version, done.kind, done.position, session, turn, who, _iso(at)
+        )
 
     def remember_many(self, writes: Sequence[MemoryWrite | dict[str, Any]]) -> list[Remembered]:
         """Validate every write first; then append all of them in one transaction."""
@@ -885,6 +937,36 @@ def _memory(kind: str, row: dict[str, Any]) -> Memory:
         suppressed=bool(row["suppressed"]),
         provenance=json.loads(row["provenance"]),
     )
+
+
+def _new_id(prefix: str) -> str:
+    """A session or turn id for `add`: an identifier, unique without coordination."""
+    return f"{prefix}-{uuid4().hex}"
+
+
+#: The write's fields as `add` names them, for its errors.
+_TURN_FIELDS = {
+    "content": "text",
+    "subject": "role",
+    "provenance.writer": "writer",
+    "provenance.written_at": "written_at",
+    "provenance.session_id": "session_id",
+    "provenance.turn_id": "turn_id",
+}
+
+
+def _as_turn_error(exc: InvalidWrite) -> InvalidWrite:
+    """The write boundary's refusal, its problems named by `add`'s parameters (the
+    check is the boundary's own; only the names change)."""
+    if not exc.problems:
+        return exc
+    renamed = []
+    for problem in exc.problems:
+        where, sep, what = problem.partition(": ")
+        if where == "write" and what.startswith("content "):  # the turn's own rules
+            where, what = "text", "text" + what.removeprefix("content")
+        renamed.append(f"{_TURN_FIELDS.get(where, where)}{sep}{what}")
+    return InvalidWrite.listing("invalid turn; nothing was stored", renamed)
 
 
 def _check_recall_limit(limit: object) -> None:

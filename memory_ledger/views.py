@@ -22,6 +22,25 @@ class Remembered:
 
 
 @dataclass(frozen=True)
+class Added:
+    """A turn stored by `MemoryLedger.add`: its ids, and the session and turn ids it was
+    recorded under (generated when the caller gave none), so the caller can continue
+    the session and later forget by source (`{"kind": "source", "session_id": ...}`)."""
+
+    item_id: str
+    version: int
+    kind: str
+    position: int
+    session_id: str
+    turn_id: str
+    writer: str
+    written_at: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
 class Memory:
     """A live memory as recall returns it. `text` is the value (facts, preferences) or
     the content (turns); `status` is current or conflict for facts."""

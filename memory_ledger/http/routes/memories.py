@@ -1,5 +1,6 @@
-"""Memories: remember (one or a batch), read one, its history, update, stop and resume
-using it, the context for a turn, and the profile summary. Agent tokens only.
+"""Memories: remember (one, a batch, or a turn as plain text), read one, its history,
+update, stop and resume using it, the context for a turn, and the profile summary.
+Agent tokens only.
 
 The routes answer with `JSONBytes` (memory_ledger/http/encoding.py): encoded once, in
 the worker thread, not validated again against `dict[str, Any]` on another hop. The two
@@ -11,24 +12,91 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Query, status
+from pydantic import Discriminator, StrictStr, Tag
 
 from memory_ledger.errors import InvalidWrite
 from memory_ledger.http.auth import Ledger
 from memory_ledger.http.encoding import JSONBytes, fields
 from memory_ledger.http.threads import in_thread
+from memory_ledger.identifiers import Identifier
 from memory_ledger.retrieval.context import ContextRequest
-from memory_ledger.write_policy import MemoryUpdate, MemoryWrite
+from memory_ledger.write_policy import (
+    MemoryUpdate,
+    MemoryWrite,
+    Origin,
+    Sensitivity,
+    StrictModel,
+)
 
 router = APIRouter(prefix="/v1", tags=["memories"])
 MAX_BATCH = 500
 MAX_PAGE = 500
 
 
+class TextTurn(StrictModel):
+    """A conversation turn as plain text (`MemoryLedger.add`): the service fills in the
+    rest. `origin` is required; the writer defaults to the token's user, the time is
+    the service's, and a session (and turn) id is generated when none is given and
+    returned. Validated by the same write boundary as the full form."""
+
+    text: StrictStr
+    origin: Origin
+    session_id: Identifier | None = None
+    turn_id: Identifier | None = None
+    role: Identifier = "user"
+    sensitivity: Sensitivity = "personal"
+    category: Identifier = "general"
+    writer: Identifier | None = None
+
+
+def _form(body: Any) -> str:
+    """Which form a body is: an array is a batch; an object with `text` and no `kind`
+    is a text turn; anything else is the full form (and is refused as it). Only that
+    form's problems are reported. The tags hold `[`: the problem list leaves them out."""
+    if isinstance(body, list):
+        return "list[MemoryWrite]"
+    if isinstance(body, dict) and "text" in body and "kind" not in body:
+        return "[TextTurn]"
+    return "[MemoryWrite]"
+
+
+RememberBody = Annotated[
+    Annotated[MemoryWrite, Tag("[MemoryWrite]")]
+    | Annotated[TextTurn, Tag("[TextTurn]")]
+    | Annotated[list[MemoryWrite], Tag("list[MemoryWrite]")],
+    Discriminator(_form),
+]
+
+
 @router.post("/memories", status_code=status.HTTP_201_CREATED)
-async def remember(
-    ledger: Ledger, body: Annotated[MemoryWrite | list[MemoryWrite], Body()]
-) -> JSONBytes:
-    """Store one memory, or a batch (a JSON array, at most 500) in one transaction."""
+async def remember(ledger: Ledger, body: Annotated[RememberBody, Body()]) -> JSONBytes:
+    """Store one memory, or a batch (a JSON array, at most 500) in one transaction, or a
+    conversation turn as plain text (`{"text", "origin", "session_id"?}`), which answers
+    with the `session_id` and `turn_id` it was recorded under as well."""
+    if isinstance(body, TextTurn):
+        turn = body.model_dump(exclude_none=True)
+        text = turn.pop("text")
+
+        def added() -> JSONBytes:
+            done = ledger.add(text, **turn)
+            memory = {
+                "item_id": done.item_id,
+                "version": done.version,
+                "kind": done.kind,
+                "position": done.position,
+                "cardinality": None,
+                "replaces": [],
+            }
+            answer = {
+                "memories": [memory],
+                "session_id": done.session_id,
+                "turn_id": done.turn_id,
+                "writer": done.writer,
+                "written_at": done.written_at,
+            }
+            return JSONBytes(answer, status.HTTP_201_CREATED)
+
+        return await in_thread(added)
     writes = body if isinstance(body, list) else [body]
     if not 1 <= len(writes) <= MAX_BATCH:
         raise InvalidWrite(f"a batch holds 1 to {MAX_BATCH} memories", ["body: size"])
