@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from memory_ledger.cli.common import (
     DataDir,
@@ -25,6 +24,7 @@ from memory_ledger.cli.common import (
     out,
     shown,
 )
+from memory_ledger.cli.tables import IdTable
 from memory_ledger.errors import InvalidWrite
 from memory_ledger.forgetting.planning import ForgetPlan, PlanOutcome
 from memory_ledger.forgetting.requests import RequestReport
@@ -239,17 +239,17 @@ def _print_plan(plan: ForgetPlan) -> None:
         (i, "stays") for i in plan.keeps if i not in plan.targets and i not in plan.spans_by_item
     ]
     if rows:
-        table = Table("item", "what happens", "label")
+        table = IdTable("item", "what happens", "label", ids=("item",))
         for item, what in rows:
             table.add_row(shown(item), what, shown(plan.labels.get(item, "")))
         out.print(table)
     if plan.candidates:
-        table = Table("candidate item", "label")
+        table = IdTable("candidate item", "label", ids=("candidate item",))
         for c in plan.candidates:
             table.add_row(shown(c["item_id"]), shown(c.get("label", "")))
         out.print(table)
     if plan.pieces:  # a request that names information: each piece and its places
-        table = Table("piece of information", "kind", "status", "erased", "redacted", "spans")
+        table = IdTable("piece of information", "kind", "status", "erased", "redacted", "spans")
         for piece in plan.pieces:
             places = piece["places"]
             table.add_row(
@@ -262,14 +262,14 @@ def _print_plan(plan: ForgetPlan) -> None:
             )
         out.print(table)
     if plan.kept:  # what the request said stays
-        table = Table("kept, as asked", "kind", "said in")
+        table = IdTable("kept, as asked", "kind", "said in")
         for kept in plan.kept:
             table.add_row(
                 shown(kept.get("said", "")), shown(kept["kind"]), shown(len(kept["item_ids"]))
             )
         out.print(table)
     if plan.parts and not plan.pieces:  # a request of several parts: what became of each
-        table = Table("part of the request", "status", "items", "why not")
+        table = IdTable("part of the request", "status", "items", "why not")
         for part in plan.parts:
             table.add_row(
                 shown(part.get("said", "")),
@@ -297,7 +297,7 @@ def _print_outcome(outcome: PlanOutcome) -> None:
 def _print_request(report: RequestReport) -> None:
     out.print(f"request [bold]{markup_safe(report.request_id)}[/]: {markup_safe(report.status)}")
     if report.targets or report.cascaded or report.mentions:
-        table = Table("item", "why")
+        table = IdTable("item", "why", ids=("item",))
         redaction = report.scope.get("kind") == "redaction"
         named = "named: spans removed, rest kept" if redaction else "in scope"
         for item in report.targets:
@@ -309,12 +309,12 @@ def _print_request(report: RequestReport) -> None:
             table.add_row(shown(item), "repeats a target's value: redacted, kept")
         out.print(table)
     if report.candidates:
-        table = Table("candidate item", "valid from", "valid to")
+        table = IdTable("candidate item", "valid from", "valid to", ids=("candidate item",))
         for c in report.candidates:
             table.add_row(shown(c.item_id), shown(c.valid_from), shown(c.valid_to or ""))
         out.print(table)
     if report.receipts:
-        table = Table("store", "action", "status", "evidence")
+        table = IdTable("store", "action", "status", "evidence", ids=("store",))
         for r in report.receipts:
             status = shown(r.status, style="" if r.status == "ok" else "red")
             evidence = ", ".join(f"{k}={v}" for k, v in r.evidence.items())
@@ -344,7 +344,10 @@ def requests(data_dir: DataDir = None, url: Url = None, as_json: Json = False) -
         ]
 
         def human() -> None:
-            table = Table("request", "namespace", "scope", "targets", "status", "waiting for")
+            table = IdTable(
+                "request", "namespace", "scope", "targets", "status", "waiting for",
+                ids=("request",),
+            )  # fmt: skip
             for d in data:
                 waits = [
                     f"{w['subscriber']}{' (OVERDUE)' if w['overdue'] else ''}"
@@ -392,7 +395,7 @@ def stores(data_dir: DataDir = None, url: Url = None, as_json: Json = False) -> 
         data = [{"store": s.name, "holds": s.holds} for s in service.stores]
 
         def human() -> None:
-            table = Table("store", "holds")
+            table = IdTable("store", "holds", ids=("store",))
             for d in data:
                 table.add_row(shown(d["store"]), shown(d["holds"]))
             out.print(table)
