@@ -135,3 +135,10 @@ class _AsTable:
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         result: list[Segment | Any] = list(Table.__rich_console__(self.table, console, options))
         yield from result
+
+
+def hint(command: str, lead: str = "next") -> Text:
+    """A next command to type, as one line: `lead: memory-ledger ...`. Every hint is a
+    command that works as printed (tests/test_cli_hints.py runs each one); print it
+    with `soft_wrap=True` so rich never breaks it (the terminal may, visually)."""
+    return Text(f"{lead}: {command}", no_wrap=True, overflow="ignore")

@@ -306,7 +306,8 @@ class ForgetPlanning:
         plan = self._plan(ledger, draft, reading, now, asked.session_id, asked.turn_id)
         plan.versions = versions
         self.plans.save(plan, now, ledger.namespace)
-        self.plans.close(plan_id, "withdrawn", now)  # answered: the question is done
+        # answered: the question is done, and the plan says which one replaced it
+        self.plans.close(plan_id, "withdrawn", now, replaced_by=plan.plan_id)
         return plan
 
     def execute(self, ledger: MemoryLedger, plan_id: str) -> PlanOutcome:
