@@ -466,7 +466,9 @@ def _closed_plan(ledger: Any, plan_id: str, exc: InvalidTransition, as_json: boo
         err.print(f"[bold red]error:[/] {markup_safe(exc)}", highlight=False)
         ns = terminal_safe(ledger.namespace)
         if made.replaced_by is not None:
-            command = f"memory-ledger forget execute -n {ns} {made.replaced_by}"
+            replacement = ledger.forget_plan(made.replaced_by)
+            verb = "execute" if replacement.state == "open" else "status"
+            command = f"memory-ledger forget {verb} -n {ns} {made.replaced_by}"
         elif made.request_id is not None:
             command = f"memory-ledger forget status {made.request_id}"
         elif made.status == "needs_clarification" and made.state == "open" and made.candidates:
@@ -538,8 +540,7 @@ def _print_plan(plan: ForgetPlan, namespace: str) -> None:
         out.print(shown(plan.question or plan.message))
     ns = terminal_safe(namespace)
     if plan.replaced_by is not None:
-        out.print(shown(f"answered; the plan to execute: {plan.replaced_by}"))
-        say(f"memory-ledger forget execute -n {ns} {plan.replaced_by}")
+        say(f"memory-ledger forget status -n {ns} {plan.replaced_by}", "answered by")
     elif plan.state != "open":
         if plan.request_id is not None:
             say(f"memory-ledger forget status {plan.request_id}")

@@ -373,7 +373,7 @@ class ForgetPlanning:
         if report is not None:
             # Filed already (by a run that stopped, or one still going): its status is
             # the answer. An unfinished request is resumed by the service when it opens
-            # and by `forget --resume`, never by a second runner racing the first.
+            # and by `forget resume`, never by a second runner racing the first.
             return _from_report(plan, report)
         try:
             return self._file(ledger, plan)
