@@ -404,14 +404,14 @@ def check(
 def _forget_hint(log: EventLog, item_ids: Sequence[str]) -> str:
     """The forget command for the first item, with its namespace (one read of one item)."""
     if not item_ids:
-        return "`memory-ledger forget -n NAMESPACE --memory ITEM_ID`"
+        return "`memory-ledger forget scope -n NAMESPACE ITEM_ID`"
     first = sorted(item_ids)[0]
     try:
         namespace = log.get(UUID(first)).namespace
     except (MemoryLedgerError, ValueError):
         namespace = "NAMESPACE"
     more = " (and likewise for each id listed)" if len(item_ids) > 1 else ""
-    return f"`memory-ledger forget -n {namespace} --memory {first}`{more}"
+    return f"`memory-ledger forget scope -n {namespace} {first}`{more}"
 
 
 # -- checks at open, and the repairs doctor offers -----------------------------------------

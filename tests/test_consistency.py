@@ -90,7 +90,7 @@ def test_a_deleted_key_row_is_an_integrity_error_not_an_erasure(settings: Settin
     doctor = cli(settings, "doctor", "--json")
     assert doctor.code == 10 and [f["code"] for f in doctor.json["findings"]] == ["key_missing"]
     repair = doctor.json["findings"][0]["repair"]
-    assert f"memory-ledger forget -n acme/alice --memory {store.live}" in repair
+    assert f"memory-ledger forget scope -n acme/alice {store.live}" in repair
 
     # The repair: the content is lost; record that as an erasure, by id.
     forget = cli(settings, "forget", *NS, "--memory", store.live, "--json")

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from memory_ledger.access import TokenStore
 from memory_ledger.cli.common import DataDir, Json, Url, app, emit, fail, out, shown
+from memory_ledger.cli.tables import IdTable
 from memory_ledger.config import Settings
 from memory_ledger.errors import MemoryLedgerError
 from memory_ledger.times import now
@@ -82,7 +82,10 @@ def tokens_list(data_dir: DataDir = None, url: Url = None, as_json: Json = False
         rows = store.list()
 
         def human() -> None:
-            table = Table("token", "role", "namespace", "grants", "created", "expires", "revoked")
+            table = IdTable(
+                "token", "role", "namespace", "grants", "created", "expires", "revoked",
+                ids=("token",),
+            )  # fmt: skip
             for r in rows:
                 table.add_row(
                     shown(r.token_id), shown(r.role), shown(r.namespace), shown(",".join(r.grants)),

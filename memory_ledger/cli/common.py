@@ -317,13 +317,15 @@ def emit(as_json: bool, data: Any, human: Callable[[], None]) -> None:
 
 
 def memories_table(memories: list[Memory], title: str) -> Table:
-    table = Table(title=shown(title), show_lines=False)
-    for column in ("id", "kind", "subject", "predicate", "text", "origin", "status", "valid from"):
-        table.add_column(column, overflow="fold")
+    """Memories, one a row, each with its whole id (the next command takes it)."""
+    from memory_ledger.cli.tables import IdTable
+
+    columns = ("id", "kind", "subject", "predicate", "text", "origin", "status", "valid from")
+    table = IdTable(*columns, ids=("id",), title=shown(title), show_lines=False)
     for m in memories:
         text = shown(m.text) if m.text is not None else shown("ERASED", style="dim")
         table.add_row(
-            shown(m.item_id[:8]),
+            shown(m.item_id),
             shown(m.kind),
             shown(m.subject),
             shown(m.predicate),

@@ -3,13 +3,13 @@ map and the lifecycle ledger's audit."""
 
 from __future__ import annotations
 
+import copy
 import re
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
 from memory_ledger.cli.common import (
     DataDir,
@@ -18,16 +18,26 @@ from memory_ledger.cli.common import (
     Url,
     app,
     emit,
+    err,
     fail,
     markup_safe,
     open_ledger,
     open_service,
     out,
     shown,
+    terminal_safe,
 )
-from memory_ledger.errors import InvalidWrite
+from memory_ledger.cli.tables import IdTable, hint
+from memory_ledger.config import DATA_DIR_ENV, URL_ENV
+from memory_ledger.errors import InvalidTransition, InvalidWrite
 from memory_ledger.forgetting.planning import ForgetPlan, PlanOutcome
 from memory_ledger.forgetting.requests import RequestReport
+
+
+def say(*args: str) -> None:
+    """Print a hint (a command that works as printed) on one line."""
+    out.print(hint(*args), soft_wrap=True)
+
 
 #: The exit code of each status a forget request (or an executed plan) ends in; see the
 #: "Exit codes" table of docs/user-guide.md. 1 stays for an unexpected failure, and
@@ -44,63 +54,111 @@ EXIT_FOR_STATUS = {
 }
 
 
-@app.command()
+forget_app = typer.Typer(
+    help="Forget: plan a request in words, choose, execute; or erase a scope at once.",
+    invoke_without_command=True,
+    no_args_is_help=True,
+)
+app.add_typer(forget_app, name="forget")
+
+#: The scope options of `forget scope` (and of the flat `forget` form of earlier
+#: versions, which still works: its options are hidden from `forget --help`).
+ScopeMemory = Annotated[
+    list[str] | None,
+    typer.Option("--memory", help="Id of an item to erase (repeatable; or give ids as arguments)."),
+]
+Subject = Annotated[str | None, typer.Option(help="With --predicate: all versions.")]
+Predicate = Annotated[str | None, typer.Option()]
+Which = Annotated[str, typer.Option(help="all | current | previous (predicate)")]
+Value = Annotated[
+    str | None,
+    typer.Option(
+        help="With --subject/--predicate: only the item with this value (case and "
+        "spacing ignored; never recorded)."
+    ),
+]
+TurnId = Annotated[str | None, typer.Option(help="Everything from this turn.")]
+SessionId = Annotated[str | None, typer.Option(help="Everything from this session.")]
+ToolCallId = Annotated[str | None, typer.Option()]
+Category = Annotated[str | None, typer.Option()]
+Sensitivity = Annotated[str | None, typer.Option()]
+Since = Annotated[str | None, typer.Option(help="ISO time with zone (inclusive).")]
+Until = Annotated[str | None, typer.Option(help="ISO time with zone (exclusive).")]
+Everything = Annotated[bool, typer.Option("--everything", help="The whole namespace (the user).")]
+DryRun = Annotated[bool, typer.Option("--dry-run", help="Resolve only; erase nothing.")]
+Timezone = Annotated[str | None, typer.Option(help="Whose 'yesterday' (IANA name).")]
+PlanId = Annotated[str, typer.Argument(help="The plan's id (plan-...), from `forget plan`.")]
+RequestId = Annotated[str, typer.Argument(help="The request's id (req-...).")]
+
+
+def _hidden(option: Any) -> Any:
+    """The same option, hidden from `forget --help` (the flat form of earlier versions)."""
+    kind, info = option.__origin__, copy.copy(option.__metadata__[0])
+    info.hidden = True
+    return Annotated[kind, info]
+
+
+@forget_app.callback()
 def forget(
-    namespace: Namespace,
-    memory: Annotated[
-        list[str] | None, typer.Option("--memory", help="Id of an item to erase (repeatable).")
-    ] = None,
-    subject: Annotated[str | None, typer.Option(help="With --predicate: all versions.")] = None,
-    predicate: Annotated[str | None, typer.Option()] = None,
-    which: Annotated[str, typer.Option(help="all | current | previous (predicate)")] = "all",
-    value: Annotated[
+    ctx: typer.Context,
+    namespace: Annotated[
         str | None,
         typer.Option(
-            help="With --subject/--predicate: only the item with this value (case and "
-            "spacing ignored; never recorded)."
+            "--namespace",
+            "-n",
+            envvar="MEMORY_LEDGER_NAMESPACE",
+            hidden=True,
+            help="tenant/user or tenant/user/project",
         ),
     ] = None,
-    turn_id: Annotated[str | None, typer.Option(help="Everything from this turn.")] = None,
-    session_id: Annotated[str | None, typer.Option(help="Everything from this session.")] = None,
-    tool_call_id: Annotated[str | None, typer.Option()] = None,
-    category: Annotated[str | None, typer.Option()] = None,
-    sensitivity: Annotated[str | None, typer.Option()] = None,
-    since: Annotated[str | None, typer.Option(help="ISO time with zone (inclusive).")] = None,
-    until: Annotated[str | None, typer.Option(help="ISO time with zone (exclusive).")] = None,
-    everything: Annotated[
-        bool, typer.Option("--everything", help="The whole namespace (the user).")
-    ] = False,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Resolve only; erase nothing.")
-    ] = False,
-    resume: Annotated[str | None, typer.Option(help="Retry an unfinished request.")] = None,
-    request: Annotated[
-        str | None,
-        typer.Option(
-            "--request",
-            help="The user's request in words (English or Chinese): plan it, erase "
-            "nothing. With --session-id: the conversation it was said in.",
-        ),
+    memory: _hidden(ScopeMemory) = None,  # type: ignore[valid-type]
+    subject: _hidden(Subject) = None,  # type: ignore[valid-type]
+    predicate: _hidden(Predicate) = None,  # type: ignore[valid-type]
+    which: _hidden(Which) = "all",  # type: ignore[valid-type]
+    value: _hidden(Value) = None,  # type: ignore[valid-type]
+    turn_id: _hidden(TurnId) = None,  # type: ignore[valid-type]
+    session_id: _hidden(SessionId) = None,  # type: ignore[valid-type]
+    tool_call_id: _hidden(ToolCallId) = None,  # type: ignore[valid-type]
+    category: _hidden(Category) = None,  # type: ignore[valid-type]
+    sensitivity: _hidden(Sensitivity) = None,  # type: ignore[valid-type]
+    since: _hidden(Since) = None,  # type: ignore[valid-type]
+    until: _hidden(Until) = None,  # type: ignore[valid-type]
+    everything: _hidden(Everything) = False,  # type: ignore[valid-type]
+    dry_run: _hidden(DryRun) = False,  # type: ignore[valid-type]
+    resume: Annotated[str | None, typer.Option(hidden=True)] = None,
+    request: Annotated[str | None, typer.Option("--request", hidden=True)] = None,
+    plan: Annotated[str | None, typer.Option("--plan", hidden=True)] = None,
+    choose: Annotated[list[str] | None, typer.Option("--choose", hidden=True)] = None,
+    timezone: _hidden(Timezone) = None,  # type: ignore[valid-type]
+    data_dir: Annotated[
+        Path | None, typer.Option("--data-dir", envvar=DATA_DIR_ENV, hidden=True)
     ] = None,
-    plan: Annotated[
-        str | None,
-        typer.Option("--plan", help="Execute this confirmed plan (from --request)."),
-    ] = None,
-    choose: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--choose", help="With --plan: answer its clarification with these candidates."
-        ),
-    ] = None,
-    timezone: Annotated[
-        str | None, typer.Option(help="With --request: whose 'yesterday' (IANA name).")
-    ] = None,
-    data_dir: DataDir = None,
-    url: Url = None,
-    as_json: Json = False,
+    url: Annotated[str | None, typer.Option("--url", envvar=URL_ENV, hidden=True)] = None,
+    as_json: Annotated[bool, typer.Option("--json", hidden=True)] = False,
 ) -> None:
-    """Erase by scope: resolve, fan out to every store, verify, record receipts. Or, in
-    two steps: --request plans a request in words, --plan executes the plan."""
+    """Forget, in the steps a person takes:
+
+    `forget plan -n NS "WORDS"` plans a request in words and erases nothing;
+    `forget choose -n NS PLAN_ID ITEM_ID...` answers a plan's question with a narrower
+    plan; `forget execute -n NS PLAN_ID` carries a plan out; `forget scope -n NS ITEM_ID...`
+    (or --subject/--predicate, --session-id, --category, ... --everything) erases a scope
+    at once; `forget status REQUEST_ID` and `forget resume REQUEST_ID` follow a request.
+
+    The flat form of earlier versions (`forget -n NS --memory ID`, `--request`, `--plan`,
+    `--choose`, `--resume`) still works."""
+    if ctx.invoked_subcommand is not None:
+        given = [k for k, v in ctx.params.items() if v and v != "all"]
+        given = [k for k in given if k not in ("namespace", "data_dir", "url")]
+        if given:
+            fail(
+                InvalidWrite(
+                    f"options go after the subcommand: forget {ctx.invoked_subcommand} ..."
+                ),
+                as_json,
+            )
+        return
+    if namespace is None:
+        fail(InvalidWrite("name the namespace: -n tenant/user"), as_json)
     if request is not None or plan is not None:
         others = (memory, subject, predicate, value, turn_id, tool_call_id, category)
         if any(others) or sensitivity or since or until or everything or dry_run or resume:
@@ -108,6 +166,34 @@ def forget(
         _in_words(namespace, request, plan, choose, session_id, timezone, data_dir, url, as_json)
     if choose or timezone:
         fail(InvalidWrite("--choose goes with --plan, --timezone with --request"), as_json)
+    if resume is not None:
+        kinds = _scope_kinds(
+            memory, subject, predicate, turn_id, session_id, tool_call_id, category,
+            sensitivity, since, until, everything,
+        )  # fmt: skip
+        if kinds:
+            fail(InvalidWrite("--resume takes no scope: it retries the recorded one"), as_json)
+        _resume(resume, data_dir, url, as_json)
+    _erase_scope(
+        namespace, memory or [], subject, predicate, which, value, turn_id, session_id,
+        tool_call_id, category, sensitivity, since, until, everything, dry_run, data_dir,
+        url, as_json,
+    )  # fmt: skip
+
+
+def _scope_kinds(
+    memory: list[str] | None,
+    subject: str | None,
+    predicate: str | None,
+    turn_id: str | None,
+    session_id: str | None,
+    tool_call_id: str | None,
+    category: str | None,
+    sensitivity: str | None,
+    since: str | None,
+    until: str | None,
+    everything: bool,
+) -> list[str]:
     given = {
         "item": bool(memory),
         "predicate": bool(subject or predicate),
@@ -117,46 +203,190 @@ def forget(
         "time_range": bool(since or until),
         "namespace": everything,
     }
-    kinds = [k for k, on in given.items() if on]
-    if resume is not None and kinds:
-        fail(InvalidWrite("--resume takes no scope: it retries the recorded one"), as_json)
+    return [k for k, on in given.items() if on]
+
+
+def _erase_scope(
+    namespace: str,
+    memory: list[str],
+    subject: str | None,
+    predicate: str | None,
+    which: str,
+    value: str | None,
+    turn_id: str | None,
+    session_id: str | None,
+    tool_call_id: str | None,
+    category: str | None,
+    sensitivity: str | None,
+    since: str | None,
+    until: str | None,
+    everything: bool,
+    dry_run: bool,
+    data_dir: Path | None,
+    url: str | None,
+    as_json: bool,
+) -> None:
+    kinds = _scope_kinds(
+        memory, subject, predicate, turn_id, session_id, tool_call_id, category,
+        sensitivity, since, until, everything,
+    )  # fmt: skip
     if which != "all" and kinds != ["predicate"]:
         fail(InvalidWrite("--which applies to --subject/--predicate scopes only"), as_json)
     if value is not None and kinds != ["predicate"]:
         fail(InvalidWrite("--value applies to --subject/--predicate scopes only"), as_json)
-    if resume is None and len(kinds) != 1:
+    if len(kinds) != 1:
         fail(
             InvalidWrite(
-                "name exactly one scope: --memory, --subject/--predicate, "
+                "name exactly one scope: item ids (or --memory), --subject/--predicate, "
                 "--turn-id/--session-id/--tool-call-id, --category, --sensitivity, "
                 "--since/--until or --everything"
             ),
             as_json,
         )
+    scope = {
+        "kind": kinds[0],
+        "item_ids": memory,
+        "subject": subject,
+        "predicate": predicate,
+        "turn_id": turn_id,
+        "session_id": session_id,
+        "tool_call_id": tool_call_id,
+        "category": category,
+        "sensitivity": sensitivity,
+        "since": since,
+        "until": until,
+    }
+    if kinds[0] == "predicate":
+        scope["which"] = which
+        scope["value"] = value
+    scope = {k: v for k, v in scope.items() if v not in (None, [])}
     with open_ledger(namespace, data_dir, url, as_json) as ledger:
-        if resume is not None:
-            report = ledger.service.requests.resume(resume)
-        else:
-            scope = {
-                "kind": kinds[0],
-                "item_ids": memory or [],
-                "subject": subject,
-                "predicate": predicate,
-                "turn_id": turn_id,
-                "session_id": session_id,
-                "tool_call_id": tool_call_id,
-                "category": category,
-                "sensitivity": sensitivity,
-                "since": since,
-                "until": until,
-            }
-            if kinds[0] == "predicate":
-                scope["which"] = which
-                scope["value"] = value
-            scope = {k: v for k, v in scope.items() if v not in (None, [])}
-            report = ledger.forget_scope(scope, dry_run=dry_run)
+        report = ledger.forget_scope(scope, dry_run=dry_run)
         emit(as_json, report.to_dict(), lambda: _print_request(report))
         raise typer.Exit(EXIT_FOR_STATUS.get(report.status, 1))
+
+
+def _resume(request_id: str, data_dir: Path | None, url: str | None, as_json: bool) -> None:
+    with open_service(data_dir, url, as_json) as service:
+        report = service.requests.resume(request_id)
+        emit(as_json, report.to_dict(), lambda: _print_request(report))
+        raise typer.Exit(EXIT_FOR_STATUS.get(report.status, 1))
+
+
+@forget_app.command("scope")
+def forget_scope(
+    namespace: Namespace,
+    item_ids: Annotated[
+        list[str] | None, typer.Argument(help="Ids of the items to erase.", show_default=False)
+    ] = None,
+    memory: ScopeMemory = None,
+    subject: Subject = None,
+    predicate: Predicate = None,
+    which: Which = "all",
+    value: Value = None,
+    turn_id: TurnId = None,
+    session_id: SessionId = None,
+    tool_call_id: ToolCallId = None,
+    category: Category = None,
+    sensitivity: Sensitivity = None,
+    since: Since = None,
+    until: Until = None,
+    everything: Everything = False,
+    dry_run: DryRun = False,
+    data_dir: DataDir = None,
+    url: Url = None,
+    as_json: Json = False,
+) -> None:
+    """Erase a scope at once: items by id, all versions of a subject/predicate, a
+    turn/session/tool call, a category, a sensitivity, a time range or --everything.
+    Resolve, fan out to every store, verify, record receipts."""
+    _erase_scope(
+        namespace, [*(item_ids or []), *(memory or [])], subject, predicate, which, value,
+        turn_id, session_id, tool_call_id, category, sensitivity, since, until, everything,
+        dry_run, data_dir, url, as_json,
+    )  # fmt: skip
+
+
+@forget_app.command("plan")
+def forget_plan(
+    namespace: Namespace,
+    words: Annotated[str, typer.Argument(help="The user's request, in English or Chinese.")],
+    session_id: Annotated[
+        str | None, typer.Option(help="The conversation the request was said in.")
+    ] = None,
+    timezone: Timezone = None,
+    data_dir: DataDir = None,
+    url: Url = None,
+    as_json: Json = False,
+) -> None:
+    """Plan a request in words: what would be erased, what stays, or a question. Erases
+    nothing; `forget execute` carries the plan out, `forget choose` answers its question."""
+    _in_words(namespace, words, None, None, session_id, timezone, data_dir, url, as_json)
+
+
+@forget_app.command("choose")
+def forget_choose(
+    namespace: Namespace,
+    plan_id: PlanId,
+    item_ids: Annotated[list[str], typer.Argument(help="The candidate(s) meant.")],
+    data_dir: DataDir = None,
+    url: Url = None,
+    as_json: Json = False,
+) -> None:
+    """Answer a plan's question with the candidates meant: a new, narrower plan (the
+    question's plan is withdrawn). Erases nothing."""
+    _in_words(namespace, None, plan_id, item_ids, None, None, data_dir, url, as_json)
+
+
+@forget_app.command("execute")
+def forget_execute(
+    namespace: Namespace,
+    plan_id: PlanId,
+    data_dir: DataDir = None,
+    url: Url = None,
+    as_json: Json = False,
+) -> None:
+    """Carry out a confirmed plan: file its forget request(s) and verify them."""
+    _in_words(namespace, None, plan_id, None, None, None, data_dir, url, as_json)
+
+
+@forget_app.command("status")
+def forget_status(
+    request_id: Annotated[
+        str, typer.Argument(help="A request's id (req-...), or a plan's (plan-..., with -n).")
+    ],
+    namespace: Annotated[
+        str | None,
+        typer.Option(
+            "--namespace",
+            "-n",
+            envvar="MEMORY_LEDGER_NAMESPACE",
+            help="With a plan id: the plan's namespace.",
+        ),
+    ] = None,
+    data_dir: DataDir = None,
+    url: Url = None,
+    as_json: Json = False,
+) -> None:
+    """Where a request stands (its receipts, store by store), or a plan (its state)."""
+    if request_id.startswith("plan-"):
+        if namespace is None:
+            fail(InvalidWrite("a plan's status needs its namespace: -n tenant/user"), as_json)
+        with open_ledger(namespace, data_dir, url, as_json) as ledger:
+            made = ledger.forget_plan(request_id)
+            emit(as_json, made.to_dict(), lambda: _print_plan(made, ledger.namespace))
+        return
+    with open_service(data_dir, url, as_json) as service:
+        report = service.requests.report(request_id)
+        emit(as_json, report.to_dict(), lambda: _print_request(report))
+
+
+@forget_app.command("resume")
+def forget_resume(
+    request_id: RequestId, data_dir: DataDir = None, url: Url = None, as_json: Json = False
+) -> None:
+    """Retry an unfinished request (pending or partial) with the scope it recorded."""
+    _resume(request_id, data_dir, url, as_json)
 
 
 @app.command()
@@ -219,17 +449,45 @@ def _in_words(
                 made = ledger.plan_forget(request, session_id=session_id, timezone=timezone)
             else:
                 made = ledger.choose_candidates(plan_id, choose or [])  # type: ignore[arg-type]
-            emit(as_json, made.to_dict(), lambda: _print_plan(made))
+            emit(as_json, made.to_dict(), lambda: _print_plan(made, ledger.namespace))
             raise typer.Exit(PLAN_EXIT.get(made.status, 1))
-        outcome = ledger.execute_plan(plan_id)  # type: ignore[arg-type]
+        try:
+            outcome = ledger.execute_plan(plan_id)  # type: ignore[arg-type]
+        except InvalidTransition as exc:
+            _closed_plan(ledger, plan_id, exc, as_json)  # type: ignore[arg-type]
         emit(as_json, outcome.to_dict(), lambda: _print_outcome(outcome))
         raise typer.Exit(EXIT_FOR_STATUS.get(outcome.status, 1))
 
 
-def _print_plan(plan: ForgetPlan) -> None:
+def _closed_plan(ledger: Any, plan_id: str, exc: InvalidTransition, as_json: bool) -> None:
+    """A plan that cannot run: the error, and the command that goes on from here."""
+    made = ledger.forget_plan(plan_id)
+    if not as_json:
+        err.print(f"[bold red]error:[/] {markup_safe(exc)}", highlight=False)
+        ns = terminal_safe(ledger.namespace)
+        if made.replaced_by is not None:
+            replacement = ledger.forget_plan(made.replaced_by)
+            verb = "execute" if replacement.state == "open" else "status"
+            command = f"memory-ledger forget {verb} -n {ns} {made.replaced_by}"
+        elif made.request_id is not None:
+            command = f"memory-ledger forget status {made.request_id}"
+        elif made.status == "needs_clarification" and made.state == "open" and made.candidates:
+            first = made.candidates[0]["item_id"]
+            command = f"memory-ledger forget choose -n {ns} {plan_id} {first}"
+        else:
+            command = ""
+        if command:
+            err.print(hint(command), soft_wrap=True)
+        raise typer.Exit(exc.exit_code)
+    fail(exc, as_json)
+
+
+def _print_plan(plan: ForgetPlan, namespace: str) -> None:
+    state = "" if plan.state == "open" else f", {markup_safe(plan.state)}"
     out.print(
         f"plan [bold]{markup_safe(plan.plan_id)}[/]: {markup_safe(plan.status)}"
         + (f" ({markup_safe(plan.intent)})" if plan.intent else "")
+        + state
     )
     rows = [(i, "target") for i in plan.targets] + [(i, "erased with it") for i in plan.cascaded]
     rows += [
@@ -239,17 +497,17 @@ def _print_plan(plan: ForgetPlan) -> None:
         (i, "stays") for i in plan.keeps if i not in plan.targets and i not in plan.spans_by_item
     ]
     if rows:
-        table = Table("item", "what happens", "label")
+        table = IdTable("item", "what happens", "label", ids=("item",))
         for item, what in rows:
             table.add_row(shown(item), what, shown(plan.labels.get(item, "")))
         out.print(table)
     if plan.candidates:
-        table = Table("candidate item", "label")
+        table = IdTable("candidate item", "label", ids=("candidate item",))
         for c in plan.candidates:
             table.add_row(shown(c["item_id"]), shown(c.get("label", "")))
         out.print(table)
     if plan.pieces:  # a request that names information: each piece and its places
-        table = Table("piece of information", "kind", "status", "erased", "redacted", "spans")
+        table = IdTable("piece of information", "kind", "status", "erased", "redacted", "spans")
         for piece in plan.pieces:
             places = piece["places"]
             table.add_row(
@@ -262,14 +520,14 @@ def _print_plan(plan: ForgetPlan) -> None:
             )
         out.print(table)
     if plan.kept:  # what the request said stays
-        table = Table("kept, as asked", "kind", "said in")
+        table = IdTable("kept, as asked", "kind", "said in")
         for kept in plan.kept:
             table.add_row(
                 shown(kept.get("said", "")), shown(kept["kind"]), shown(len(kept["item_ids"]))
             )
         out.print(table)
     if plan.parts and not plan.pieces:  # a request of several parts: what became of each
-        table = Table("part of the request", "status", "items", "why not")
+        table = IdTable("part of the request", "status", "items", "why not")
         for part in plan.parts:
             table.add_row(
                 shown(part.get("said", "")),
@@ -278,9 +536,22 @@ def _print_plan(plan: ForgetPlan) -> None:
                 shown(part.get("reason", "")),
             )
         out.print(table)
-    out.print(shown(plan.question or plan.message))
-    if plan.status in ("planned", "partial_match"):
-        out.print(shown(f"to go ahead: memory-ledger forget NAMESPACE --plan {plan.plan_id}"))
+    if plan.question or plan.message:
+        out.print(shown(plan.question or plan.message))
+    ns = terminal_safe(namespace)
+    if plan.replaced_by is not None:
+        say(f"memory-ledger forget status -n {ns} {plan.replaced_by}", "answered by")
+    elif plan.state != "open":
+        if plan.request_id is not None:
+            say(f"memory-ledger forget status {plan.request_id}")
+    elif plan.status in ("planned", "partial_match"):
+        say(f"memory-ledger forget execute -n {ns} {plan.plan_id}", "to go ahead")
+    elif plan.status == "needs_clarification" and plan.candidates:
+        first = plan.candidates[0]["item_id"]
+        say(
+            f"memory-ledger forget choose -n {ns} {plan.plan_id} {first}",
+            "to answer, name the candidate(s) meant (one or more of the above), e.g.",
+        )
 
 
 def _print_outcome(outcome: PlanOutcome) -> None:
@@ -292,12 +563,16 @@ def _print_outcome(outcome: PlanOutcome) -> None:
     if outcome.remaining:
         out.print(shown("still to confirm: " + ", ".join(outcome.remaining)))
     out.print(shown(outcome.message))
+    for request_id in requests:
+        say(f"memory-ledger forget status {request_id}", "receipts")
+        if outcome.status in ("partial", "pending"):
+            say(f"memory-ledger forget resume {request_id}", "to retry")
 
 
 def _print_request(report: RequestReport) -> None:
     out.print(f"request [bold]{markup_safe(report.request_id)}[/]: {markup_safe(report.status)}")
     if report.targets or report.cascaded or report.mentions:
-        table = Table("item", "why")
+        table = IdTable("item", "why", ids=("item",))
         redaction = report.scope.get("kind") == "redaction"
         named = "named: spans removed, rest kept" if redaction else "in scope"
         for item in report.targets:
@@ -309,12 +584,12 @@ def _print_request(report: RequestReport) -> None:
             table.add_row(shown(item), "repeats a target's value: redacted, kept")
         out.print(table)
     if report.candidates:
-        table = Table("candidate item", "valid from", "valid to")
+        table = IdTable("candidate item", "valid from", "valid to", ids=("candidate item",))
         for c in report.candidates:
             table.add_row(shown(c.item_id), shown(c.valid_from), shown(c.valid_to or ""))
         out.print(table)
     if report.receipts:
-        table = Table("store", "action", "status", "evidence")
+        table = IdTable("store", "action", "status", "evidence", ids=("store",))
         for r in report.receipts:
             status = shown(r.status, style="" if r.status == "ok" else "red")
             evidence = ", ".join(f"{k}={v}" for k, v in r.evidence.items())
@@ -323,6 +598,8 @@ def _print_request(report: RequestReport) -> None:
     if report.residue_scan:
         out.print(shown(f"byte scan: {report.residue_scan}"))
     out.print(shown(report.message))
+    if report.status in ("partial", "pending", "verification_failed"):
+        say(f"memory-ledger forget resume {report.request_id}", "to retry")
 
 
 @app.command()
@@ -344,7 +621,10 @@ def requests(data_dir: DataDir = None, url: Url = None, as_json: Json = False) -
         ]
 
         def human() -> None:
-            table = Table("request", "namespace", "scope", "targets", "status", "waiting for")
+            table = IdTable(
+                "request", "namespace", "scope", "targets", "status", "waiting for",
+                ids=("request",),
+            )  # fmt: skip
             for d in data:
                 waits = [
                     f"{w['subscriber']}{' (OVERDUE)' if w['overdue'] else ''}"
@@ -392,7 +672,7 @@ def stores(data_dir: DataDir = None, url: Url = None, as_json: Json = False) -> 
         data = [{"store": s.name, "holds": s.holds} for s in service.stores]
 
         def human() -> None:
-            table = Table("store", "holds")
+            table = IdTable("store", "holds", ids=("store",))
             for d in data:
                 table.add_row(shown(d["store"]), shown(d["holds"]))
             out.print(table)

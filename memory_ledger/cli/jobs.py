@@ -14,7 +14,6 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
 from rich.text import Text
 
 from jobs.projection_catchup import MAX_DURATION, check_duration
@@ -36,6 +35,7 @@ from memory_ledger.cli.common import (
     terminal_safe,
     whole_number,
 )
+from memory_ledger.cli.tables import IdTable
 from memory_ledger.config import Settings
 from memory_ledger.errors import InvalidWrite, MemoryLedgerError
 
@@ -79,11 +79,9 @@ def list_jobs(
     data = {"location": settings.describe(), "jobs": rows}
 
     def human() -> None:
-        table = Table()
-        for column in ("job", "every", "next run", "last run", "ended"):
-            table.add_column(column, no_wrap=True)
-        table.add_column("outcome")
-        table.add_column("counts", overflow="fold")
+        table = IdTable(
+            "job", "every", "next run", "last run", "ended", "outcome", "counts", ids=("job",)
+        )
         for row in rows:
             last = row["last_run"] or {}
             table.add_row(

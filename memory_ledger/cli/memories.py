@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
 from memory_ledger.cli.common import (
     DataDir,
@@ -26,6 +25,7 @@ from memory_ledger.cli.common import (
     shown,
     whole_number,
 )
+from memory_ledger.cli.tables import IdTable
 from memory_ledger.errors import InvalidWrite
 from memory_ledger.retrieval.context import (
     MAX_CONTEXT_LIMIT,
@@ -250,9 +250,9 @@ def show(
         emit(as_json, state.to_dict(), lambda: out.print(_fields_table(state.to_dict())))
 
 
-def _fields_table(fields: dict[str, Any]) -> Table:
+def _fields_table(fields: dict[str, Any]) -> IdTable:
     """One item, field by field; nested values as compact JSON. Every cell sanitised."""
-    table = Table("field", "value", show_header=False)
+    table = IdTable("field", "value", show_header=False)
     for name, value in fields.items():
         if value is None and name == "text":
             withheld = "EXPIRED (withheld until the retention sweep erases it)"
@@ -261,6 +261,8 @@ def _fields_table(fields: dict[str, Any]) -> Table:
             cell = shown(dump_json(value))
         else:
             cell = shown(value)
+            if name.endswith("_id") and isinstance(value, str):
+                table.keep_whole(cell.plain)  # an id: whole on one line, at any width
         table.add_row(shown(name), cell)
     return table
 

@@ -9,7 +9,6 @@ from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 from rich.text import Text
 from sqlalchemy import select
 
@@ -39,6 +38,7 @@ from memory_ledger.cli.common import (
     terminal_safe,
     warn_vector_discards,
 )
+from memory_ledger.cli.tables import IdTable
 from memory_ledger.config import Settings
 from memory_ledger.crypto import load_master_key
 from memory_ledger.errors import (
@@ -72,7 +72,7 @@ def status(data_dir: DataDir = None, url: Url = None, as_json: Json = False) -> 
                 f"backend [bold]{info['backend']}[/] at {escape(info['location'])}; "
                 f"{info['events']} events"
             )
-            table = Table("projection", "position", "behind")
+            table = IdTable("projection", "position", "behind", ids=("projection",))
             for p in info["projections"]:
                 table.add_row(p["name"], str(p["position"]), str(p["behind"]))
             vectors = info["vector_index"]

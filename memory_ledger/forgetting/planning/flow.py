@@ -306,7 +306,8 @@ class ForgetPlanning:
         plan = self._plan(ledger, draft, reading, now, asked.session_id, asked.turn_id)
         plan.versions = versions
         self.plans.save(plan, now, ledger.namespace)
-        self.plans.close(plan_id, "withdrawn", now)  # answered: the question is done
+        # answered: the question is done, and the plan says which one replaced it
+        self.plans.close(plan_id, "withdrawn", now, replaced_by=plan.plan_id)
         return plan
 
     def execute(self, ledger: MemoryLedger, plan_id: str) -> PlanOutcome:
@@ -372,7 +373,7 @@ class ForgetPlanning:
         if report is not None:
             # Filed already (by a run that stopped, or one still going): its status is
             # the answer. An unfinished request is resumed by the service when it opens
-            # and by `forget --resume`, never by a second runner racing the first.
+            # and by `forget resume`, never by a second runner racing the first.
             return _from_report(plan, report)
         try:
             return self._file(ledger, plan)

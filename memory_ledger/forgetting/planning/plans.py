@@ -114,6 +114,9 @@ class ForgetPlan:
     #: How many redaction requests executing it files (a count, in clear: a run that
     #: stopped half way finds each by the id the plan derives for it).
     redactions: int = 0
+    #: A plan whose question was answered (`choose_candidates`): the plan that answered
+    #: it, the one to execute instead (an id, in clear).
+    replaced_by: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -233,13 +236,22 @@ class PlanStore:
             )
         return done.rowcount == 1
 
-    def close(self, plan_id: str, state: str, now: datetime) -> None:
-        """Executed, expired, withdrawn or stale: its sealed part becomes unreadable."""
+    def close(
+        self, plan_id: str, state: str, now: datetime, replaced_by: str | None = None
+    ) -> None:
+        """Executed, expired, withdrawn or stale: its sealed part becomes unreadable. A
+        plan withdrawn because another answered its question names that one."""
+        values: dict[str, Any] = {"state": state, "sealed": None}
         with self.engine.begin() as conn:
+            if replaced_by is not None:
+                raw = conn.execute(
+                    select(plans_table.c.outline).where(plans_table.c.plan_id == plan_id)
+                ).scalar_one()
+                values["outline"] = json.dumps(json.loads(raw) | {"replaced_by": replaced_by})
             conn.execute(
                 update(plans_table)
                 .where(plans_table.c.plan_id == plan_id)
-                .values(state=state, sealed=None, finished_at=canonical_time(now))
+                .values(**values, finished_at=canonical_time(now))
             )
         self.log.destroy_derived_keys([KEY_PREFIX + plan_id])
 
@@ -340,6 +352,11 @@ def require_executable(plan: ForgetPlan) -> None:
         )
     if plan.state == "expired":
         raise InvalidTransition(f"plan {plan.plan_id} expired; plan the request again")
+    if plan.replaced_by is not None:
+        raise InvalidTransition(
+            f"plan {plan.plan_id} was answered: plan {plan.replaced_by} replaced it; "
+            f"execute plan {plan.replaced_by} instead"
+        )
     if plan.state in ("withdrawn", "stale"):
         raise InvalidTransition(
             f"plan {plan.plan_id} no longer matches the memory ({plan.state}); plan the "
