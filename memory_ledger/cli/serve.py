@@ -8,6 +8,7 @@ query string or a token); and a last line when it stops (SIGINT or SIGTERM)."""
 
 from __future__ import annotations
 
+import signal
 import sys
 from datetime import datetime
 from enum import StrEnum
@@ -36,6 +37,10 @@ class LogLevel(StrEnum):
 def say(line: str) -> None:
     """One line of what serve prints (stderr is line-buffered: it shows at once)."""
     sys.stderr.write(line + "\n")
+
+
+def _stopped(signum: int, frame: object) -> None:
+    """The signal uvicorn raises again once it has shut down: it has been handled."""
 
 
 def live_tokens(tokens: TokenStore, at: datetime) -> int:
@@ -121,9 +126,15 @@ def serve(
     quieter = LogLevel.warning if log_level is LogLevel.info else log_level
     config = uvicorn.Config(app_, host=host, port=port, log_level=quieter.value, access_log=False)
     server = Server(config)
+    # uvicorn catches SIGINT and SIGTERM, shuts down, then raises the signal again for
+    # the handler it found: this one ignores it, so a stop it was asked for exits 0 (as
+    # `jobs run` does), after the store is closed below.
+    before = {sig: signal.signal(sig, _stopped) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         server.run()
     finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
         keys.close()
         tokens.close()
         app_.state.serving.close()  # the service it serves now: a restore replaces it
