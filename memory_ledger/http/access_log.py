@@ -49,6 +49,15 @@ class AccessLog:
     def __init__(self, app: ASGIApp, write: Callable[[str], object]) -> None:
         self.app = app
         self.write = write
+        self._second = -1  # the time stamp is formatted once a second, not per request
+        self._stamp = ""
+
+    def stamp(self) -> str:
+        second = int(time.time())
+        if second != self._second:
+            self._second = second
+            self._stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(second))
+        return self._stamp
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -67,7 +76,7 @@ class AccessLog:
             await self.app(scope, receive, sending)
         finally:
             elapsed = (time.perf_counter() - started) * 1000.0
-            stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
             self.write(
-                f"{stamp} {scope['method']} {route_of(scope)} {status or 500} {elapsed:.1f} ms"
+                f"{self.stamp()} {scope['method']} {route_of(scope)} {status or 500} "
+                f"{elapsed:.1f} ms"
             )
