@@ -31,9 +31,9 @@ RUN pip install . \
 # Not root. A named volume on /data takes this owner when it is first created.
 USER memory-ledger
 WORKDIR /data
-# The SQLite store (events, projections, tokens) and, without MEMORY_LEDGER_MASTER_KEY,
-# the development key beside it; with MEMORY_LEDGER_URL set, the dev key and the
-# restore marker only.
+# The SQLite store (events, projections, tokens), its backups and, without
+# MEMORY_LEDGER_MASTER_KEY, the development key beside it; with MEMORY_LEDGER_URL set
+# (PostgreSQL), the backups only.
 VOLUME ["/data"]
 EXPOSE 8765
 HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \
