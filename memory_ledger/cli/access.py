@@ -59,11 +59,17 @@ def tokens_create(
     data_dir: DataDir = None,
     url: Url = None,
     as_json: Json = False,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="Print the token only: TOKEN=$(...).")
+    ] = False,
 ) -> None:
     """Create a token. It is printed once (`token` in --json) and stored only hashed."""
     with _tokens(data_dir, url, as_json) as store:
         days = timedelta(days=expires_in_days) if expires_in_days else None
         info, token = store.create(namespace, role, grant or [], expires_in=days, label=label)
+        if quiet and not as_json:
+            print(token)
+            return
         emit(
             as_json,
             {**info.to_dict(), "token": token},

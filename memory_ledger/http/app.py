@@ -1,6 +1,8 @@
 """The FastAPI application: one MemoryService and one TokenStore per process, problem+json
 errors, a bound on every request body (memory_ledger/http/limits.py), the gate a
-restore closes, and the /v1 routes."""
+restore closes, the /v1 routes, the root pointer and the offline API docs
+(memory_ledger/http/docs.py), and, when asked for, the access log
+(memory_ledger/http/access_log.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memory_ledger.access import TokenStore
 from memory_ledger.api import MemoryService
-from memory_ledger.http import idempotency, problems
+from memory_ledger.http import docs, idempotency, problems
+from memory_ledger.http.access_log import AccessLog
 from memory_ledger.http.idempotency import IdempotencyKeys
 from memory_ledger.http.limits import BodyLimit
 from memory_ledger.http.routes import (
@@ -40,13 +43,17 @@ def create_app(
     tokens: TokenStore,
     keys: IdempotencyKeys | None = None,
     reopen: Callable[[], MemoryService] | None = None,
+    access_log: Callable[[str], object] | None = None,
 ) -> FastAPI:
     """The app over `service`; `reopen` opens the same store again after a restore
-    (default: with the same settings and master key)."""
+    (default: with the same settings and master key). With `access_log`, each request's
+    line (memory_ledger/http/access_log.py) is handed to it."""
     app = FastAPI(
         title="memory-ledger",
         version="1",
         description="Event-sourced memory for AI agents, with governed, provable forgetting.",
+        docs_url=None,  # served by memory_ledger/http/docs.py, with local assets
+        redoc_url=None,
     )
     app.state.serving = Serving(
         service, reopen or (lambda: MemoryService(service.settings, service.log.master))
@@ -60,9 +67,12 @@ def create_app(
     # Added last, so outermost: a body is bounded (and its caller authenticated) before
     # the gate counts the request in flight or anything else reads the body.
     app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
+    if access_log is not None:  # outermost: it sees the body limit's refusals too
+        app.add_middleware(AccessLog, write=access_log)
 
     for module in (memories, forget, plans, agent_state, feed, holds, ops, health, compliance):
         app.include_router(module.router)
+    docs.install(app)
     return app
 
 
