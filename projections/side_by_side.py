@@ -27,6 +27,7 @@ import logging
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -45,6 +46,8 @@ log = logging.getLogger("memory_ledger")
 SIDE_BY_SIDE_ENV = "MEMORY_LEDGER_REBUILD_SIDE_BY_SIDE"
 #: Below this, starting the second process (about half a second) costs more than it saves.
 MIN_EVENTS = 20_000
+#: How the child's progress lines start (its last line is its answer).
+PROGRESS_PREFIX = "progress "
 
 
 def rebuild_all(
@@ -81,11 +84,14 @@ def rebuild_all(
     assert child.stdin is not None
     child.stdin.write(json.dumps(order).encode())
     child.stdin.close()
+    lines: list[str] = []
+    reader = threading.Thread(target=_relay, args=(child, lines, progress), daemon=True)
+    reader.start()
     try:
         replayed = projections(progress)
     finally:
+        reader.join()
         assert child.stdout is not None
-        lines = child.stdout.read().decode(errors="replace").strip().splitlines()
         answer = lines[-1] if lines else ""  # the last line: a library may print too
         child.stdout.close()
         child.wait()
@@ -96,6 +102,26 @@ def rebuild_all(
         head = vectors.log.max_position()
         progress("vector_index", head, head)
     return replayed
+
+
+def _relay(child: subprocess.Popen[bytes], lines: list[str], progress: Progress | None) -> None:
+    """Read the child's lines as they come: its progress goes on to `progress` (the
+    vector index's bar moves while the projections replay beside it), the rest is kept
+    for the answer."""
+    assert child.stdout is not None
+    for raw in child.stdout:
+        line = raw.decode(errors="replace").strip()
+        stage, _, counts = line.removeprefix(PROGRESS_PREFIX).partition(" ")
+        position, _, head = counts.partition(" ")
+        if line.startswith(PROGRESS_PREFIX) and position.isdigit() and head.isdigit():
+            if progress is not None:
+                progress(stage, int(position), int(head))
+        elif line:
+            lines.append(line)
+
+
+def _report(stage: str, position: int, head: int) -> None:
+    print(f"{PROGRESS_PREFIX}{stage} {position} {head}", flush=True)
 
 
 def _child() -> int:
@@ -116,7 +142,7 @@ def _child() -> int:
         return 0
     event_log = EventLog(settings, master)
     try:
-        VectorIndex(event_log, Path(order["directory"]), embedder).rebuild()
+        VectorIndex(event_log, Path(order["directory"]), embedder).rebuild(_report)
     finally:
         event_log.close()
     print("ok")

@@ -402,9 +402,13 @@ class VectorIndex:
             fresh = [(item, op) for item, op in puts if item not in stored]
             vectors = np.zeros((len(puts), self.dimension), dtype=np.float32)
             at = {item: row for row, (item, _) in enumerate(puts)}
+            if progress is not None:  # its own phase: the embedding is the long one
+                progress("vector_embedding", 0, len(fresh))
             for start in range(0, len(fresh), self.batch_size):
                 chunk = fresh[start : start + self.batch_size]
                 vectors[[at[i] for i, _ in chunk]] = self._embed([op.text for _, op in chunk])
+                if progress is not None:
+                    progress("vector_embedding", start + len(chunk), len(fresh))
             for item, vector in stored.items():
                 vectors[at[item]] = vector
             self.last_rebuild = {"rows": len(puts), "reused": len(stored), "embedded": len(fresh)}

@@ -25,9 +25,11 @@ def store(tmp_path: Path) -> Path:
     return data
 
 
-def _rebuild(data: Path, *extra: str, terminal: bool) -> tuple[int, str, str]:
+def _rebuild(
+    data: Path, *extra: str, terminal: bool, env_extra: dict[str, str] | None = None
+) -> tuple[int, str, str]:
     command = [sys.executable, "-m", "memory_ledger.cli", "rebuild", "--data-dir", str(data)]
-    env = {**os.environ, "MEMORY_LEDGER_EMBEDDER": "hashing", "COLUMNS": "120"}
+    env = {**os.environ, "MEMORY_LEDGER_EMBEDDER": "hashing", "COLUMNS": "120", **(env_extra or {})}
     if not terminal:
         done = subprocess.run([*command, *extra], capture_output=True, text=True, env=env)
         return done.returncode, done.stdout, done.stderr
@@ -57,6 +59,20 @@ def test_a_terminal_sees_the_replay_progress(store: Path) -> None:
     assert "replaying the log" in stderr and "50/50" in stderr
     assert "vector index" in stderr
     assert "rebuilt" in stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("side_by_side", ["0", "1"])
+def test_each_phase_has_its_own_bar(store: Path, side_by_side: str) -> None:
+    """The vector index's embedding is a phase of its own with its counts (it used to sit
+    under a bar already full), also when it runs in a second process beside the
+    projections (`1`: its progress is relayed from the child)."""
+    env = {"MEMORY_LEDGER_REBUILD_SIDE_BY_SIDE": side_by_side}
+    code, _, stderr = _rebuild(store, terminal=True, env_extra=env)
+    assert code == 0, stderr
+    assert "vector index: reading the log" in stderr
+    assert "vector index: embedding" in stderr
+    assert "50/50" in stderr and "/s" in stderr  # counts and a rate
 
 
 @pytest.mark.slow

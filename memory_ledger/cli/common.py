@@ -24,7 +24,15 @@ from typing import Annotated, Any, NoReturn
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    ProgressColumn,
+    SpinnerColumn,
+    Task,
+    TextColumn,
+    TimeRemainingColumn,
+)
 from rich.progress import Progress as RichProgress
 from rich.table import Table
 from rich.text import Text
@@ -339,10 +347,21 @@ def memories_table(memories: list[Memory], title: str) -> Table:
 
 REPLAY_STAGES = {
     "projections": "replaying the log",
-    "vector_index": "vector index",
+    "vector_index": "vector index: reading the log",
+    "vector_embedding": "vector index: embedding",
     "verification_scan": "verification scan",
     "retention": "erasing expired items",
 }
+
+
+class _Rate(ProgressColumn):
+    """Items per second of a phase, once it has a rate."""
+
+    def render(self, task: Task) -> Text:
+        speed = task.finished_speed or task.speed
+        if speed is None and task.elapsed and task.completed:  # too few updates for rich's
+            speed = task.completed / task.elapsed
+        return Text("" if speed is None else f"{speed:,.0f}/s")
 
 
 @contextmanager
@@ -353,11 +372,20 @@ def replay_progress(as_json: bool) -> Iterator[Progress | None]:
     if as_json or not err.is_terminal:
         yield None
         return
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
-    with RichProgress(*columns, TimeRemainingColumn(), console=err, transient=True) as bar:
-        tasks: dict[str, Any] = {}
+    columns = (
+        SpinnerColumn(),  # moves from the first moment, before any phase reports
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        _Rate(),
+        TimeRemainingColumn(),
+    )
+    with RichProgress(*columns, console=err, transient=True) as bar:
+        tasks: dict[str, Any] = {"": bar.add_task("starting", total=None)}
 
         def report(stage: str, position: int, head: int) -> None:
+            if "" in tasks:  # the first phase has reported: the placeholder goes
+                bar.remove_task(tasks.pop(""))
             if stage not in tasks:
                 tasks[stage] = bar.add_task(REPLAY_STAGES.get(stage, stage), total=head)
             bar.update(tasks[stage], completed=position, total=head)
