@@ -667,6 +667,14 @@ class LifecycleLedger:
             rows = self._db.read(sql + " ORDER BY seq", params)
         return [_entry(row) for row in rows]
 
+    def chain_hashes(self, after: int = 0) -> list[tuple[int, str]]:
+        """(seq, entry_hash) of every entry after seq `after`, in chain order: the leaves
+        of the ledger's Merkle tree (memory_ledger/audit), read without any payload."""
+        t, p = self._db.table, self._db.param
+        sql = f"SELECT seq, entry_hash FROM {t} WHERE seq > {p} ORDER BY seq"
+        with self._lock, self._guard("read"):
+            return [(int(seq), str(digest)) for seq, digest in self._db.read(sql, (after,))]
+
     def request_ids(self) -> list[str]:
         """Every request recorded, in the order they were filed (not recovery entries)."""
         t, p = self._db.table, self._db.param
