@@ -311,6 +311,8 @@ def test_every_tampering_is_detected_and_the_doc_shows_the_table(
         text = DOC.read_text(encoding="utf-8")
         end = text.index(MARK_END)
     assert text[start:end] == table, "docs/compliance.md: rerun with MEMORY_LEDGER_UPDATE_DOCS=1"
+    for reason, meaning in verifier.REASONS.items():  # and every reason's meaning
+        assert f"| `{reason}` | {meaning} |" in text, reason
 
 
 # -- the verifier alone ------------------------------------------------------------------------
