@@ -34,6 +34,7 @@ from memory_ledger.audit.heads import Auditor
 from memory_ledger.audit.merkle import MerkleTree, leaf_hash
 from memory_ledger.audit.pack import build_pack
 from memory_ledger.config import Settings
+from memory_ledger.crypto import MasterKey
 from memory_ledger.errors import IntegrityError, NotFound
 from memory_ledger.http.app import create_app
 from memory_ledger.ledger import LEDGER_FILE, EntryType
@@ -237,9 +238,35 @@ def forge_with_kept_head(pack: dict[str, Any], kept: dict[str, Any]) -> Any:
     return forged, same_size, None
 
 
+#: The operator's own key and the ledger's leaves at the pack's size (set by `evidence`):
+#: what an operator who rewrites the ledger holds.
+OPERATOR: dict[str, Any] = {}
+
+
 def rewrite_since_kept(pack: dict[str, Any], kept: dict[str, Any]) -> Any:
-    old = {**kept, "root": "ab" * 32}  # the ledger kept by the auditor had another root
-    return pack, old, None
+    """The operator rewrites a receipt the kept head covers, rebuilds the tree and signs
+    everything with the ledger's own key: only the kept head can tell."""
+    change_receipt(pack, kept)
+    leaves = list(OPERATOR["leaves"])
+    for e in pack["entries"]:
+        leaves[e["leaf_index"]] = verifier.entry_leaf(e)
+    tree = MerkleTree(leaves)
+    for e in pack["entries"]:
+        e["inclusion_proof"] = [p.hex() for p in tree.inclusion_proof(e["leaf_index"])]
+    head, statement, key = pack["head"], pack["statement"], OPERATOR["key"]
+    head["root"] = statement["root"] = tree.root().hex()
+    head["signature"] = key.sign(
+        verifier.head_message(head["size"], head["root"], head["time"], head["key_id"])
+    )
+    pack["statement_signature"] = key.sign(
+        verifier.statement_message(request_id := statement["request_id"], head["size"],
+                                   head["root"], statement["seqs"])
+    )  # fmt: skip
+    assert request_id == pack["request_id"]
+    proof = tree.consistency_proof(kept["size"])
+    pack["consistency"] = [{"from_size": kept["size"], "proof": [p.hex() for p in proof]}]
+    assert verifier.check_pack(pack) == []  # without the kept head, nothing to see
+    return pack, kept, None
 
 
 def alter_consistency(pack: dict[str, Any], kept: dict[str, Any]) -> Any:
@@ -260,7 +287,10 @@ TAMPERING: list[tuple[str, Callable[..., Any]]] = [
     ("the head changed and re-signed with another key", resign_head),
     ("the whole pack remade with another key, checked with `--key-id`", forge_with_key_id),
     ("the whole pack remade with another key, checked with `--head`", forge_with_kept_head),
-    ("the ledger rewritten since the kept head (`--head`)", rewrite_since_kept),
+    (
+        "a receipt rewritten by the operator, all re-signed with the ledger's key (`--head`)",
+        rewrite_since_kept,
+    ),
     ("a consistency proof altered (`--head`)", alter_consistency),
 ]
 
@@ -273,6 +303,7 @@ def evidence(service: MemoryService, alice: MemoryLedger) -> tuple[dict[str, Any
     erase_one(alice, "7 Binjiang Avenue")
     pack = build_pack(audit, request_id, since=[kept["size"]])
     kept["root_at_pack_size"] = pack["head"]["root"]
+    OPERATOR.update(key=audit.key, leaves=audit.tree().levels[0][: pack["head"]["size"]])
     return pack, kept
 
 
@@ -437,3 +468,57 @@ def test_the_audit_routes(service: MemoryService, alice: MemoryLedger) -> None:
         )  # fmt: skip
     finally:
         tokens.close()
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_a_new_master_key_records_a_new_audit_key_that_replaces_the_old(
+    service: MemoryService, alice: MemoryLedger
+) -> None:
+    request_id = erase_one(alice)
+    old = auditor(service)
+    kept = {**old.head().to_dict(), "public_key": old.key.public_key}
+    new = Auditor(service.ledger, MasterKey.generate())
+    pack = build_pack(new, request_id, since=[kept["size"]])
+    keys = [e.payload for e in service.ledger.entries_of_type(EntryType.AUDIT_KEY)]
+    assert [k["key_id"] for k in keys] == [old.key.key_id, new.key.key_id]
+    assert keys[1]["replaces"] == old.key.key_id
+    assert verifier.check_pack(pack) == []
+    # Signed by another key than the kept head's: said, and the tree is still checked.
+    assert [r for r, _ in verifier.check_pack(pack, kept)] == ["unexpected_key"]
+    assert verifier.check_pack(pack, kept, new.key.key_id) == [
+        ("unexpected_key", f"the head is signed by key {new.key.key_id}, not {old.key.key_id}")
+    ]
+    forged = {**kept, "root": "ab" * 32}
+    assert [r for r, _ in verifier.check_pack(pack, forged)] == [
+        "unexpected_key",
+        "consistency_failed",
+    ]
+    checked = new.consistency(kept)
+    assert checked["ok"] and not checked["key_checked"]
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_a_kept_head_of_the_same_key_must_carry_its_signature(
+    evidence: tuple[dict[str, Any], dict],
+) -> None:
+    pack, kept = evidence
+    assert verifier.check_pack(pack, {**kept, "signature": pack["head"]["signature"]}) == [
+        ("bad_signature", f"kept head: the signature of the head of size {kept['size']} fails")
+    ]
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_a_ledger_truncated_under_a_running_process_signs_no_head(
+    service: MemoryService, alice: MemoryLedger, settings: Settings
+) -> None:
+    erase_one(alice)
+    audit = auditor(service)
+    audit.head()
+    conn = sqlite3.connect(settings.data_dir / LEDGER_FILE, isolation_level=None)
+    try:
+        conn.execute("DROP TRIGGER ledger_entries_no_delete")
+        conn.execute("DELETE FROM ledger_entries WHERE seq = (SELECT MAX(seq) FROM ledger_entries)")
+    finally:
+        conn.close()
+    with pytest.raises(IntegrityError, match="altered"):
+        audit.head()

@@ -78,15 +78,27 @@ def ledger_tree(ledger: LifecycleLedger) -> MerkleTree:
     entries appended since it was last read (only their chain hashes are read)."""
     with _trees_lock:
         tree = _trees.setdefault(ledger, MerkleTree())
-        added = ledger.chain_hashes(after=tree.size)
+        size = tree.size
+        added = ledger.chain_hashes(after=max(size - 1, 0))
+        if size:  # the last leaf kept must still be the ledger's: read again, compared
+            if not added or added[0][0] != size or _leaf(added[0][1]) != tree.levels[0][-1]:
+                raise IntegrityError(
+                    f"ledger entry {size} is not the one this process read before: the "
+                    "ledger was altered; run `memory-ledger audit verify`"
+                )
+            added = added[1:]
         for offset, (seq, _) in enumerate(added):
             if seq != tree.size + offset + 1:
                 raise IntegrityError(
                     f"the ledger's seqs skip at {tree.size + offset + 1}: the ledger was "
                     "altered; run `memory-ledger audit verify`"
                 )
-        tree.extend(leaf_hash(bytes.fromhex(digest)) for _, digest in added)
+        tree.extend(_leaf(digest) for _, digest in added)
         return tree
+
+
+def _leaf(entry_hash: str) -> bytes:
+    return leaf_hash(bytes.fromhex(entry_hash))
 
 
 class Auditor:

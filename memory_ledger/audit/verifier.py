@@ -23,7 +23,8 @@ What a pack holds (all of it produced by `memory-ledger audit pack`):
   may have kept as a head, is a prefix of this head's tree.
 
 The checks, in order: the key id is the public key's; the head's signature; the kept
-head's key (if given); the statement's signature and that the entries are exactly the
+head's key and, when it is the same key, its signature (with `--head`); the expected key
+id (with `--key-id`); the statement's signature and that the entries are exactly the
 ones it lists; for each entry, that its fields produce its chain hash (so any changed
 byte fails), that its leaf index is its seq - 1 and that its inclusion proof leads from
 its leaf to the head's root; and, with `--head`, that the kept head is the same tree
@@ -265,6 +266,8 @@ def check_pack(
         raise Malformed("pack.public_key: not 32 bytes")
     failures = check_head(head, public_key)
     kept = read_head(kept_head, "kept head") if kept_head is not None else None
+    if kept is not None and kept["key_id"] == head["key_id"]:  # the same key: check it too
+        failures += [(r, f"kept head: {d}") for r, d in check_head(kept, public_key)]
     for expected in (expected_key_id, kept["key_id"] if kept else None):
         if expected is not None and expected != head["key_id"]:
             failures.append(("unexpected_key", f"the head is signed by key {head['key_id']}, "
