@@ -15,6 +15,7 @@ from memory_ledger.cli.common import app
 for _module in (
     "memories",
     "forget",
+    "audit",
     "lifecycle",
     "backups",
     "feed",

@@ -19,6 +19,7 @@ from memory_ledger.http.idempotency import IdempotencyKeys
 from memory_ledger.http.limits import BodyLimit
 from memory_ledger.http.routes import (
     agent_state,
+    audit,
     compliance,
     feed,
     forget,
@@ -70,7 +71,18 @@ def create_app(
     if access_log is not None:  # outermost: it sees the body limit's refusals too
         app.add_middleware(AccessLog, write=access_log)
 
-    for module in (memories, forget, plans, agent_state, feed, holds, ops, health, compliance):
+    for module in (
+        memories,
+        forget,
+        plans,
+        agent_state,
+        feed,
+        holds,
+        ops,
+        health,
+        compliance,
+        audit,
+    ):
         app.include_router(module.router)
     docs.install(app)
     return app

@@ -115,6 +115,9 @@ class EntryType(StrEnum):
     #: A subscriber's acknowledgement that it dropped a request's targets (or, when it
     #: was retired with the acknowledgement pending, the operator's receipt saying so).
     ACK = "ack"
+    #: The key that signs the ledger's tree heads (memory_ledger/audit), recorded when it
+    #: is first used and whenever it changes (`audit-key-<n>`): its id, never the key.
+    AUDIT_KEY = "audit_key"
 
 
 #: Entry types that start an id of their own; every other type follows one of these.
@@ -127,6 +130,7 @@ _FIRST_TYPES = (
     EntryType.BACKUP,
     EntryType.DRILL,
     EntryType.SUBSCRIBER,
+    EntryType.AUDIT_KEY,
 )
 
 
@@ -449,6 +453,17 @@ class AckPayload(_Payload):
     retired: StrictBool = False
 
 
+class AuditKeyPayload(_Payload):
+    """The Ed25519 key that signs tree heads from now on: its id (the first 32 hex digits
+    of SHA-256 of the public key), how it is kept, and the key it replaces, if any."""
+
+    key_id: Annotated[str, Field(pattern=r"^[0-9a-f]{32}$")]
+    algorithm: Literal["ed25519"]
+    source: Literal["master_key"]
+    replaces: Annotated[str, Field(pattern=r"^[0-9a-f]{32}$")] | None = None
+    recorded_by: Actor
+
+
 PAYLOAD_MODELS: dict[EntryType, type[_Payload]] = {
     EntryType.REQUEST: RequestPayload,
     EntryType.RESOLVED: ResolvedPayload,
@@ -469,6 +484,7 @@ PAYLOAD_MODELS: dict[EntryType, type[_Payload]] = {
     EntryType.SUBSCRIBER: SubscriberPayload,
     EntryType.SUBSCRIBER_RETIRED: SubscriberRetiredPayload,
     EntryType.ACK: AckPayload,
+    EntryType.AUDIT_KEY: AuditKeyPayload,
 }
 _REQUEST_ID: TypeAdapter[str] = TypeAdapter(LedgerId)
 
@@ -666,6 +682,14 @@ class LifecycleLedger:
         with self._lock, self._guard("read"):
             rows = self._db.read(sql + " ORDER BY seq", params)
         return [_entry(row) for row in rows]
+
+    def chain_hashes(self, after: int = 0) -> list[tuple[int, str]]:
+        """(seq, entry_hash) of every entry after seq `after`, in chain order: the leaves
+        of the ledger's Merkle tree (memory_ledger/audit), read without any payload."""
+        t, p = self._db.table, self._db.param
+        sql = f"SELECT seq, entry_hash FROM {t} WHERE seq > {p} ORDER BY seq"
+        with self._lock, self._guard("read"):
+            return [(int(seq), str(digest)) for seq, digest in self._db.read(sql, (after,))]
 
     def request_ids(self) -> list[str]:
         """Every request recorded, in the order they were filed (not recovery entries)."""

@@ -1,0 +1,190 @@
+"""`memory-ledger audit head|consistency|pack|verify-pack`: evidence an auditor checks
+alone (memory_ledger/audit). They join `audit verify` (the hash chain, in forget.py)
+under the same `audit` group."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from memory_ledger.audit import verifier
+from memory_ledger.cli.common import (
+    DataDir,
+    Json,
+    Url,
+    dump_json,
+    emit,
+    fail,
+    markup_safe,
+    open_service,
+    out,
+    shown,
+    whole_number,
+)
+from memory_ledger.cli.forget import audit
+from memory_ledger.errors import InvalidWrite
+
+Out = Annotated[Path | None, typer.Option("--out", help="Write the JSON to this file.")]
+
+
+def _read(path: Path, as_json: bool) -> Any:
+    """A pack or head file: JSON, read whole (a pack is kilobytes)."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        fail(InvalidWrite(f"cannot read {path}: {exc}"), as_json)
+
+
+def _write(path: Path, data: Any) -> None:
+    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+
+
+@audit.command("head")
+def audit_head(
+    out_file: Out = None, data_dir: DataDir = None, url: Url = None, as_json: Json = False
+) -> None:
+    """Sign the ledger's Merkle tree head now: keep it outside, check against it later."""
+    from memory_ledger.audit.heads import Auditor
+
+    with open_service(data_dir, url, as_json) as service:
+        auditor = Auditor(service.ledger, service.log.master)
+        data = {**auditor.head().to_dict(), "public_key": auditor.key.public_key}
+    if out_file is not None:
+        _write(out_file, data)
+
+    def human() -> None:
+        out.print(shown(f"ledger tree head: {data['size']} entries, root {data['root']}"))
+        out.print(shown(f"signed {data['time']} by key {data['key_id']}"))
+        if out_file is not None:
+            out.print(shown(f"written to {out_file}: keep it outside the ledger"))
+
+    emit(as_json, data, human)
+
+
+@audit.command("consistency")
+def audit_consistency(
+    old_head: Annotated[Path, typer.Argument(help="A head kept from `audit head --json`.")],
+    data_dir: DataDir = None,
+    url: Url = None,
+    as_json: Json = False,
+) -> None:
+    """Check the ledger's tree now extends a head kept earlier (exit 9 when it does not)."""
+    from memory_ledger.audit.heads import Auditor
+
+    kept = _read(old_head, as_json)
+    with open_service(data_dir, url, as_json) as service:
+        result = Auditor(service.ledger, service.log.master).consistency(kept)
+
+    def human() -> None:
+        old, new = result["kept"], result["head"]
+        if result["ok"]:
+            out.print(
+                f"ledger [green]consistent[/]: the tree of {old['size']} entries (root "
+                f"{markup_safe(old['root'][:16])}…) is a prefix of the tree of {new['size']} now"
+            )
+        for failure in result["failures"]:
+            out.print(f"ledger [red]NOT consistent[/]: {markup_safe(failure['detail'])}")
+        if not result["key_checked"]:
+            out.print(
+                "note: the kept head was signed by another key; its signature was not checked"
+            )
+
+    emit(as_json, result, human)
+    if not result["ok"]:
+        raise typer.Exit(verifier.EXIT_FAILED)
+
+
+@audit.command("pack")
+def audit_pack(
+    request_id: Annotated[str, typer.Argument(help="The request (or other ledger id).")],
+    out_file: Annotated[Path, typer.Option("--out", help="Where to write the pack (JSON).")],
+    since: Annotated[
+        list[int] | None,
+        typer.Option(
+            help="The size of a head the auditor kept: include a consistency proof from it.",
+            parser=whole_number(0, 10**15),
+        ),
+    ] = None,
+    data_dir: DataDir = None,
+    url: Url = None,
+    as_json: Json = False,
+) -> None:
+    """Write an evidence pack of one request: its ledger entries, their inclusion proofs
+    and a signed head. `audit verify-pack` (or verifier.py alone) checks it."""
+    from memory_ledger.audit.heads import Auditor
+    from memory_ledger.audit.pack import build_pack
+
+    with open_service(data_dir, url, as_json) as service:
+        pack = build_pack(Auditor(service.ledger, service.log.master), request_id, since)
+    _write(out_file, pack)
+    summary = {
+        "request_id": request_id,
+        "out": str(out_file),
+        "entries": len(pack["entries"]),
+        "head": pack["head"],
+    }
+
+    def human() -> None:
+        out.print(
+            shown(
+                f"evidence pack of {request_id}: {summary['entries']} entries, head of "
+                f"{pack['head']['size']} entries, written to {out_file}"
+            )
+        )
+
+    emit(as_json, summary, human)
+
+
+@audit.command("verify-pack")
+def audit_verify_pack(
+    pack_file: Annotated[Path, typer.Argument(help="A pack from `audit pack`.")],
+    head: Annotated[
+        Path | None, typer.Option("--head", help="A head kept earlier (`audit head --json`).")
+    ] = None,
+    key_id: Annotated[
+        str | None, typer.Option("--key-id", help="The ledger key's id, known independently.")
+    ] = None,
+    as_json: Json = False,
+) -> None:
+    """Check an evidence pack with nothing but the pack (and a kept head): the same
+    checks as memory_ledger/audit/verifier.py. Exit 9 names each failure."""
+    pack = _read(pack_file, as_json)
+    kept = _read(head, as_json) if head is not None else None
+    try:
+        failures = verifier.check_pack(pack, kept, key_id)
+    except verifier.Malformed as exc:
+        failures = [("malformed", str(exc))]
+    result = {
+        "ok": not failures,
+        "failures": [
+            {"reason": r, "detail": d, "meaning": verifier.REASONS[r]} for r, d in failures
+        ],
+        "request_id": pack.get("request_id") if isinstance(pack, dict) else None,
+    }
+
+    def human() -> None:
+        if failures:
+            for reason, detail in failures:
+                out.print(
+                    f"[red]FAILED[/] {reason}: {markup_safe(verifier.REASONS[reason])} "
+                    f"({markup_safe(detail)})"
+                )
+            return
+        h = pack["head"]
+        out.print(
+            shown(
+                f"evidence pack holds: {len(pack['entries'])} entries of {pack['request_id']} "
+                f"are in the ledger tree of size {h['size']}, signed by key {h['key_id']}"
+                + (f"; it extends the kept head of size {kept['size']}" if kept else "")
+            )
+        )
+
+    if as_json:
+        print(dump_json(result, indent=2))
+    else:
+        human()
+    if failures:
+        raise typer.Exit(verifier.EXIT_FAILED)
