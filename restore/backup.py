@@ -48,6 +48,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from pydantic import Field, ValidationError
 
+from memory_ledger.audit.signed import signature_problems, signed
 from memory_ledger.config import Settings
 from memory_ledger.crypto import BACKUP_MANIFEST_LABEL, MasterKey
 from memory_ledger.errors import ConfigurationError, InvalidWrite
@@ -104,8 +105,11 @@ class Manifest(StrictModel):
     ledger_anchor: LedgerAnchor
     wrapped_file_key: str
     files: tuple[ManifestFile, ...]
-    #: HMAC-SHA256 of every other field (`manifest_mac`); absent in format 1.
+    #: HMAC-SHA256 of every other field but `signature` (`manifest_mac`); absent in format 1.
     mac: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")] | None = None
+    #: The ledger key's Ed25519 signature of every other field (memory_ledger/audit/signed.py),
+    #: checked by the standalone verifier with the public key alone; absent before it.
+    signature: dict[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -177,7 +181,8 @@ def create(
         files=(ManifestFile(name=SEALED_EVENTS, sha256=_sha256(sealed), size=len(sealed)),),
     )
     mac = manifest_mac(json.loads(manifest.model_dump_json()), master)
-    manifest = manifest.model_copy(update={"mac": mac})
+    body = json.loads(manifest.model_copy(update={"mac": mac}).model_dump_json())
+    manifest = Manifest.model_validate(signed("backup manifest", body, master))
     write_atomic(target, MANIFEST, manifest.model_dump_json(indent=2).encode())
     from restore.store import register  # the data map's backups store reads the registry
 
@@ -203,10 +208,11 @@ def read_manifest(path: Path) -> Manifest:
 
 
 def manifest_mac(raw: dict[str, Any], master: MasterKey) -> str:
-    """The MAC of a manifest (as its JSON object): of every field but `mac` itself,
-    serialised canonically (sorted keys, no spaces, ASCII), so rewriting the file's
-    layout changes nothing and changing any value is found."""
-    body = {k: v for k, v in raw.items() if k != "mac"}
+    """The MAC of a manifest (as its JSON object): of every field but `mac` itself and
+    the `signature` made after it, serialised canonically (sorted keys, no spaces,
+    ASCII), so rewriting the file's layout changes nothing and changing any value is
+    found."""
+    body = {k: v for k, v in raw.items() if k not in ("mac", "signature")}
     canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return master.mac(BACKUP_MANIFEST_LABEL, canonical.encode("ascii"))
 
@@ -256,6 +262,12 @@ def _authenticate(raw: dict[str, Any], manifest: Manifest, master: MasterKey) ->
             f"the backup {manifest.backup_id} manifest does not authenticate under this "
             "master key: it was changed after the backup was taken (its id, restore point, "
             "times, expiry or checksums cannot be trusted); it cannot be verified or restored"
+        )
+    problems = signature_problems(raw, master) if manifest.signature is not None else []
+    if problems:
+        raise ConfigurationError(
+            f"the backup {manifest.backup_id} manifest's signature does not hold for this "
+            f"store's ledger key ({'; '.join(problems)}); it cannot be verified or restored"
         )
 
 

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from memory_ledger.agent_state import AGENT_KINDS
+from memory_ledger.audit.signed import signed
 from memory_ledger.config import Settings
 from memory_ledger.errors import ConfigurationError, NotFound
 from memory_ledger.forgetting.residue import (
@@ -199,7 +200,10 @@ def finish(service: MemoryService, report: DrillReport, run_by: str, now: dateti
     stamp = canonical_time(now).replace(":", "")
     base = folder / f"{stamp}-{report.drill_id}"
     report.report_files = [str(base.with_suffix(".json")), str(base.with_suffix(".md"))]
-    base.with_suffix(".json").write_text(json.dumps(report.to_dict(), indent=2))
+    # Signed with the ledger's key: the report is evidence an auditor checks offline
+    # (`python verifier.py --document FILE`), as a compliance pack is.
+    document = signed("drill report", report.to_dict(), service.log.master)
+    base.with_suffix(".json").write_text(json.dumps(document, indent=2))
     base.with_suffix(".md").write_text(report.markdown())
     service.ledger.append(
         report.drill_id,

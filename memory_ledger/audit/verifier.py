@@ -73,6 +73,8 @@ REASONS = {
     "consistency_missing": "the pack holds no consistency proof from the kept head's size",
     "consistency_failed": "the consistency proof does not show the kept head's tree is a "
     "prefix of this one: the ledger was rewritten",
+    "bad_document_signature": "a signed document (backup manifest, drill report) is not "
+    "what its key signed: a byte was changed, or the key id is not the key's",
 }
 
 
@@ -195,6 +197,34 @@ def signature_holds(public_key: bytes, signature: str, message: bytes) -> bool:
     except (InvalidSignature, ValueError, binascii.Error):
         return False
     return True
+
+
+DOCUMENT_CONTEXT = b"memory-ledger signed document v1\n"
+
+
+def document_message(kind: str, document: dict[str, Any]) -> bytes:
+    """What a signed document's signature covers: its kind and every field but
+    `signature`, as canonical JSON (sorted keys, no spaces, ASCII)."""
+    body = {k: v for k, v in document.items() if k != "signature"}
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return DOCUMENT_CONTEXT + kind.encode("ascii") + b"\n" + canonical.encode("ascii")
+
+
+def check_document(document: Any, expected_key_id: str | None = None) -> list[tuple[str, str]]:
+    """A signed document (a backup manifest, a drill report): its signature holds for
+    its own public key, and that key is the one expected when the caller knows it."""
+    signature = _field(document, "signature", dict, "document")
+    kind = _field(signature, "kind", str, "signature")
+    public_key = base64.b64decode(_field(signature, "public_key", str, "signature"))
+    value = _field(signature, "value", str, "signature")
+    failures = []
+    if key_id(public_key) != _field(signature, "key_id", str, "signature"):
+        failures.append(("bad_document_signature", "the key id is not the public key's"))
+    elif not signature_holds(public_key, value, document_message(kind, document)):
+        failures.append(("bad_document_signature", f"the {kind}'s bytes are not what was signed"))
+    if expected_key_id is not None and key_id(public_key) != expected_key_id:
+        failures.append(("unexpected_key", f"signed by {key_id(public_key)}"))
+    return failures
 
 
 # -- the checks ------------------------------------------------------------------------
@@ -357,7 +387,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--head", help="a signed head you kept earlier (JSON)")
     parser.add_argument("--key-id", help="the ledger key's id as you know it independently")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument(
+        "--document",
+        action="store_true",
+        help="the file is a signed document (a backup manifest, a drill report), not a pack",
+    )
     args = parser.parse_args(argv)
+    if args.document:
+        return _main_document(args)
     try:
         pack = _load(args.pack)
         kept = _load(args.head) if args.head else None
@@ -383,6 +420,29 @@ def main(argv: list[str] | None = None) -> int:
               f"signed by key {head['key_id']}")  # fmt: skip
         if kept is not None:
             print(f"and that tree extends the kept head of size {kept['size']}")
+    return EXIT_FAILED if failures else 0
+
+
+def _main_document(args: argparse.Namespace) -> int:
+    try:
+        document = _load(args.pack)
+        failures = check_document(document, args.key_id)
+    except (OSError, ValueError) as exc:
+        print(f"cannot read the input: {exc}", file=sys.stderr)
+        return EXIT_UNREADABLE
+    except Malformed as exc:
+        failures = [("malformed", str(exc))]
+    if args.json:
+        print(json.dumps({
+            "ok": not failures,
+            "failures": [{"reason": r, "detail": d} for r, d in failures],
+        }, indent=2))  # fmt: skip
+    elif failures:
+        for reason, detail in failures:
+            print(f"FAILED {reason}: {REASONS[reason]} ({detail})")
+    else:
+        signature = document["signature"]
+        print(f"signed {signature['kind']} holds: signed by key {signature['key_id']}")
     return EXIT_FAILED if failures else 0
 
 

@@ -1,5 +1,5 @@
-"""`memory-ledger audit head|consistency|pack|verify-pack`: evidence an auditor checks
-alone (memory_ledger/audit). They join `audit verify` (the hash chain, in forget.py)
+"""`memory-ledger audit head|consistency|pack|verify-pack|verify-document`: evidence an
+auditor checks alone (memory_ledger/audit). They join `audit verify` (the hash chain, in forget.py)
 under the same `audit` group."""
 
 from __future__ import annotations
@@ -186,5 +186,44 @@ def audit_verify_pack(
         print(dump_json(result, indent=2))
     else:
         human()
+    if failures:
+        raise typer.Exit(verifier.EXIT_FAILED)
+
+
+@audit.command("verify-document")
+def audit_verify_document(
+    document_file: Annotated[
+        Path, typer.Argument(help="A backup's manifest.json or a drill report's .json.")
+    ],
+    key_id: Annotated[
+        str | None, typer.Option("--key-id", help="The ledger key's id, known independently.")
+    ] = None,
+    as_json: Json = False,
+) -> None:
+    """Check a signed document (a backup manifest, a drill report) with nothing but the
+    file: the same check as `python verifier.py --document FILE`. Exit 9 names each
+    failure."""
+    document = _read(document_file, as_json)
+    try:
+        failures = verifier.check_document(document, key_id)
+    except verifier.Malformed as exc:
+        failures = [("malformed", str(exc))]
+    result = {
+        "ok": not failures,
+        "failures": [
+            {"reason": r, "detail": d, "meaning": verifier.REASONS[r]} for r, d in failures
+        ],
+    }
+    if as_json:
+        print(dump_json(result, indent=2))
+    elif failures:
+        for reason, detail in failures:
+            out.print(
+                f"[red]FAILED[/] {reason}: {markup_safe(verifier.REASONS[reason])} "
+                f"({markup_safe(detail)})"
+            )
+    else:
+        signature = document["signature"]
+        out.print(shown(f"signed {signature['kind']} holds: signed by key {signature['key_id']}"))
     if failures:
         raise typer.Exit(verifier.EXIT_FAILED)

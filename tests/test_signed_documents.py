@@ -1,0 +1,112 @@
+"""A backup's manifest and a drill's report are signed with the ledger's key, so an ops
+team's evidence is checked as a compliance pack is: by the standalone verifier, with the
+file alone (its public key inside, its key id known from the ledger or a kept head).
+Any changed value fails; a document re-signed with another key fails against the
+expected key id; a restore refuses a manifest whose signature does not hold."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from factories import fact
+from typer.testing import CliRunner
+
+from memory_ledger.api import MemoryService
+from memory_ledger.audit import verifier
+from memory_ledger.audit.heads import AuditKey
+from memory_ledger.audit.signed import signed
+from memory_ledger.cli import app
+from memory_ledger.config import Settings
+from memory_ledger.crypto import MasterKey
+from memory_ledger.errors import ConfigurationError
+from memory_ledger.principal import Principal
+from restore.backup import MANIFEST, create, verify
+from restore.drill import drill
+
+VERIFIER = Path(verifier.__file__)
+
+
+def _offline(document: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    """The verifier as an auditor runs it: a copy of the one file, `python -I`."""
+    copy = document.parent / "verifier_copy.py"
+    shutil.copy(VERIFIER, copy)
+    return subprocess.run(
+        [sys.executable, "-I", str(copy), "--document", str(document), *extra],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Settings:
+    settings = Settings.resolve(tmp_path / "data")
+    with MemoryService(settings) as service:
+        service.for_principal(Principal("acme", "alice")).remember(fact("city", "Lyon"))
+    return settings
+
+
+def test_a_backup_manifest_is_signed_and_checked_offline(store: Settings, tmp_path: Path) -> None:
+    with MemoryService(store) as service:
+        master = service.log.master
+        made = create(store, master, service.ledger, datetime.now(UTC))
+    path = made.path / MANIFEST
+    raw = json.loads(path.read_text())
+    key = AuditKey(master)
+    assert raw["signature"]["key_id"] == key.key_id
+    assert not verifier.check_document(raw, key.key_id)
+    done = _offline(path, "--key-id", key.key_id)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "signed backup manifest holds" in done.stdout
+
+    raw["restore_point"]["position"] += 1  # any value changed
+    changed = tmp_path / "changed.json"
+    changed.write_text(json.dumps(raw))
+    done = _offline(changed)
+    assert done.returncode == verifier.EXIT_FAILED
+    assert "bad_document_signature" in done.stdout
+
+
+def test_a_manifest_re_signed_with_another_key_fails_and_is_not_restored(
+    store: Settings, tmp_path: Path
+) -> None:
+    with MemoryService(store) as service:
+        master = service.log.master
+        made = create(store, master, service.ledger, datetime.now(UTC))
+    raw = json.loads((made.path / MANIFEST).read_text())
+    forged = signed("backup manifest", raw, MasterKey.generate())  # holds for its own key
+    assert not verifier.check_document(forged)
+    reasons = [r for r, _ in verifier.check_document(forged, AuditKey(master).key_id)]
+    assert reasons == ["unexpected_key"]
+    copy = tmp_path / "forged"
+    shutil.copytree(made.path, copy)
+    (copy / MANIFEST).write_text(json.dumps(forged))
+    with pytest.raises(ConfigurationError, match="signature does not hold"):
+        verify(copy, master)
+    assert verify(made.path, master).manifest.backup_id == made.manifest.backup_id
+
+
+def test_a_drill_report_is_signed_and_a_changed_finding_fails(store: Settings) -> None:
+    with MemoryService(store) as service:
+        made = create(store, service.log.master, service.ledger, datetime.now(UTC))
+        report = drill(service, datetime.now(UTC), made.path, run_by="ops")
+        key_id = AuditKey(service.log.master).key_id
+    assert report.outcome == "passed", report.findings
+    document = Path(next(f for f in report.report_files if f.endswith(".json")))
+    assert _offline(document, "--key-id", key_id).returncode == 0
+    runner = CliRunner()
+    done = runner.invoke(app, ["audit", "verify-document", str(document), "--key-id", key_id])
+    assert done.exit_code == 0, done.output
+
+    raw = json.loads(document.read_text())
+    raw["outcome"] = "failed" if raw["outcome"] == "passed" else "passed"
+    document.write_text(json.dumps(raw))
+    done = runner.invoke(app, ["audit", "verify-document", str(document), "--json"])
+    assert done.exit_code == verifier.EXIT_FAILED
+    assert json.loads(done.output)["failures"][0]["reason"] == "bad_document_signature"
