@@ -892,6 +892,17 @@ class MemoryLedger:
             raise InvalidWrite(f"item {ident} is a {what}: use ledger.{handler}")
         return item
 
+    # -- the agent tools' names, the same methods (docs/vocabulary.md) -------------------
+
+    #: `suppress`, by the name of the agent tool (`stop_using`).
+    stop_using = suppress
+    #: `recall`, by the name of the agent tool and of the HTTP client (`list_memories`).
+    list_memories = recall
+    #: `choose_candidates`, by the name of the agent tool.
+    choose_forget_candidates = choose_candidates
+    #: `execute_plan`, by the name of the agent tool.
+    execute_forget = execute_plan
+
 
 def _stamp(path: Path) -> tuple[int, int] | None:
     try:

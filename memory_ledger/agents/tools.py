@@ -479,6 +479,16 @@ TOOLS += (
 )
 TOOLS_BY_NAME: dict[str, ToolSpec] = {spec.name: spec for spec in TOOLS}
 
+#: The names the other surfaces use (docs/vocabulary.md), accepted by `AgentTools.call`
+#: for the tool they name. They are not listed to the model: one tool, one name in its
+#: list; an agent loop or a host that calls a tool by the Python or CLI name is answered.
+TOOL_ALIASES: dict[str, str] = {
+    "suppress": "stop_using",
+    "recall": "list_memories",
+    "choose_candidates": "choose_forget_candidates",
+    "execute_plan": "execute_forget",
+}
+
 #: Keys whose values are data (not schemas): copied as they are.
 _DATA_KEYS = frozenset({"default", "enum", "const", "examples"})
 
@@ -648,6 +658,8 @@ class AgentTools:
         """Validate `arguments` with the tool's model, run it, and return a JSON-able
         dict: the result, or `{"error": {...}}` (then nothing was changed). Errors that
         are not the caller's (a bug, a failing disk) are raised, not disguised."""
+        if isinstance(name, str):
+            name = TOOL_ALIASES.get(name, name)
         spec = TOOLS_BY_NAME.get(name) if isinstance(name, str) else None
         if spec is None:
             shown = repr(name)[:80]
@@ -662,6 +674,7 @@ class AgentTools:
     def invoke(self, name: str, arguments: Any) -> dict[str, Any]:
         """`call` without the error wrapping: a refusal raises its MemoryLedgerError
         (for a caller with its own error shape, such as the HTTP service)."""
+        name = TOOL_ALIASES.get(name, name)
         spec = TOOLS_BY_NAME[name]
         data = dict(arguments) if isinstance(arguments, Mapping) else arguments
         args = parse_input(spec.model, {} if data is None else data, f"{name} call", spec.outcome)

@@ -159,6 +159,8 @@ def context(
     budget: Annotated[
         int,
         typer.Option(
+            "--token-budget",
+            "--budget",
             parser=whole_number(MIN_TOKEN_BUDGET, MAX_TOKEN_BUDGET),
             metavar="TOKENS",
             help=f"Token budget, {MIN_TOKEN_BUDGET} to {MAX_TOKEN_BUDGET}.",
