@@ -7,16 +7,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
-from memory_ledger.access import TokenStore
 from memory_ledger.cli.common import DataDir, Json, Url, app, emit, fail, out, shown
 from memory_ledger.config import Settings
 from memory_ledger.errors import MemoryLedgerError
-from memory_ledger.times import now
+
+if TYPE_CHECKING:
+    from memory_ledger.access import TokenStore
 
 tokens_app = typer.Typer(help="Bearer tokens of the HTTP service: role, namespaces, grants.")
 app.add_typer(tokens_app, name="tokens")
@@ -25,6 +26,9 @@ MAX_DAYS = 3650
 
 @contextmanager
 def _tokens(data_dir: Path | None, url: str | None, as_json: bool) -> Iterator[TokenStore]:
+    from memory_ledger.access import TokenStore
+    from memory_ledger.times import now
+
     try:
         store = TokenStore(Settings.resolve(data_dir, url), now)
     except MemoryLedgerError as exc:

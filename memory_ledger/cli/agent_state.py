@@ -23,7 +23,6 @@ from memory_ledger.cli.common import (
     shown,
 )
 from memory_ledger.errors import InvalidWrite
-from memory_ledger.times import to_utc
 
 files_app = typer.Typer(
     help="An agent's memory files under /memories (the Claude memory tool's commands).",
@@ -276,6 +275,8 @@ def runs_start(
     body = _json_object(state, "--state", as_json)
     when: datetime | None = None
     if deadline is not None:
+        from memory_ledger.times import to_utc
+
         try:
             when = to_utc(deadline)
         except ValueError:

@@ -7,6 +7,11 @@ and nesting depth, numbers by range and type (a clear exit 2, never a traceback)
 what is printed for a person never reaches the terminal raw: memory content may hold
 control characters, escape sequences or bidi overrides, and `terminal_safe` shows them
 as visible escapes in every human table and line (`--json` output stays exact).
+
+And one rule of start-up: this module, and every command module, imports only typer,
+rich and light modules at the top. The service stack (SQLAlchemy, numpy, eventsourcing,
+the embedder, planning, FastAPI) is imported inside the commands that use it, so
+`--help`, `--version` and a usage error answer at once (tests/test_cli_start.py).
 """
 
 from __future__ import annotations
@@ -19,24 +24,21 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
-from rich.progress import Progress as RichProgress
 from rich.table import Table
 from rich.text import Text
 
-from memory_ledger.api import MemoryLedger, MemoryService
 from memory_ledger.config import DATA_DIR_ENV, URL_ENV
-from memory_ledger.crypto import DEV_KEY_FILE, MASTER_KEY_ENV
 from memory_ledger.errors import InvalidWrite, MemoryLedgerError
-from memory_ledger.principal import Principal
-from memory_ledger.times import to_utc
-from memory_ledger.views import Memory
-from projections.events import Progress
+
+if TYPE_CHECKING:  # the service stack is imported when a command opens a store
+    from memory_ledger.api import MemoryLedger, MemoryService
+    from memory_ledger.views import Memory
+    from projections.events import Progress
 
 app = typer.Typer(
     help="Event-sourced memory for AI agents, with provable forgetting.",
@@ -249,6 +251,9 @@ def whole_number(low: int, high: int) -> Callable[[str | int], int]:
 
 @contextmanager
 def open_service(data_dir: Path | None, url: str | None, as_json: bool) -> Iterator[MemoryService]:
+    from memory_ledger.api import MemoryService
+    from memory_ledger.crypto import DEV_KEY_FILE, MASTER_KEY_ENV
+
     try:
         service = MemoryService.open(data_dir, url)
     except MemoryLedgerError as exc:
@@ -288,6 +293,8 @@ def warn_vector_discards(service: MemoryService, reasons: list[str]) -> None:
 def open_ledger(
     namespace: str, data_dir: Path | None, url: str | None, as_json: bool
 ) -> Iterator[MemoryLedger]:
+    from memory_ledger.principal import Principal
+
     try:
         principal = Principal.from_namespace(namespace)
     except MemoryLedgerError as exc:
@@ -303,6 +310,8 @@ Now = Annotated[
 
 def as_of(now: str | None) -> datetime:
     """The time a `--now` option names (default: the current time), or a usage error."""
+    from memory_ledger.times import to_utc
+
     try:
         return to_utc(now) if now is not None else datetime.now(UTC)
     except ValueError as exc:
@@ -351,6 +360,9 @@ def replay_progress(as_json: bool) -> Iterator[Progress | None]:
     if as_json or not err.is_terminal:
         yield None
         return
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
+    from rich.progress import Progress as RichProgress
+
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
     with RichProgress(*columns, TimeRemainingColumn(), console=err, transient=True) as bar:
         tasks: dict[str, Any] = {}

@@ -4,10 +4,11 @@ list|add|retire` and `ack`. Thin: each calls memory_ledger/feed."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from memory_ledger.bounds import DEFAULT_DEADLINE_HOURS, MAX_DEADLINE_HOURS
 from memory_ledger.cli.common import (
     Actor,
     DataDir,
@@ -20,8 +21,9 @@ from memory_ledger.cli.common import (
     out,
     terminal_safe,
 )
-from memory_ledger.feed.feed import ChangeFeed, Notice
-from memory_ledger.feed.subscribers import DEFAULT_DEADLINE_HOURS, MAX_DEADLINE_HOURS
+
+if TYPE_CHECKING:
+    from memory_ledger.feed.feed import ChangeFeed, Notice
 
 subscribers_app = typer.Typer(help="Subscribers that keep copies and acknowledge erasures.")
 app.add_typer(subscribers_app, name="subscribers")

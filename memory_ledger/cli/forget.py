@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -26,8 +26,10 @@ from memory_ledger.cli.common import (
     shown,
 )
 from memory_ledger.errors import InvalidWrite
-from memory_ledger.forgetting.planning import ForgetPlan, PlanOutcome
-from memory_ledger.forgetting.requests import RequestReport
+
+if TYPE_CHECKING:
+    from memory_ledger.forgetting.planning import ForgetPlan, PlanOutcome
+    from memory_ledger.forgetting.requests import RequestReport
 
 #: The exit code of each status a forget request (or an executed plan) ends in; see the
 #: "Exit codes" table of docs/user-guide.md. 1 stays for an unexpected failure, and

@@ -4,11 +4,17 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
 
+from memory_ledger.bounds import (
+    MAX_CONTEXT_LIMIT,
+    MAX_RECALL_LIMIT,
+    MAX_TOKEN_BUDGET,
+    MIN_TOKEN_BUDGET,
+)
 from memory_ledger.cli.common import (
     DataDir,
     Json,
@@ -27,14 +33,9 @@ from memory_ledger.cli.common import (
     whole_number,
 )
 from memory_ledger.errors import InvalidWrite
-from memory_ledger.retrieval.context import (
-    MAX_CONTEXT_LIMIT,
-    MAX_RECALL_LIMIT,
-    MAX_TOKEN_BUDGET,
-    MIN_TOKEN_BUDGET,
-)
-from memory_ledger.views import Remembered
-from projections.vector_files import write_atomic
+
+if TYPE_CHECKING:
+    from memory_ledger.views import Remembered
 
 
 @app.command()
@@ -375,5 +376,7 @@ def export(
         if output is None:
             print(text)
         else:
+            from projections.vector_files import write_atomic
+
             write_atomic(output.parent, output.name, text.encode("utf-8"))
             out.print(f"exported {namespace} to {markup_safe(output)}", highlight=False)
