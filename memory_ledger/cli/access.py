@@ -25,12 +25,18 @@ MAX_DAYS = 3650
 
 
 @contextmanager
-def _tokens(data_dir: Path | None, url: str | None, as_json: bool) -> Iterator[TokenStore]:
+def _tokens(
+    data_dir: Path | None, url: str | None, as_json: bool, *, create: bool = True
+) -> Iterator[TokenStore]:
     from memory_ledger.access import TokenStore
+    from memory_ledger.access.tokens import ACCESS_FILE
     from memory_ledger.times import now
 
     try:
-        store = TokenStore(Settings.resolve(data_dir, url), now)
+        settings = Settings.resolve(data_dir, url)
+        if not create:  # listing creates nothing where there are no tokens and no store
+            settings.require_store(ACCESS_FILE)
+        store = TokenStore(settings, now)
     except MemoryLedgerError as exc:
         fail(exc, as_json)
     try:
@@ -82,7 +88,7 @@ def tokens_create(
 @tokens_app.command("list")
 def tokens_list(data_dir: DataDir = None, url: Url = None, as_json: Json = False) -> None:
     """Every token: id, role, namespace, grants, times. Never a secret."""
-    with _tokens(data_dir, url, as_json) as store:
+    with _tokens(data_dir, url, as_json, create=False) as store:
         rows = store.list()
 
         def human() -> None:

@@ -33,7 +33,7 @@ from rich.table import Table
 from rich.text import Text
 
 from memory_ledger.config import DATA_DIR_ENV, URL_ENV
-from memory_ledger.errors import InvalidWrite, MemoryLedgerError
+from memory_ledger.errors import InvalidWrite, MemoryLedgerError, StoreNotFound
 
 if TYPE_CHECKING:  # the service stack is imported when a command opens a store
     from memory_ledger.api import MemoryLedger, MemoryService
@@ -126,7 +126,16 @@ def dump_json(data: Any, indent: int | None = None) -> str:
     return _UNSAFE_IN_JSON.sub(_json_escape, text)
 
 
+#: Said after a read-only command's "no store at PATH (nothing was created)".
+NO_STORE_HINT = (
+    "create one with `memory-ledger remember ...`, or name the store with --data-dir or "
+    "--url (or MEMORY_LEDGER_DATA_DIR / MEMORY_LEDGER_URL)"
+)
+
+
 def fail(exc: MemoryLedgerError, as_json: bool) -> NoReturn:
+    if isinstance(exc, StoreNotFound) and NO_STORE_HINT not in str(exc):
+        exc = StoreNotFound(f"{exc}: {NO_STORE_HINT}")
     if as_json:
         problems = getattr(exc, "problems", [])
         print(dump_json({"error": str(exc), "type": type(exc).__name__, "problems": problems}))
@@ -250,12 +259,16 @@ def whole_number(low: int, high: int) -> Callable[[str | int], int]:
 
 
 @contextmanager
-def open_service(data_dir: Path | None, url: str | None, as_json: bool) -> Iterator[MemoryService]:
+def open_service(
+    data_dir: Path | None, url: str | None, as_json: bool, *, create: bool = True
+) -> Iterator[MemoryService]:
+    """The store, opened for one command. A command that only reads passes
+    `create=False`: where there is no store it fails (exit 3) and creates nothing."""
     from memory_ledger.api import MemoryService
     from memory_ledger.crypto import DEV_KEY_FILE, MASTER_KEY_ENV
 
     try:
-        service = MemoryService.open(data_dir, url)
+        service = MemoryService.open(data_dir, url, create=create)
     except MemoryLedgerError as exc:
         fail(exc, as_json)
     if service.dev_key_created:
@@ -291,7 +304,7 @@ def warn_vector_discards(service: MemoryService, reasons: list[str]) -> None:
 
 @contextmanager
 def open_ledger(
-    namespace: str, data_dir: Path | None, url: str | None, as_json: bool
+    namespace: str, data_dir: Path | None, url: str | None, as_json: bool, *, create: bool = True
 ) -> Iterator[MemoryLedger]:
     from memory_ledger.principal import Principal
 
@@ -299,7 +312,7 @@ def open_ledger(
         principal = Principal.from_namespace(namespace)
     except MemoryLedgerError as exc:
         fail(exc, as_json)
-    with open_service(data_dir, url, as_json) as service:
+    with open_service(data_dir, url, as_json, create=create) as service:
         yield service.for_principal(principal)
 
 

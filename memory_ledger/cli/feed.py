@@ -69,7 +69,7 @@ def feed(
     Without --follow it prints what is there and exits."""
     if commit and subscriber is None:
         raise typer.BadParameter("--commit needs --subscriber", param_hint="--commit")
-    with open_service(data_dir, url, as_json) as service:
+    with open_service(data_dir, url, as_json, create=False) as service:
         changes = service.feed
         if snapshot is not None:
             taken = changes.snapshot(snapshot, subscriber=subscriber)
@@ -116,7 +116,7 @@ def _everything(changes: ChangeFeed, after: str | None, subscriber: str | None) 
 @subscribers_app.command("list")
 def subscribers_list(data_dir: DataDir = None, url: Url = None, as_json: Json = False) -> None:
     """Registered subscribers, and the requests waiting for their acknowledgement."""
-    with open_service(data_dir, url, as_json) as service:
+    with open_service(data_dir, url, as_json, create=False) as service:
         rows = []
         for subscriber in service.subscribers.active():
             pending = service.subscribers.pending(service, subscriber)

@@ -70,6 +70,7 @@ def list_jobs(
 
     try:
         settings = Settings.resolve(data_dir, url)
+        settings.require_store()
         settings.check_reachable()
         with RunStore(settings) as store:
             rows = job_rows(settings, store, runs, datetime.now(UTC))

@@ -52,7 +52,7 @@ if TYPE_CHECKING:  # the service stack is imported by the commands that open a s
 def status(data_dir: DataDir = None, url: Url = None, as_json: Json = False) -> None:
     """Backend, event count, how far each projection and the vector index have caught
     up, and the consistency check of the log, the key store and the ledger."""
-    with open_service(data_dir, url, as_json) as service:
+    with open_service(data_dir, url, as_json, create=False) as service:
         info = service.status()
 
         def human() -> None:
@@ -101,7 +101,7 @@ def rebuild(
         discarded = discard_damaged_projections(Settings.resolve(data_dir, url))
     except MemoryLedgerError as exc:
         fail(exc, as_json)
-    with open_service(data_dir, url, as_json) as service:
+    with open_service(data_dir, url, as_json, create=False) as service:
         with replay_progress(as_json) as progress:
             replayed = service.rebuild(projection, progress)
         restored = _restore_consolidated_turns(service) if discarded else 0
@@ -355,6 +355,7 @@ def doctor(
     notes: list[str] = []
     checked: dict[str, Any] = {}
     try:
+        settings.require_store()  # a doctor of nothing creates nothing
         if repair_key_check:
             repaired.append(_repair_key_check(settings))
         if acknowledge_ledger_loss:
