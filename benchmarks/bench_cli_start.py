@@ -105,10 +105,12 @@ def _small_store(tree: Path, store: Path, facts: int, cwd: Path) -> None:
             raise SystemExit(f"could not make the small store: {done.stderr[-2000:]}")
 
 
-def _code_of(tree: Path) -> str:
+def _code_of(tree: Path, cwd: Path) -> str:
+    """Which memory_ledger a run with this tree imports (cwd: the runs' own)."""
     done = subprocess.run(
         [sys.executable, "-c", "import memory_ledger; print(memory_ledger.__file__)"],
         env=_env(tree),
+        cwd=cwd,
         capture_output=True,
         text=True,
         timeout=120,
@@ -123,6 +125,7 @@ def run(trees: dict[str, Path], runs: int, facts: int, seed: int) -> dict[str, A
         cwd.mkdir()
         store = Path(scratch) / "store"
         _small_store(next(iter(trees.values())), store, facts, cwd)
+        codes = {label: _code_of(tree, cwd) for label, tree in trees.items()}
         samples: dict[str, dict[str, list[tuple[float, float, int]]]] = {
             label: {name: [] for name, _, _ in CASES} for label in trees
         }
@@ -134,7 +137,7 @@ def run(trees: dict[str, Path], runs: int, facts: int, seed: int) -> dict[str, A
             for label, (name, cli, args) in jobs:
                 command = _command(cli, args, store)
                 samples[label][name].append(_timed(command, _env(trees[label]), cwd))
-    rows: dict[str, Any] = {}
+    rows: dict[str, Any] = {"code": codes}
     for label, cases in samples.items():
         rows[label] = {}
         for name, found in cases.items():
@@ -168,7 +171,9 @@ def render(rows: dict[str, Any], console: Console) -> None:
         cells = []
         for label in labels:
             r = rows[label][name]
-            note = "" if r["exit_codes"] in ([0], [2]) else f" (exit {r['exit_codes']})"
+            expected = [2] if name == "usage error" else [0]
+            codes = ",".join(map(str, r["exit_codes"]))
+            note = "" if r["exit_codes"] == expected else f" (exit {codes})"
             cells += [f"{r['wall_p50_ms']:.0f}{note}", f"{r['wall_p95_ms']:.0f}"]
             cells.append(f"{r['cpu_p50_ms']:.0f}")
         table.add_row(name, *cells)
@@ -202,8 +207,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--runs 1-1000, --facts 1-100")
     load_before = os.getloadavg()
     rows = run(trees, args.runs, args.facts, args.seed)
+    codes = rows.pop("code")
     result = {
-        "trees": {label: {"path": str(p), "code": _code_of(p)} for label, p in trees.items()},
+        "trees": {label: {"path": str(p), "code": codes[label]} for label, p in trees.items()},
         "cases": rows,
         "runs": args.runs,
         "facts": args.facts,
