@@ -14,6 +14,13 @@ import math
 from typing import TYPE_CHECKING
 
 from memory_ledger.api import MemoryService
+from memory_ledger.bounds import (
+    MAX_CONSOLIDATE_EVERY,
+    MAX_DURATION,
+    MAX_INTERVAL,
+    MIN_CONSOLIDATE_EVERY,
+    MIN_INTERVAL,
+)
 from memory_ledger.config import number_from_env
 from memory_ledger.errors import InvalidWrite, MemoryLedgerError
 from memory_ledger.feed.hosts import catch_up_vectors
@@ -24,13 +31,8 @@ if TYPE_CHECKING:  # imported when a scheduler starts: the CLI reads the bounds 
 
 log = logging.getLogger("memory_ledger.jobs")
 
-# The schedule's bounds, in seconds. A negative or zero interval made the scheduler
-# spin (and grow) without end; every bound here is checked before anything starts.
-MIN_INTERVAL = 0.05
-MAX_INTERVAL = 3600.0
-MAX_DURATION = 30 * 24 * 3600.0  # without a duration, run until stopped
-MIN_CONSOLIDATE_EVERY = 1.0
-MAX_CONSOLIDATE_EVERY = 24 * 3600.0
+# The schedule's bounds (MIN_INTERVAL ... MAX_CONSOLIDATE_EVERY, in seconds) live in
+# memory_ledger/bounds.py, imported above; every one is checked before anything starts.
 CATCHUP_ENV = "MEMORY_LEDGER_CATCHUP_SECONDS"
 DEFAULT_CATCHUP_SECONDS = 1.0
 

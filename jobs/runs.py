@@ -44,6 +44,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 
 from memory_ledger import side_tables
+from memory_ledger.bounds import RUNS_KEPT
 from memory_ledger.config import Settings, number_from_env
 from memory_ledger.errors import InvalidWrite
 from memory_ledger.side_tables import create_tables
@@ -54,8 +55,6 @@ LEASE_ENV = "MEMORY_LEDGER_JOB_LEASE_SECONDS"
 DEFAULT_LEASE_SECONDS = 120.0
 MIN_LEASE_SECONDS = 10.0
 MAX_LEASE_SECONDS = 3600.0
-#: Run records kept per job: a catch-up every second would otherwise grow without end.
-RUNS_KEPT = 100
 #: The most counts a run may record, and the longest code and error text.
 MAX_COUNTS = 32
 MAX_CODE_CHARS = 40

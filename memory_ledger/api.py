@@ -113,7 +113,10 @@ class MemoryService:
         embedder: Embedder | None = None,
         *,
         restoring: bool = False,
+        create: bool = True,
     ) -> None:
+        if not create:  # a reader: a missing store is an error, and nothing is created
+            settings.require_store()
         refuse_damaged_projections(settings)  # with its repair, before a generic refusal
         settings.check_reachable()
         if not restoring:  # a store being restored serves nothing (restore/restore.py)
@@ -196,8 +199,13 @@ class MemoryService:
         return self.policy.retention
 
     @classmethod
-    def open(cls, data_dir: str | Path | None = None, url: str | None = None) -> MemoryService:
-        return cls(Settings.resolve(data_dir, url))
+    def open(
+        cls, data_dir: str | Path | None = None, url: str | None = None, *, create: bool = True
+    ) -> MemoryService:
+        """The store at `data_dir` or `url` (see Settings.resolve), created there if there
+        is none, unless `create=False`: then a missing store raises StoreNotFound and
+        nothing is written (no directory, no development key)."""
+        return cls(Settings.resolve(data_dir, url), create=create)
 
     def for_principal(self, principal: Principal) -> MemoryLedger:
         return MemoryLedger(self, principal)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from memory_ledger.errors import BackendUnavailable, ConfigurationError
+from memory_ledger.errors import BackendUnavailable, ConfigurationError, StoreNotFound
 
 DATA_DIR_ENV = "MEMORY_LEDGER_DATA_DIR"
 URL_ENV = "MEMORY_LEDGER_URL"
@@ -143,6 +143,22 @@ class Settings:
                 "SELECT to_regclass(%s)", (f'"{self.postgres.schema}".memory_ledger_meta',)
             ).fetchone()
         return bool(found and found[0])
+
+    def require_store(self, *side_files: str) -> None:
+        """For what only reads a store: StoreNotFound unless one was created here, and
+        nothing created on the way (no directory, no file, no dev key). `side_files` are
+        files of the data directory that count as well (the token store's `access.sqlite`
+        is made by `tokens create` before any memory is); on PostgreSQL, with side files
+        named, a reachable database is enough (their tables are created on demand)."""
+        if self.postgres is None:
+            present = [self.data_dir / name for name in side_files]
+            if self.store_exists() or any(p.is_file() and p.stat().st_size for p in present):
+                return
+            raise StoreNotFound(f"no store at {self.data_dir} (nothing was created)")
+        self.check_reachable()  # connects only: a clear error for an unreachable server
+        if side_files or self.store_exists():
+            return
+        raise StoreNotFound(f"no store at {self.postgres.masked()} (nothing was created)")
 
     @contextmanager
     def schema_lock(self) -> Iterator[None]:

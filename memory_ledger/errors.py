@@ -61,6 +61,11 @@ class BackendUnavailable(ConfigurationError):
     """The database named by the URL or data directory cannot be reached or opened."""
 
 
+class StoreNotFound(ConfigurationError):
+    """There is no store at the location, and what was asked only reads one (the CLI's
+    read-only commands, `MemoryService.open(..., create=False)`): nothing was created."""
+
+
 class WrongMasterKey(ConfigurationError):
     pass
 

@@ -36,6 +36,7 @@ SMALL = {
     "bench_forget_namespace": ["--sizes", "300", "--forgets", "2", "--backends", "sqlite"],
     "bench_erasure": ["--quick"],
     "bench_audit": ["--quick"],
+    "bench_cli_start": ["--quick"],
     "bench_summary": ["--sizes", "300", "--rounds", "3", "--forget", "20", "--backends", "sqlite"],
 }
 

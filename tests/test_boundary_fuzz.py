@@ -820,7 +820,7 @@ def test_cli_options_never_traceback(
     where, _, seed_id = store
     # A valid schedule would really run: check it as the job does, and return at once.
     monkeypatch.setattr(
-        "memory_ledger.cli.ops.run_catchup_job",
+        "jobs.projection_catchup.run_catchup_job",  # `run` imports it when it runs
         lambda service, interval, duration, consolidate_every: check_schedule(
             interval, duration, consolidate_every
         ),

@@ -191,6 +191,12 @@ def test_environment_configures_the_location(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("MEMORY_LEDGER_DATA_DIR", str(tmp_path / "env-dir"))
+    code, output = cli("status", "--json")  # a read: where there is no store yet, it says so
+    error = json.loads(output)
+    assert code == 3 and error["type"] == "StoreNotFound"
+    assert str((tmp_path / "env-dir").resolve()) in error["error"]
+    assert cli("remember", *NS, "--kind", "turn", "--subject", "user", "--content", "hi",
+               "--session-id", "s1", "--turn-id", "t1")[0] == 0  # fmt: skip
     code, output = cli("status", "--json")
     assert code == 0 and json.loads(output)["location"] == str((tmp_path / "env-dir").resolve())
 
@@ -391,7 +397,8 @@ def test_unreadable_json_writes_are_refused(
         assert result.exit_code == 2, result.output
         said = " ".join(result.output.split())  # the console may wrap at its own width
         assert reason in said and "nothing was stored" in said
-    assert json.loads(cli("status", *where, "--json")[1])["events"] == 0
+    code, output = cli("status", *where, "--json")  # nothing stored: not even a store made
+    assert code == 3 and json.loads(output)["type"] == "StoreNotFound"
 
 
 def test_json_writes_larger_than_the_limit_are_refused(

@@ -7,16 +7,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from memory_ledger.access import TokenStore
 from memory_ledger.cli.common import DataDir, Json, Url, app, emit, fail, out, shown
 from memory_ledger.cli.tables import IdTable
 from memory_ledger.config import Settings
 from memory_ledger.errors import MemoryLedgerError
-from memory_ledger.times import now
+
+if TYPE_CHECKING:
+    from memory_ledger.access import TokenStore
 
 tokens_app = typer.Typer(help="Bearer tokens of the HTTP service: role, namespaces, grants.")
 app.add_typer(tokens_app, name="tokens")
@@ -24,9 +25,18 @@ MAX_DAYS = 3650
 
 
 @contextmanager
-def _tokens(data_dir: Path | None, url: str | None, as_json: bool) -> Iterator[TokenStore]:
+def _tokens(
+    data_dir: Path | None, url: str | None, as_json: bool, *, create: bool = True
+) -> Iterator[TokenStore]:
+    from memory_ledger.access import TokenStore
+    from memory_ledger.access.tokens import ACCESS_FILE
+    from memory_ledger.times import now
+
     try:
-        store = TokenStore(Settings.resolve(data_dir, url), now)
+        settings = Settings.resolve(data_dir, url)
+        if not create:  # listing creates nothing where there are no tokens and no store
+            settings.require_store(ACCESS_FILE)
+        store = TokenStore(settings, now)
     except MemoryLedgerError as exc:
         fail(exc, as_json)
     try:
@@ -84,7 +94,7 @@ def tokens_create(
 @tokens_app.command("list")
 def tokens_list(data_dir: DataDir = None, url: Url = None, as_json: Json = False) -> None:
     """Every token: id, role, namespace, grants, times. Never a secret."""
-    with _tokens(data_dir, url, as_json) as store:
+    with _tokens(data_dir, url, as_json, create=False) as store:
         rows = store.list()
 
         def human() -> None:

@@ -23,7 +23,6 @@ from memory_ledger.cli.common import (
     shown,
 )
 from memory_ledger.errors import InvalidWrite
-from memory_ledger.times import to_utc
 
 files_app = typer.Typer(
     help="An agent's memory files under /memories (the Claude memory tool's commands).",
@@ -58,7 +57,8 @@ def _file_command(
     url: Any,
     as_json: bool,
 ) -> None:
-    with open_ledger(namespace, data_dir, url, as_json) as ledger:
+    reads = command["command"] == "view"  # a view creates no store where there is none
+    with open_ledger(namespace, data_dir, url, as_json, create=not reads) as ledger:
         files = ledger.files
         result = files.execute(command, files.source(writer, session_id=session_id,
                                                      turn_id=turn_id))  # fmt: skip
@@ -187,7 +187,7 @@ def files_changes(
     as_json: Json = False,
 ) -> None:
     """What a turn (or a session) changed in the memory files, as diffs, for the user."""
-    with open_ledger(namespace, data_dir, url, as_json) as ledger:
+    with open_ledger(namespace, data_dir, url, as_json, create=False) as ledger:
         found = ledger.files.changes(turn_id=turn_id, session_id=session_id)
 
         def human() -> None:
@@ -207,7 +207,7 @@ def files_history(
     as_json: Json = False,
 ) -> None:  # fmt: skip
     """Every version of a file, oldest first."""
-    with open_ledger(namespace, data_dir, url, as_json) as ledger:
+    with open_ledger(namespace, data_dir, url, as_json, create=False) as ledger:
         versions = ledger.files.history(path)
 
         def human() -> None:
@@ -276,6 +276,8 @@ def runs_start(
     body = _json_object(state, "--state", as_json)
     when: datetime | None = None
     if deadline is not None:
+        from memory_ledger.times import to_utc
+
         try:
             when = to_utc(deadline)
         except ValueError:
@@ -293,7 +295,7 @@ def runs_show(
     url: Url = None, as_json: Json = False,
 ) -> None:  # fmt: skip
     """A run's current state, read from the log (what resume reads)."""
-    with open_ledger(namespace, data_dir, url, as_json) as ledger:
+    with open_ledger(namespace, data_dir, url, as_json, create=False) as ledger:
         view = ledger.runs.get(run_id)
         emit(as_json, view.to_dict(), lambda: _run_line(view))
 
@@ -307,7 +309,7 @@ def runs_list(
     as_json: Json = False,
 ) -> None:
     """The namespace's runs, newest first."""
-    with open_ledger(namespace, data_dir, url, as_json) as ledger:
+    with open_ledger(namespace, data_dir, url, as_json, create=False) as ledger:
         found = ledger.runs.list(status)
 
         def human() -> None:

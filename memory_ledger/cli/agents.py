@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import logging
-import secrets
-from importlib.metadata import PackageNotFoundError, version
 from typing import Annotated
 
 import typer
@@ -57,6 +55,8 @@ def mcp_command(
     logging.basicConfig(
         level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s"
     )
+    import secrets
+
     with open_ledger(namespace, data_dir, url, False) as ledger:
         try:
             session = session_id or f"mcp-{secrets.token_hex(6)}"
@@ -70,7 +70,6 @@ def mcp_command(
 
 
 def _version() -> str:
-    try:
-        return version("memory-ledger")
-    except PackageNotFoundError:  # run from a source tree
-        return ""
+    from memory_ledger import __version__
+
+    return __version__

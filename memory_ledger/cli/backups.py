@@ -30,7 +30,7 @@ def backup_create(
     """Take a consistent, encrypted copy of the event and key store while writes go on."""
     from restore.backup import create
 
-    with open_service(data_dir, url, as_json) as service:
+    with open_service(data_dir, url, as_json, create=False) as service:
         made = create(
             service.settings, service.log.master, service.ledger, datetime.now(UTC), path, keep_days
         )
@@ -55,7 +55,7 @@ def backup_list(
     """The backups kept under PATH (default: DATA_DIR/backups), oldest first."""
     from restore.backup import BACKUPS_DIR, list_backups
 
-    with open_service(data_dir, url, as_json) as service:
+    with open_service(data_dir, url, as_json, create=False) as service:
         found = list_backups(path or service.settings.data_dir / BACKUPS_DIR)
 
         def human() -> None:
@@ -86,7 +86,7 @@ def backup_verify(
     from restore.backup import verify
     from restore.store import resolve
 
-    with open_service(data_dir, url, as_json) as service:
+    with open_service(data_dir, url, as_json, create=False) as service:
         checked = verify(resolve(service.settings.data_dir, backup), service.log.master)
         emit(
             as_json,
@@ -173,7 +173,7 @@ def drill(
     from restore.drill import drill as run_drill
     from restore.store import resolve
 
-    with open_service(data_dir, url, as_json) as service:
+    with open_service(data_dir, url, as_json, create=False) as service:
         path = resolve(service.settings.data_dir, backup) if backup is not None else None
         report = run_drill(service, datetime.now(UTC), path, run_by=by, keep_scratch=keep)
 

@@ -7,6 +7,11 @@ and nesting depth, numbers by range and type (a clear exit 2, never a traceback)
 what is printed for a person never reaches the terminal raw: memory content may hold
 control characters, escape sequences or bidi overrides, and `terminal_safe` shows them
 as visible escapes in every human table and line (`--json` output stays exact).
+
+And one rule of start-up: this module, and every command module, imports only typer,
+rich and light modules at the top. The service stack (SQLAlchemy, numpy, eventsourcing,
+the embedder, planning, FastAPI) is imported inside the commands that use it, so
+`--help`, `--version` and a usage error answer at once (tests/test_cli_start.py).
 """
 
 from __future__ import annotations
@@ -19,32 +24,21 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    ProgressColumn,
-    SpinnerColumn,
-    Task,
-    TextColumn,
-    TimeRemainingColumn,
-)
-from rich.progress import Progress as RichProgress
 from rich.table import Table
 from rich.text import Text
 
-from memory_ledger.api import MemoryLedger, MemoryService
 from memory_ledger.config import DATA_DIR_ENV, URL_ENV
-from memory_ledger.crypto import DEV_KEY_FILE, MASTER_KEY_ENV
-from memory_ledger.errors import InvalidWrite, MemoryLedgerError
-from memory_ledger.principal import Principal
-from memory_ledger.times import to_utc
-from memory_ledger.views import Memory
-from projections.events import Progress
+from memory_ledger.errors import InvalidWrite, MemoryLedgerError, StoreNotFound
+
+if TYPE_CHECKING:  # the service stack is imported when a command opens a store
+    from memory_ledger.api import MemoryLedger, MemoryService
+    from memory_ledger.views import Memory
+    from projections.events import Progress
 
 app = typer.Typer(
     help="Event-sourced memory for AI agents, with provable forgetting.",
@@ -132,7 +126,16 @@ def dump_json(data: Any, indent: int | None = None) -> str:
     return _UNSAFE_IN_JSON.sub(_json_escape, text)
 
 
+#: Said after a read-only command's "no store at PATH (nothing was created)".
+NO_STORE_HINT = (
+    "create one with `memory-ledger remember ...`, or name the store with --data-dir or "
+    "--url (or MEMORY_LEDGER_DATA_DIR / MEMORY_LEDGER_URL)"
+)
+
+
 def fail(exc: MemoryLedgerError, as_json: bool) -> NoReturn:
+    if isinstance(exc, StoreNotFound) and NO_STORE_HINT not in str(exc):
+        exc = StoreNotFound(f"{exc}: {NO_STORE_HINT}")
     if as_json:
         problems = getattr(exc, "problems", [])
         print(dump_json({"error": str(exc), "type": type(exc).__name__, "problems": problems}))
@@ -256,9 +259,16 @@ def whole_number(low: int, high: int) -> Callable[[str | int], int]:
 
 
 @contextmanager
-def open_service(data_dir: Path | None, url: str | None, as_json: bool) -> Iterator[MemoryService]:
+def open_service(
+    data_dir: Path | None, url: str | None, as_json: bool, *, create: bool = True
+) -> Iterator[MemoryService]:
+    """The store, opened for one command. A command that only reads passes
+    `create=False`: where there is no store it fails (exit 3) and creates nothing."""
+    from memory_ledger.api import MemoryService
+    from memory_ledger.crypto import DEV_KEY_FILE, MASTER_KEY_ENV
+
     try:
-        service = MemoryService.open(data_dir, url)
+        service = MemoryService.open(data_dir, url, create=create)
     except MemoryLedgerError as exc:
         fail(exc, as_json)
     if service.dev_key_created:
@@ -294,13 +304,15 @@ def warn_vector_discards(service: MemoryService, reasons: list[str]) -> None:
 
 @contextmanager
 def open_ledger(
-    namespace: str, data_dir: Path | None, url: str | None, as_json: bool
+    namespace: str, data_dir: Path | None, url: str | None, as_json: bool, *, create: bool = True
 ) -> Iterator[MemoryLedger]:
+    from memory_ledger.principal import Principal
+
     try:
         principal = Principal.from_namespace(namespace)
     except MemoryLedgerError as exc:
         fail(exc, as_json)
-    with open_service(data_dir, url, as_json) as service:
+    with open_service(data_dir, url, as_json, create=create) as service:
         yield service.for_principal(principal)
 
 
@@ -311,6 +323,8 @@ Now = Annotated[
 
 def as_of(now: str | None) -> datetime:
     """The time a `--now` option names (default: the current time), or a usage error."""
+    from memory_ledger.times import to_utc
+
     try:
         return to_utc(now) if now is not None else datetime.now(UTC)
     except ValueError as exc:
@@ -354,16 +368,6 @@ REPLAY_STAGES = {
 }
 
 
-class _Rate(ProgressColumn):
-    """Items per second of a phase, once it has a rate."""
-
-    def render(self, task: Task) -> Text:
-        speed = task.finished_speed or task.speed
-        if speed is None and task.elapsed and task.completed:  # too few updates for rich's
-            speed = task.completed / task.elapsed
-        return Text("" if speed is None else f"{speed:,.0f}/s")
-
-
 @contextmanager
 def replay_progress(as_json: bool) -> Iterator[Progress | None]:
     """A progress bar on stderr while a replay (rebuild) or a long job run (`jobs
@@ -372,12 +376,32 @@ def replay_progress(as_json: bool) -> Iterator[Progress | None]:
     if as_json or not err.is_terminal:
         yield None
         return
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        ProgressColumn,
+        SpinnerColumn,
+        Task,
+        TextColumn,
+        TimeRemainingColumn,
+    )
+    from rich.progress import Progress as RichProgress
+
+    class Rate(ProgressColumn):
+        """Items per second of a phase, once it has a rate."""
+
+        def render(self, task: Task) -> Text:
+            speed = task.finished_speed or task.speed
+            if speed is None and task.elapsed and task.completed:  # too few updates for rich
+                speed = task.completed / task.elapsed
+            return Text("" if speed is None else f"{speed:,.0f}/s")
+
     columns = (
         SpinnerColumn(),  # moves from the first moment, before any phase reports
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
-        _Rate(),
+        Rate(),
         TimeRemainingColumn(),
     )
     with RichProgress(*columns, console=err, transient=True) as bar:

@@ -4,10 +4,11 @@ list|add|retire` and `ack`. Thin: each calls memory_ledger/feed."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from memory_ledger.bounds import DEFAULT_DEADLINE_HOURS, MAX_DEADLINE_HOURS
 from memory_ledger.cli.common import (
     Actor,
     DataDir,
@@ -20,8 +21,9 @@ from memory_ledger.cli.common import (
     out,
     terminal_safe,
 )
-from memory_ledger.feed.feed import ChangeFeed, Notice
-from memory_ledger.feed.subscribers import DEFAULT_DEADLINE_HOURS, MAX_DEADLINE_HOURS
+
+if TYPE_CHECKING:
+    from memory_ledger.feed.feed import ChangeFeed, Notice
 
 subscribers_app = typer.Typer(help="Subscribers that keep copies and acknowledge erasures.")
 app.add_typer(subscribers_app, name="subscribers")
@@ -67,7 +69,7 @@ def feed(
     Without --follow it prints what is there and exits."""
     if commit and subscriber is None:
         raise typer.BadParameter("--commit needs --subscriber", param_hint="--commit")
-    with open_service(data_dir, url, as_json) as service:
+    with open_service(data_dir, url, as_json, create=False) as service:
         changes = service.feed
         if snapshot is not None:
             taken = changes.snapshot(snapshot, subscriber=subscriber)
@@ -114,7 +116,7 @@ def _everything(changes: ChangeFeed, after: str | None, subscriber: str | None) 
 @subscribers_app.command("list")
 def subscribers_list(data_dir: DataDir = None, url: Url = None, as_json: Json = False) -> None:
     """Registered subscribers, and the requests waiting for their acknowledgement."""
-    with open_service(data_dir, url, as_json) as service:
+    with open_service(data_dir, url, as_json, create=False) as service:
         rows = []
         for subscriber in service.subscribers.active():
             pending = service.subscribers.pending(service, subscriber)

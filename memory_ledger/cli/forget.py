@@ -7,7 +7,7 @@ import copy
 import re
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -30,8 +30,10 @@ from memory_ledger.cli.common import (
 from memory_ledger.cli.tables import IdTable, hint
 from memory_ledger.config import DATA_DIR_ENV, URL_ENV
 from memory_ledger.errors import InvalidTransition, InvalidWrite
-from memory_ledger.forgetting.planning import ForgetPlan, PlanOutcome
-from memory_ledger.forgetting.requests import RequestReport
+
+if TYPE_CHECKING:
+    from memory_ledger.forgetting.planning import ForgetPlan, PlanOutcome
+    from memory_ledger.forgetting.requests import RequestReport
 
 
 def say(*args: str) -> None:
@@ -605,7 +607,7 @@ def _print_request(report: RequestReport) -> None:
 @app.command()
 def requests(data_dir: DataDir = None, url: Url = None, as_json: Json = False) -> None:
     """Every forget request in the lifecycle ledger, with its latest status."""
-    with open_service(data_dir, url, as_json) as service:
+    with open_service(data_dir, url, as_json, create=False) as service:
         rows = [service.requests.report(r) for r in service.ledger.request_ids()]
         active = service.subscribers.active()  # once, for every row
         data = [
@@ -648,7 +650,7 @@ def receipts(
     request_id: str, data_dir: DataDir = None, url: Url = None, as_json: Json = False
 ) -> None:
     """The recorded receipts of one request, store by store."""
-    with open_service(data_dir, url, as_json) as service:
+    with open_service(data_dir, url, as_json, create=False) as service:
         report = service.requests.report(request_id)
         emit(as_json, report.to_dict(), lambda: _print_request(report))
 
@@ -658,7 +660,7 @@ def verify(
     request_id: str, data_dir: DataDir = None, url: Url = None, as_json: Json = False
 ) -> None:
     """Ask every store again for evidence that a request's targets are gone."""
-    with open_service(data_dir, url, as_json) as service:
+    with open_service(data_dir, url, as_json, create=False) as service:
         report = service.requests.verify(request_id)
         emit(as_json, report.to_dict(), lambda: _print_request(report))
         if report.failed_stores:
@@ -668,7 +670,7 @@ def verify(
 @app.command()
 def stores(data_dir: DataDir = None, url: Url = None, as_json: Json = False) -> None:
     """The data map: every registered store and what it holds."""
-    with open_service(data_dir, url, as_json) as service:
+    with open_service(data_dir, url, as_json, create=False) as service:
         data = [{"store": s.name, "holds": s.holds} for s in service.stores]
 
         def human() -> None:
@@ -703,7 +705,7 @@ def audit_verify(
         if found is None:
             fail(InvalidWrite("--anchor must be SEQ:HASH as printed by an earlier run"), as_json)
         pinned = (int(found[1]), found[2].lower())
-    with open_service(data_dir, url, as_json) as service:
+    with open_service(data_dir, url, as_json, create=False) as service:
         result = service.ledger.verify(pinned)
 
         def human() -> None:

@@ -16,9 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.text import Text
 
-from jobs.projection_catchup import MAX_DURATION, check_duration
-from jobs.registry import spec_named
-from jobs.runs import RUNNING, RUNS_KEPT, RunRecord, RunStore
+from memory_ledger.bounds import MAX_DURATION, RUNS_KEPT
 from memory_ledger.cli.common import (
     DataDir,
     Json,
@@ -67,10 +65,12 @@ def list_jobs(
 ) -> None:
     """Every job: what it does, how often, its next run time in the job store (if a
     scheduler has scheduled it), and its last run: started, ended, outcome, counts."""
+    from jobs.runs import RunStore
     from jobs.status import job_rows
 
     try:
         settings = Settings.resolve(data_dir, url)
+        settings.require_store()
         settings.check_reachable()
         with RunStore(settings) as store:
             rows = job_rows(settings, store, runs, datetime.now(UTC))
@@ -126,6 +126,7 @@ def run_jobs(
 ) -> None:
     """Run the scheduler in the foreground until --duration or SIGTERM/SIGINT. On a
     signal the running jobs finish and release their leases, then it exits 0."""
+    from jobs.projection_catchup import check_duration
     from jobs.scheduler import run_foreground, selected_jobs
 
     try:
@@ -157,6 +158,9 @@ def run_once(
     """Run one job once, now, through the scheduler's path: under its lease (if another
     run holds it, this one is skipped and says who holds it) and recorded. Exits with
     the error's code if the run failed."""
+    from jobs.registry import spec_named
+    from jobs.runs import RunStore
+
     try:
         spec_named(name)
     except InvalidWrite as exc:
@@ -212,6 +216,8 @@ def _counts_text(counts: dict[str, int]) -> str:
 
 
 def _outcome_text(run: dict[str, Any]) -> Text:
+    from jobs.runs import RUNNING
+
     outcome = run.get("outcome")
     if outcome is None:
         return Text("never run", style="dim")
@@ -225,6 +231,8 @@ def _outcome_text(run: dict[str, Any]) -> Text:
 
 
 def _run_line(run: dict[str, Any]) -> str:
+    from jobs.runs import RunRecord
+
     record = RunRecord(**run)
     ended = _time_text(record.ended_at)
     return (

@@ -35,7 +35,7 @@ app.add_typer(hold_app, name="hold")
 @policy_app.command("show")
 def policy_show(data_dir: DataDir = None, url: Url = None, as_json: Json = False) -> None:
     """The retention policy in force: version, classes, protect list, decay."""
-    with open_service(data_dir, url, as_json) as service:
+    with open_service(data_dir, url, as_json, create=False) as service:
         policy = service.retention
         data = {
             "version": policy.version,
@@ -73,7 +73,7 @@ def policy_diff(
     from memory_ledger.policy.review import diff, read_candidate
 
     at = as_of(now)
-    with open_service(data_dir, url, as_json) as service:
+    with open_service(data_dir, url, as_json, create=False) as service:
         _, candidate = read_candidate(file)
         service.runner.catch_up()
         result = diff(service.engine, service.retention, candidate, at)
@@ -189,7 +189,7 @@ def hold_lift(
 @hold_app.command("list")
 def hold_list(data_dir: DataDir = None, url: Url = None, as_json: Json = False) -> None:
     """The holds in force."""
-    with open_service(data_dir, url, as_json) as service:
+    with open_service(data_dir, url, as_json, create=False) as service:
         holds = [h.to_dict() for h in service.holds.active()]
 
         def human() -> None:
@@ -218,7 +218,7 @@ def explain(
 ) -> None:
     """Why an item is kept, archived, due to expire, held or protected, with the rule."""
     at = as_of(now)
-    with open_ledger(namespace, data_dir, url, as_json) as ledger:
+    with open_ledger(namespace, data_dir, url, as_json, create=False) as ledger:
         found = ledger.explain(item_id, at)
 
         def human() -> None:

@@ -4,10 +4,16 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from memory_ledger.bounds import (
+    MAX_CONTEXT_LIMIT,
+    MAX_RECALL_LIMIT,
+    MAX_TOKEN_BUDGET,
+    MIN_TOKEN_BUDGET,
+)
 from memory_ledger.cli.common import (
     DataDir,
     Json,
@@ -27,14 +33,9 @@ from memory_ledger.cli.common import (
 )
 from memory_ledger.cli.tables import IdTable
 from memory_ledger.errors import InvalidWrite
-from memory_ledger.retrieval.context import (
-    MAX_CONTEXT_LIMIT,
-    MAX_RECALL_LIMIT,
-    MAX_TOKEN_BUDGET,
-    MIN_TOKEN_BUDGET,
-)
-from memory_ledger.views import Remembered
-from projections.vector_files import write_atomic
+
+if TYPE_CHECKING:
+    from memory_ledger.views import Remembered
 
 
 @app.command()
@@ -141,7 +142,7 @@ def recall(
     as_json: Json = False,
 ) -> None:
     """List live memories: not suppressed, erased or expired."""
-    with open_ledger(namespace, data_dir, url, as_json) as ledger:
+    with open_ledger(namespace, data_dir, url, as_json, create=False) as ledger:
         found = ledger.recall(
             subject=subject, predicate=predicate, kind=kind, category=category, limit=limit
         )
@@ -188,7 +189,7 @@ def context(
     as_json: Json = False,
 ) -> None:
     """The context for one turn: relevant live memories, ranked, labelled, within budget."""
-    with open_ledger(namespace, data_dir, url, as_json) as ledger:
+    with open_ledger(namespace, data_dir, url, as_json, create=False) as ledger:
         built = ledger.context(
             query,
             for_turn=for_turn,
@@ -229,7 +230,7 @@ def history(
     as_json: Json = False,
 ) -> None:
     """Every version of a fact, with validity intervals."""
-    with open_ledger(namespace, data_dir, url, as_json) as ledger:
+    with open_ledger(namespace, data_dir, url, as_json, create=False) as ledger:
         versions = ledger.history(item_id, subject=subject, predicate=predicate)
         emit(
             as_json,
@@ -247,7 +248,7 @@ def show(
     as_json: Json = False,
 ) -> None:
     """Read one item straight from the log (ERASED once its key is destroyed)."""
-    with open_ledger(namespace, data_dir, url, as_json) as ledger:
+    with open_ledger(namespace, data_dir, url, as_json, create=False) as ledger:
         state = ledger.get(item_id)
         emit(as_json, state.to_dict(), lambda: out.print(_fields_table(state.to_dict())))
 
@@ -274,7 +275,7 @@ def summary(
     namespace: Namespace, data_dir: DataDir = None, url: Url = None, as_json: Json = False
 ) -> None:
     """The profile summary of live facts and preferences, with the inputs it was built from."""
-    with open_ledger(namespace, data_dir, url, as_json) as ledger:
+    with open_ledger(namespace, data_dir, url, as_json, create=False) as ledger:
         found = ledger.summary()
 
         def human() -> None:
@@ -374,10 +375,12 @@ def export(
 ) -> None:
     """Everything held about a person (data subject access), as versioned JSON: facts
     with versions, preferences, transcripts, the summary, erased items by id."""
-    with open_ledger(namespace, data_dir, url, True) as ledger:
+    with open_ledger(namespace, data_dir, url, True, create=False) as ledger:
         text = dump_json(ledger.export(), indent=2)
         if output is None:
             print(text)
         else:
+            from projections.vector_files import write_atomic
+
             write_atomic(output.parent, output.name, text.encode("utf-8"))
             out.print(f"exported {namespace} to {markup_safe(output)}", highlight=False)

@@ -5,24 +5,19 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
 from rich.text import Text
-from sqlalchemy import select
 
-from jobs.projection_catchup import (
+from memory_ledger.bounds import (
     MAX_CONSOLIDATE_EVERY,
     MAX_DURATION,
     MAX_INTERVAL,
     MIN_CONSOLIDATE_EVERY,
     MIN_INTERVAL,
-    check_schedule,
-    run_catchup_job,
 )
-from memory_ledger import consistency
-from memory_ledger.api import MemoryService
 from memory_ledger.cli.common import (
     DataDir,
     Json,
@@ -40,31 +35,24 @@ from memory_ledger.cli.common import (
 )
 from memory_ledger.cli.tables import IdTable
 from memory_ledger.config import Settings
-from memory_ledger.crypto import load_master_key
 from memory_ledger.errors import (
     IntegrityError,
     InvalidWrite,
     MemoryLedgerError,
     ProjectionsDamaged,
 )
-from memory_ledger.event_log import EventLog
-from memory_ledger.forgetting.target_check import catalog_disagreements
-from memory_ledger.ledger import LifecycleLedger
-from projections.base import metadata
-from projections.runner import (
-    all_projections,
-    check_projection_names,
-    discard_damaged_projections,
-    projections_damage,
-    turns_cited_by_consolidation,
-)
+
+if TYPE_CHECKING:  # the service stack is imported by the commands that open a store
+    from memory_ledger import consistency
+    from memory_ledger.api import MemoryService
+    from memory_ledger.event_log import EventLog
 
 
 @app.command()
 def status(data_dir: DataDir = None, url: Url = None, as_json: Json = False) -> None:
     """Backend, event count, how far each projection and the vector index have caught
     up, and the consistency check of the log, the key store and the ledger."""
-    with open_service(data_dir, url, as_json) as service:
+    with open_service(data_dir, url, as_json, create=False) as service:
         info = service.status()
 
         def human() -> None:
@@ -99,6 +87,13 @@ def rebuild(
     """Drop projections and replay the whole log into them (without --projection, the
     vector index too, re-embedding every live item). A damaged projections file is
     discarded first (overwritten and removed), and said so."""
+    from memory_ledger import consistency
+    from projections.runner import (
+        all_projections,
+        check_projection_names,
+        discard_damaged_projections,
+    )
+
     known = [p.name for p in all_projections()]
     try:
         if projection is not None:  # refused before anything is discarded or dropped
@@ -106,7 +101,7 @@ def rebuild(
         discarded = discard_damaged_projections(Settings.resolve(data_dir, url))
     except MemoryLedgerError as exc:
         fail(exc, as_json)
-    with open_service(data_dir, url, as_json) as service:
+    with open_service(data_dir, url, as_json, create=False) as service:
         with replay_progress(as_json) as progress:
             replayed = service.rebuild(projection, progress)
         restored = _restore_consolidated_turns(service) if discarded else 0
@@ -184,6 +179,8 @@ def run(
     with the other lifecycle jobs on theirs (`jobs list`). SIGINT or SIGTERM: the running
     jobs finish, one last catch-up runs, exit 0. With --projection, this process runs
     just those projections (one process per projection is the scale-out shape)."""
+    from jobs.projection_catchup import check_schedule, run_catchup_job
+
     try:  # typer checks the ranges; this also refuses NaN and a zero duration
         check_schedule(interval, duration, consolidate_every)
     except InvalidWrite as exc:
@@ -348,12 +345,17 @@ def doctor(
     """Check the event log, the key store and the lifecycle ledger against each other,
     explain every problem and how to repair it. Exits 10 when a problem is found, 0 when
     none. The repair options change the store; without them nothing is changed."""
+    from memory_ledger import consistency
+    from memory_ledger.api import MemoryService
+    from projections.runner import projections_damage
+
     settings = Settings.resolve(data_dir, url)
     repaired: list[str] = []
     findings: list[dict[str, Any]] = []
     notes: list[str] = []
     checked: dict[str, Any] = {}
     try:
+        settings.require_store()  # a doctor of nothing creates nothing
         if repair_key_check:
             repaired.append(_repair_key_check(settings))
         if acknowledge_ledger_loss:
@@ -452,6 +454,9 @@ def _print_consistency(info: dict[str, Any], *, quiet_when_ok: bool = False) -> 
 
 def _projection_findings(service: MemoryService) -> list[consistency.Finding]:
     """The catalog, which forget scopes resolve from, read against the log."""
+    from memory_ledger import consistency
+    from memory_ledger.forgetting.target_check import catalog_disagreements
+
     service.runner.catch_up()
     with service.engine.connect() as conn:
         wrong, missing = catalog_disagreements(service.log, conn)
@@ -465,10 +470,15 @@ def _projection_findings(service: MemoryService) -> list[consistency.Finding]:
 
 def _open_finding(code: str, explanation: str, repair: str) -> dict[str, Any]:
     """A problem that keeps the store from opening, in the shape of a Finding's dict."""
+    from memory_ledger import consistency
+
     return consistency.Finding(code, repair=repair, detail=explanation).to_dict()
 
 
 def _open_log(settings: Settings, *, repair_key_check: bool = False) -> EventLog:
+    from memory_ledger.crypto import load_master_key
+    from memory_ledger.event_log import EventLog
+
     settings.check_reachable()
     master, _ = load_master_key(settings.data_dir, allow_dev_key=False)
     with settings.schema_lock():
@@ -482,6 +492,9 @@ def _repair_key_check(settings: Settings) -> str:
 
 
 def _acknowledge_ledger_loss(settings: Settings, by: str | None) -> str:
+    from memory_ledger import consistency
+    from memory_ledger.ledger import LifecycleLedger
+
     log = _open_log(settings)
     try:
         with LifecycleLedger(settings) as ledger:
@@ -498,6 +511,8 @@ def _acknowledge_ledger_loss(settings: Settings, by: str | None) -> str:
 
 
 def _close_lost_window(service: MemoryService, request_id: str) -> str:
+    from memory_ledger import consistency
+
     report = consistency.check(service.log, service.ledger, service.settings)
     lost = {r for f in report.findings if f.code == "fingerprints_missing" for r in f.request_ids}
     if request_id not in lost:
@@ -513,7 +528,11 @@ def _restore_consolidated_turns(service: MemoryService) -> int:
     """After a discarded projections file: the consolidation job's list of turns it has
     read went with it; restore it from the log, so that conclusions that were erased or
     suppressed are not derived again from their turns."""
+    from sqlalchemy import select
+
     from jobs.consolidation import consolidated
+    from projections.base import metadata
+    from projections.runner import turns_cited_by_consolidation
 
     turns = turns_cited_by_consolidation(service.log)
     if not turns:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from memory_ledger.bounds import DEFAULT_DEADLINE_HOURS, MAX_DEADLINE_HOURS
 from memory_ledger.errors import InvalidWrite, NotFound
 from memory_ledger.identifiers import is_namespace, is_namespace_part
 from memory_ledger.ledger import EntryType, LifecycleLedger
@@ -33,9 +34,7 @@ if TYPE_CHECKING:
     from memory_ledger.api import MemoryService
 
 MAX_SUBSCRIBERS = 200
-DEFAULT_DEADLINE_HOURS = 24
 AWAITING = "awaiting_ack"
-MAX_DEADLINE_HOURS = 24 * 366
 MAX_SETTLE = 5  # retries after an ack whose status another retry made stale
 _NAME = re.compile(r"[a-z][a-z0-9_-]{0,47}")
 

@@ -32,6 +32,13 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import Field, Strict, StrictBool, StringConstraints, model_validator
 from sqlalchemy import Connection, Engine, bindparam, select
 
+from memory_ledger.bounds import (
+    ITEM_OVERHEAD_TOKENS,
+    MAX_CONTEXT_LIMIT,
+    MAX_TOKEN_BUDGET,
+    MIN_TOKEN_BUDGET,
+)
+from memory_ledger.bounds import MAX_RECALL_LIMIT as MAX_RECALL_LIMIT  # imported from here too
 from memory_ledger.errors import InvalidWrite
 from memory_ledger.event_log import EventLog
 from memory_ledger.phrases import Phrases, normalise
@@ -56,12 +63,8 @@ if TYPE_CHECKING:
 
 MAX_QUERY_CHARS = 2000
 PROFILE_QUERIES = "profile_queries.toml"
-ITEM_OVERHEAD_TOKENS = 8  # the label and separators each item costs in the rendering
-# The bounds of the two read requests, one place for the API and the CLI's options.
-MIN_TOKEN_BUDGET = ITEM_OVERHEAD_TOKENS + 1
-MAX_TOKEN_BUDGET = 200_000
-MAX_CONTEXT_LIMIT = 200
-MAX_RECALL_LIMIT = 10_000  # MemoryLedger.recall; consolidation reads turns with it
+# The bounds of the two read requests live in memory_ledger/bounds.py (imported above),
+# one place for the API and the CLI's options.
 RRF_K = 60  # the usual reciprocal-rank-fusion constant: damps the head of each list
 # A vector hit counts only if it is at least this similar, and at least half as similar
 # as the best hit: exact search always returns a nearest item, related or not, and a
