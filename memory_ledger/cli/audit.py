@@ -1,6 +1,6 @@
-"""`memory-ledger audit head|consistency|pack|verify-pack|verify-document`: evidence an
-auditor checks alone (memory_ledger/audit). They join `audit verify` (the hash chain, in forget.py)
-under the same `audit` group."""
+"""`audit head`, `consistency`, `pack`, `verify-pack`, `verify-document`: evidence an
+auditor checks alone (memory_ledger/audit). They join `audit verify` (the hash chain,
+in forget.py) under the same `audit` group."""
 
 from __future__ import annotations
 

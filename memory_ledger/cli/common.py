@@ -140,7 +140,8 @@ def fail(exc: MemoryLedgerError, as_json: bool) -> NoReturn:
         problems = getattr(exc, "problems", [])
         print(dump_json({"error": str(exc), "type": type(exc).__name__, "problems": problems}))
     else:
-        err.print(f"[bold red]error:[/] {markup_safe(exc)}", highlight=False)
+        # One line: the terminal wraps it, so a path or a command in it stays whole.
+        err.print(f"[bold red]error:[/] {markup_safe(exc)}", highlight=False, soft_wrap=True)
     raise typer.Exit(exc.exit_code)
 
 
