@@ -35,6 +35,7 @@ SMALL = {
     ],
     "bench_forget_namespace": ["--sizes", "300", "--forgets", "2", "--backends", "sqlite"],
     "bench_erasure": ["--quick"],
+    "bench_console": ["--requests", "300", "--rounds", "3"],
     "bench_summary": ["--sizes", "300", "--rounds", "3", "--forget", "20", "--backends", "sqlite"],
 }
 
