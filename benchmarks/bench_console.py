@@ -17,6 +17,9 @@ Timed, `--rounds` times each (p50/p95, milliseconds):
 
 - `index_build`: the console's summary of the whole ledger built from nothing (once:
   what the first read after an upgrade pays); `catch_up`: a read after one more request;
+The compliance token is `acme`'s; by default every request is in `acme` (`--tenants 3`
+spreads them over three tenants, so the token sees a third).
+
 - `first_page`: 50 newest; `filtered_page`: status=partial; `namespace_page`: one user's
   subtree; `deep_page`: the page before the oldest (keyset cursor); `search`: a request
   id prefix; `totals`: counts, overdue, median/p90; `detail`: one request's timeline;
@@ -77,6 +80,7 @@ STATUSES = [
 ]  # fmt: skip
 BASES = [("user_request", 60), ("retention_expiry", 25), ("session_end", 10),
          ("operator_request", 5)]  # fmt: skip
+TENANTS = ("acme", "beta", "gamma")
 KINDS = ["item", "predicate", "source", "category", "namespace", "redaction"]
 
 
@@ -98,7 +102,9 @@ def _scope(rng: random.Random, kind: str, targets: list[str]) -> dict[str, Any]:
     return {"kind": "namespace"}
 
 
-def _request(rng: random.Random, number: int, filed: datetime) -> list[tuple[str, dict, str]]:
+def _request(
+    rng: random.Random, number: int, filed: datetime, tenants: tuple[str, ...]
+) -> list[tuple[str, dict, str]]:
     """(entry type, payload, recorded_at) of one synthetic request, in order."""
     status = _pick(rng, STATUSES)
     basis = _pick(rng, BASES)
@@ -106,7 +112,7 @@ def _request(rng: random.Random, number: int, filed: datetime) -> list[tuple[str
     if basis == "session_end":
         kind = "source"
     targets = [str(uuid.UUID(int=rng.getrandbits(128))) for _ in range(rng.randint(1, 3))]
-    namespace = f"{rng.choice(['acme', 'beta', 'gamma'])}/u{rng.randrange(200)}"
+    namespace = f"{rng.choice(tenants)}/u{rng.randrange(200)}"
     if rng.random() < 0.1:
         namespace += "/p1"
     by = {"user_request": namespace.split("/")[1], "retention_expiry": "retention_job",
@@ -164,9 +170,16 @@ def _request(rng: random.Random, number: int, filed: datetime) -> list[tuple[str
     return out
 
 
-def fill(data_dir: Path, requests: int, days: int = 120, seed: int = 29) -> list[str]:
+def fill(
+    data_dir: Path,
+    requests: int,
+    days: int = 120,
+    seed: int = 29,
+    tenants: tuple[str, ...] = ("acme", "beta", "gamma"),
+) -> list[str]:
     """Append `requests` synthetic forget requests to the store's ledger, hash-chained and
-    validated, in one transaction; returns their ids in filing order."""
+    validated, in one transaction; returns their ids in filing order. Namespaces are
+    `<tenant>/u<0..199>` (a tenth with a project `/p1`) over `tenants`."""
     rng = random.Random(seed)
     LifecycleLedger(Settings.resolve(data_dir)).close()  # the table and its triggers
     conn = sqlite3.connect(data_dir / LEDGER_FILE, isolation_level=None)
@@ -181,7 +194,7 @@ def fill(data_dir: Path, requests: int, days: int = 120, seed: int = 29) -> list
         for number in range(requests):
             rid = f"req-{rng.getrandbits(64):016x}"
             ids.append(rid)
-            for kind, payload, at in _request(rng, number, start + step * number):
+            for kind, payload, at in _request(rng, number, start + step * number, tenants):
                 body = canonical_payload(kind, payload)
                 seq += 1
                 digest = entry_hash(prev, seq, rid, kind, at, body)
@@ -209,7 +222,7 @@ def _summary(samples: list[float]) -> dict[str, float]:
     return {"p50": round(statistics.median(ordered), 2), "p95": round(p95, 2), "n": len(ordered)}
 
 
-def run(requests: int, rounds: int) -> dict[str, Any]:
+def run(requests: int, rounds: int, tenants: int) -> dict[str, Any]:
     from fastapi.testclient import TestClient
 
     from memory_ledger.access import TokenStore
@@ -224,7 +237,7 @@ def run(requests: int, rounds: int) -> dict[str, Any]:
         # items that were never written.
         with MemoryService(settings) as service:
             started = time.perf_counter()
-            ids = fill(data_dir, requests)
+            ids = fill(data_dir, requests, tenants=TENANTS[:tenants])
             fill_seconds = time.perf_counter() - started
             tokens = TokenStore(settings, now)
             token = tokens.create("acme", "compliance")[1]
@@ -290,10 +303,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=50)
+    parser.add_argument(
+        "--tenants",
+        type=int,
+        default=1,
+        choices=(1, 2, 3),
+        help="1: every request in the token's tenant (the heaviest list)",
+    )
     parser.add_argument("--label", default="local")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
-    result = run(args.requests, args.rounds)
+    result = run(args.requests, args.rounds, args.tenants)
     print(
         f"{result['requests']:,} requests, {result['ledger_entries']:,} ledger entries "
         f"({result['acme_requests']:,} in the token's subtree 'acme'), filled in "

@@ -96,7 +96,11 @@ def _where(scope: str, filters: Filters) -> tuple[str, list[Any]]:
             namespace = filters.namespace
         elif not covers:
             return "0", []
-    clause, params = _subtree("namespace", namespace)
+    # The namespace index only when the filter narrows the caller's subtree: over the
+    # whole subtree it would make SQLite read and sort every row of it, where walking
+    # the filing order (or the status, basis or id index) stops after one page.
+    narrow = namespace != scope and not filters.search
+    clause, params = _subtree("namespace" if narrow else "+namespace", namespace)
     parts = [clause]
     for column in ("status", "basis", "kind"):
         value = getattr(filters, column)

@@ -5,6 +5,7 @@ payloads, which hold ids, codes, counts and flags only, so the lines do too."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from memory_ledger.ledger import EntryType, LedgerEntry
@@ -42,7 +43,7 @@ def _step(entry: LedgerEntry) -> dict[str, Any]:
         ok = p["status"] == "ok"
         evidence = p.get("evidence") or {}
         shown = (
-            ", ".join(f"{k}={v}" for k, v in sorted(evidence.items()))
+            ", ".join(f"{k}={_value(v)}" for k, v in sorted(evidence.items()))
             if isinstance(evidence, dict)
             else ", ".join(evidence)
         )
@@ -89,3 +90,8 @@ def _step(entry: LedgerEntry) -> dict[str, Any]:
         "ok": ok,
         "entry_hash": entry.entry_hash,
     }
+
+
+def _value(value: object) -> str:
+    """An evidence value as the ledger's JSON says it (true, not True)."""
+    return json.dumps(value) if isinstance(value, bool) else str(value)
