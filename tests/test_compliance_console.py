@@ -294,3 +294,25 @@ def test_a_new_request_appears_on_the_first_page_at_the_next_read(console: Conso
     assert first["request_id"] == filed["request_id"]
     assert first["status"] == filed["status"] == "nothing_matched"
     assert console.get("/compliance/api/totals").json()["total"] == before + 1
+
+
+def test_the_summary_is_rebuilt_when_the_ledger_behind_it_is_another(tmp_path: Path) -> None:
+    from memory_ledger.http.compliance.query import ConsoleIndex, Filters
+    from memory_ledger.ledger import LifecycleLedger
+
+    first, second = tmp_path / "one", tmp_path / "two"
+    fill(first, 40, tenants=("acme",))
+    fill(second, 25, seed=5, tenants=("acme",))
+    summary = tmp_path / "console.sqlite"
+    for data_dir, count in ((first, 40), (second, 25), (first, 40)):
+        with LifecycleLedger(Settings.resolve(data_dir)) as ledger:
+            index = ConsoleIndex(summary, ledger)
+            rows, _ = index.page("acme", Filters(), limit=500)
+            ids = {e.request_id for e in ledger.entries() if e.entry_type.value == "request"}
+            assert len(rows) == count and {r["request_id"] for r in rows} == ids
+            index.close()
+    summary.unlink()  # derived: deleted, it is built again
+    with LifecycleLedger(Settings.resolve(first)) as ledger:
+        index = ConsoleIndex(summary, ledger)
+        assert len(index.page("acme", Filters(), limit=500)[0]) == 40
+        index.close()
