@@ -17,14 +17,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from factories import fact
 from fastapi.testclient import TestClient
 
 from benchmarks.bench_console import fill
 from memory_ledger.access import TokenStore
 from memory_ledger.api import MemoryService
+from memory_ledger.audit import verifier
 from memory_ledger.config import Settings
 from memory_ledger.http.app import create_app
 from memory_ledger.http.compliance import CSV_COLUMNS, DEADLINE_ENV
+from memory_ledger.principal import Principal
 from memory_ledger.times import now
 
 SECRET = "Quokka Terrace 4412"
@@ -224,39 +227,29 @@ def test_other_tokens_are_refused(console: Console) -> None:
     assert console.walk("other", namespace="acme") == []
 
 
-def test_the_signed_head_and_pack_come_from_the_audit_routes_when_they_answer(
-    tmp_path: Path,
-) -> None:
+def test_the_signed_head_and_pack_come_from_the_audit_routes(tmp_path: Path) -> None:
+    """The console asks the audit routes inside the server with the caller's token: the
+    head it shows is the ledger's signed head, and a request's pack downloads (a browser
+    link carries no bearer token, so the download goes through the console)."""
     settings = Settings.resolve(tmp_path / "data")
     with MemoryService(settings) as service:
+        ledger = service.for_principal(Principal("acme", "alice"))
+        item = ledger.remember(fact("city", "Lyon")).item_id
+        request_id = ledger.forget(item).request_id
         store = TokenStore(settings, now)
         token = store.create("acme", "compliance")[1]
-        app = create_app(service, store)
-        client = TestClient(app)
+        client = TestClient(create_app(service, store))
         client.headers["Authorization"] = f"Bearer {token}"
-        assert client.get("/compliance/api/head").json()["available"] is False
-        assert client.get("/compliance/requests/req-0123456789abcdef/pack").status_code == 404
-        seen: list[str] = []
-
-        @app.get("/v1/audit/head")
-        def head(authorization: str = "") -> dict[str, object]:
-            return {"tree_size": 3, "root_hash": "ab" * 32, "signature": "sig"}
-
-        @app.get("/v1/audit/requests/{request_id}/pack")
-        def pack(request_id: str) -> object:
-            from fastapi.responses import Response
-
-            seen.append(request_id)
-            return Response(b"PK\x03\x04", media_type="application/zip")
-
         answer = client.get("/compliance/api/head").json()
-        assert answer == {
-            "available": True,
-            "head": {"tree_size": 3, "root_hash": "ab" * 32, "signature": "sig"},
-        }
-        got = client.get("/compliance/requests/req-0123456789abcdef/pack")
-        assert got.status_code == 200 and got.content == b"PK\x03\x04"
-        assert seen == ["req-0123456789abcdef"]
+        assert answer["available"] is True
+        head = answer["head"]
+        assert head["size"] >= 1 and len(head["root"]) == 64 and head["signature"]
+        got = client.get(f"/compliance/requests/{request_id}/pack")
+        assert got.status_code == 200
+        pack = got.json()
+        assert pack["request_id"] == request_id
+        assert not verifier.check_pack(pack, None, head["key_id"])
+        assert client.get("/compliance/requests/req-0123456789abcdef/pack").status_code == 404
         client.close()
         store.close()
 

@@ -41,6 +41,8 @@ from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
 SECRET = "Zebra Crossing 77"
 IMAGES = Path(__file__).resolve().parent.parent / "docs" / "images"
+# Read at import: the autouse fixture clears MEMORY_LEDGER_* for each test.
+UPDATE_DOCS = os.environ.get("MEMORY_LEDGER_UPDATE_DOCS") == "1"
 SYNTHETIC = 3000
 
 
@@ -131,10 +133,12 @@ def _listed(browser: webdriver.Chrome) -> bool:
 
 
 def _shoot(browser: webdriver.Chrome, name: str) -> bytes:
-    """Save a screenshot for docs/compliance.md, and check it is a real page's."""
+    """Check a screenshot is a real page's; with MEMORY_LEDGER_UPDATE_DOCS=1, save it
+    for docs/compliance.md (a test run leaves the checkout as it found it)."""
     shot = browser.get_screenshot_as_png()
-    IMAGES.mkdir(parents=True, exist_ok=True)
-    (IMAGES / f"compliance-console-{name}.png").write_bytes(shot)
+    if UPDATE_DOCS:
+        IMAGES.mkdir(parents=True, exist_ok=True)
+        (IMAGES / f"compliance-console-{name}.png").write_bytes(shot)
     width, height = struct.unpack(">II", shot[16:24])  # the PNG header's size
     assert shot[:8] == b"\x89PNG\r\n\x1a\n" and width >= 800 and height >= 600
     assert len(shot) > 10_000  # a page with text and tables, not a blank canvas
