@@ -393,56 +393,36 @@ def main(argv: list[str] | None = None) -> int:
         help="the file is a signed document (a backup manifest, a drill report), not a pack",
     )
     args = parser.parse_args(argv)
-    if args.document:
-        return _main_document(args)
     try:
-        pack = _load(args.pack)
-        kept = _load(args.head) if args.head else None
-        failures = check_pack(pack, kept, args.key_id)
+        given = _load(args.pack)
+        kept = _load(args.head) if args.head and not args.document else None
+        if args.document:
+            failures = check_document(given, args.key_id)
+        else:
+            failures = check_pack(given, kept, args.key_id)
     except (OSError, ValueError) as exc:
         print(f"cannot read the input: {exc}", file=sys.stderr)
         return EXIT_UNREADABLE
     except Malformed as exc:
         failures = [("malformed", str(exc))]
     if args.json:
-        print(json.dumps({
-            "ok": not failures,
-            "failures": [{"reason": r, "detail": d} for r, d in failures],
-            "request_id": pack.get("request_id") if isinstance(pack, dict) else None,
-        }, indent=2))  # fmt: skip
+        answer = {"ok": not failures, "failures": [{"reason": r, "detail": d} for r, d in failures]}
+        if not args.document:
+            answer["request_id"] = given.get("request_id") if isinstance(given, dict) else None
+        print(json.dumps(answer, indent=2))
     elif failures:
         for reason, detail in failures:
             print(f"FAILED {reason}: {REASONS[reason]} ({detail})")
+    elif args.document:
+        signature = given["signature"]
+        print(f"signed {signature['kind']} holds: signed by key {signature['key_id']}")
     else:
-        head = pack["head"]
-        print(f"evidence pack holds: {len(pack['entries'])} entries of {pack['request_id']} "
+        head = given["head"]
+        print(f"evidence pack holds: {len(given['entries'])} entries of {given['request_id']} "
               f"are in the ledger tree of size {head['size']} (root {head['root']}), "
               f"signed by key {head['key_id']}")  # fmt: skip
         if kept is not None:
             print(f"and that tree extends the kept head of size {kept['size']}")
-    return EXIT_FAILED if failures else 0
-
-
-def _main_document(args: argparse.Namespace) -> int:
-    try:
-        document = _load(args.pack)
-        failures = check_document(document, args.key_id)
-    except (OSError, ValueError) as exc:
-        print(f"cannot read the input: {exc}", file=sys.stderr)
-        return EXIT_UNREADABLE
-    except Malformed as exc:
-        failures = [("malformed", str(exc))]
-    if args.json:
-        print(json.dumps({
-            "ok": not failures,
-            "failures": [{"reason": r, "detail": d} for r, d in failures],
-        }, indent=2))  # fmt: skip
-    elif failures:
-        for reason, detail in failures:
-            print(f"FAILED {reason}: {REASONS[reason]} ({detail})")
-    else:
-        signature = document["signature"]
-        print(f"signed {signature['kind']} holds: signed by key {signature['key_id']}")
     return EXIT_FAILED if failures else 0
 
 

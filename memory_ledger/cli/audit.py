@@ -5,6 +5,7 @@ in forget.py) under the same `audit` group."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -153,8 +154,29 @@ def audit_verify_pack(
     checks as memory_ledger/audit/verifier.py. Exit 9 names each failure."""
     pack = _read(pack_file, as_json)
     kept = _read(head, as_json) if head is not None else None
+
+    def held() -> str:
+        h = pack["head"]
+        return (
+            f"evidence pack holds: {len(pack['entries'])} entries of {pack['request_id']} "
+            f"are in the ledger tree of size {h['size']}, signed by key {h['key_id']}"
+            + (f"; it extends the kept head of size {kept['size']}" if kept else "")
+        )
+
+    request_id = pack.get("request_id") if isinstance(pack, dict) else None
+    _verdict(lambda: verifier.check_pack(pack, kept, key_id), held, as_json, request_id=request_id)
+
+
+def _verdict(
+    check: Callable[[], list[tuple[str, str]]],
+    held: Callable[[], str],
+    as_json: bool,
+    **extra: Any,
+) -> None:
+    """Run a verifier check and say what it found, as `verify-pack` and
+    `verify-document` both do; exit 9 naming each failure."""
     try:
-        failures = verifier.check_pack(pack, kept, key_id)
+        failures = check()
     except verifier.Malformed as exc:
         failures = [("malformed", str(exc))]
     result = {
@@ -162,30 +184,18 @@ def audit_verify_pack(
         "failures": [
             {"reason": r, "detail": d, "meaning": verifier.REASONS[r]} for r, d in failures
         ],
-        "request_id": pack.get("request_id") if isinstance(pack, dict) else None,
+        **extra,
     }
-
-    def human() -> None:
-        if failures:
-            for reason, detail in failures:
-                out.print(
-                    f"[red]FAILED[/] {reason}: {markup_safe(verifier.REASONS[reason])} "
-                    f"({markup_safe(detail)})"
-                )
-            return
-        h = pack["head"]
-        out.print(
-            shown(
-                f"evidence pack holds: {len(pack['entries'])} entries of {pack['request_id']} "
-                f"are in the ledger tree of size {h['size']}, signed by key {h['key_id']}"
-                + (f"; it extends the kept head of size {kept['size']}" if kept else "")
-            )
-        )
-
     if as_json:
         print(dump_json(result, indent=2))
+    elif failures:
+        for reason, detail in failures:
+            out.print(
+                f"[red]FAILED[/] {reason}: {markup_safe(verifier.REASONS[reason])} "
+                f"({markup_safe(detail)})"
+            )
     else:
-        human()
+        out.print(shown(held()))
     if failures:
         raise typer.Exit(verifier.EXIT_FAILED)
 
@@ -204,26 +214,9 @@ def audit_verify_document(
     file: the same check as `python verifier.py --document FILE`. Exit 9 names each
     failure."""
     document = _read(document_file, as_json)
-    try:
-        failures = verifier.check_document(document, key_id)
-    except verifier.Malformed as exc:
-        failures = [("malformed", str(exc))]
-    result = {
-        "ok": not failures,
-        "failures": [
-            {"reason": r, "detail": d, "meaning": verifier.REASONS[r]} for r, d in failures
-        ],
-    }
-    if as_json:
-        print(dump_json(result, indent=2))
-    elif failures:
-        for reason, detail in failures:
-            out.print(
-                f"[red]FAILED[/] {reason}: {markup_safe(verifier.REASONS[reason])} "
-                f"({markup_safe(detail)})"
-            )
-    else:
+
+    def held() -> str:
         signature = document["signature"]
-        out.print(shown(f"signed {signature['kind']} holds: signed by key {signature['key_id']}"))
-    if failures:
-        raise typer.Exit(verifier.EXIT_FAILED)
+        return f"signed {signature['kind']} holds: signed by key {signature['key_id']}"
+
+    _verdict(lambda: verifier.check_document(document, key_id), held, as_json)
