@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from importlib import resources
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Form, Query, Request
+from fastapi import APIRouter, Depends, Form, Query, Request
 from fastapi.responses import (
     HTMLResponse,
     JSONResponse,
@@ -191,9 +191,19 @@ def _time(value: str, name: str) -> str:
     return canonical_time(parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC))
 
 
+Text = Annotated[str, Query(max_length=200)]
+
+
 def _filters(
-    namespace: str, status: str, basis: str, kind: str, since: str, until: str, search: str
+    namespace: Text = "",
+    status: Text = "",
+    basis: Text = "",
+    kind: Text = "",
+    since: Text = "",
+    until: Text = "",
+    search: Text = "",
 ) -> Filters:
+    """The list's filters from the query string (a dependency of every list route)."""
     problems = [
         name
         for name, value in (("status", status), ("basis", basis), ("kind", kind),
@@ -215,25 +225,18 @@ def _filters(
     )
 
 
-Text = Annotated[str, Query(max_length=200)]
+Filtered = Annotated[Filters, Depends(_filters)]
 
 
 @router.get("/compliance/api/requests")
 def list_requests(
     request: Request,
-    namespace: Text = "",
-    status: Text = "",
-    basis: Text = "",
-    kind: Text = "",
-    since: Text = "",
-    until: Text = "",
-    search: Text = "",
+    filters: Filtered,
     after: Annotated[int | None, Query(ge=0)] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ) -> JSONResponse:
     """One page of requests, newest first; `next` is the `after` of the next page."""
     caller = _caller(request)
-    filters = _filters(namespace, status, basis, kind, since, until, search)
     items, cursor = _index(request).page(caller.namespace, filters, after, limit)
     return JSONResponse({"requests": items, "next": cursor}, headers=_NO_STORE)
 
@@ -241,16 +244,9 @@ def list_requests(
 @router.get("/compliance/api/totals")
 def totals(
     request: Request,
-    namespace: Text = "",
-    status: Text = "",
-    basis: Text = "",
-    kind: Text = "",
-    since: Text = "",
-    until: Text = "",
-    search: Text = "",
+    filters: Filtered,
 ) -> JSONResponse:
     caller = _caller(request)
-    filters = _filters(namespace, status, basis, kind, since, until, search)
     found = _index(request).totals(caller.namespace, filters, deadline_days(), datetime.now(UTC))
     return JSONResponse({**found, "subtree": caller.namespace}, headers=_NO_STORE)
 
@@ -258,17 +254,10 @@ def totals(
 @router.get("/compliance/api/requests.csv")
 def export_csv(
     request: Request,
-    namespace: Text = "",
-    status: Text = "",
-    basis: Text = "",
-    kind: Text = "",
-    since: Text = "",
-    until: Text = "",
-    search: Text = "",
+    filters: Filtered,
 ) -> StreamingResponse:
     """Every request the filters select, newest first, one CSV row each."""
     caller = _caller(request)
-    filters = _filters(namespace, status, basis, kind, since, until, search)
     rows = _index(request).every(caller.namespace, filters)
 
     def lines() -> Iterator[str]:
