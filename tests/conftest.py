@@ -22,6 +22,13 @@ from memory_ledger.principal import Principal
 from memory_ledger.retrieval.embedders import EMBEDDER_ENV
 
 PG_ADMIN = os.environ.get("MEMORY_LEDGER_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+# The CLI's rich consoles fix their width from COLUMNS when they are created (at import):
+# a caller's COLUMNS=80 would wrap every in-process CLI call's output at 80, whatever
+# width the test asks for. Each test that cares sets its own (CliRunner's env, or a
+# subprocess's).
+os.environ.pop("COLUMNS", None)
+os.environ.pop("LINES", None)
+
 ALICE = Principal("acme", "alice")
 BOB = Principal("acme", "bob")
 
