@@ -25,6 +25,7 @@ _EXPORTS: dict[str, str] = {
     "Settings": "memory_ledger.config",
     # what reads and writes give back
     "Remembered": "memory_ledger.views",
+    "Added": "memory_ledger.views",
     "Memory": "memory_ledger.views",
     "ItemState": "memory_ledger.views",
     "Summary": "memory_ledger.views",
@@ -61,6 +62,7 @@ _EXPORTS: dict[str, str] = {
 
 # Written out (not built from _EXPORTS) so that tools read it; a test holds the two equal.
 __all__ = [
+    "Added",
     "BackendUnavailable",
     "ConfigurationError",
     "Context",
@@ -131,7 +133,7 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time, __getattr_
     from memory_ledger.principal import Principal
     from memory_ledger.retrieval.context import Context, ContextItem
     from memory_ledger.stores import Evidence, Receipt
-    from memory_ledger.views import ItemState, Memory, RecallPage, Remembered, Summary
+    from memory_ledger.views import Added, ItemState, Memory, RecallPage, Remembered, Summary
 
     __version__: str
 
