@@ -420,6 +420,7 @@ def test_a_forget_reads_only_the_files_it_wrote_and_verify_reads_them_all(
     every file, finds it does not match its checksum, and fails."""
     directory = settings.data_dir / "vectors"
     service.vectors = VectorIndex(service.log, directory, HASH, segment_rows=2)
+    service.stores.get("vector_index").vectors = service.vectors  # the store is given its index
     address = alice.remember(fact("home_address", ADDRESS)).item_id
     seat = alice.remember(preference("seat", "window")).item_id
     city = alice.remember(fact("city", "Hangzhou")).item_id
