@@ -134,6 +134,12 @@ def _dedupe(service: MemoryService, now: datetime, progress: Progress | None) ->
     return merge_duplicates(service, now)
 
 
+def _audit_head(service: MemoryService, now: datetime, progress: Progress | None) -> dict[str, int]:
+    from jobs.audit_head import sign_and_keep
+
+    return sign_and_keep(service)
+
+
 def _projection_catchup(
     service: MemoryService, now: datetime, progress: Progress | None
 ) -> dict[str, int]:
@@ -218,6 +224,12 @@ JOBS: dict[str, JobSpec] = {
             _consolidation_every,
             _dedupe,
             default_on=False,
+        ),
+        JobSpec(
+            "audit-head",
+            "sign the lifecycle ledger's tree head and keep it in audit-heads.jsonl",
+            _hourly,
+            _audit_head,
         ),
         JobSpec(
             "projection-catchup",

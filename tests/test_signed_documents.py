@@ -110,3 +110,26 @@ def test_a_drill_report_is_signed_and_a_changed_finding_fails(store: Settings) -
     done = runner.invoke(app, ["audit", "verify-document", str(document), "--json"])
     assert done.exit_code == verifier.EXIT_FAILED
     assert json.loads(done.output)["failures"][0]["reason"] == "bad_document_signature"
+
+
+def test_the_scheduled_head_is_kept_and_a_later_pack_extends_it(store: Settings) -> None:
+    """The `audit-head` job signs the ledger's head and keeps it, one line per run; a
+    pack made after more entries shows the kept head's tree is a prefix of its own."""
+    from jobs.audit_head import HEADS_FILE
+    from jobs.registry import JOBS
+    from memory_ledger.audit.heads import Auditor
+    from memory_ledger.audit.pack import build_pack
+
+    with MemoryService(store) as service:
+        first = JOBS["audit-head"].run(service, datetime.now(UTC), None)
+        ledger = service.for_principal(Principal("acme", "alice"))
+        item = ledger.remember(fact("badge", "B-7731")).item_id
+        request_id = ledger.forget(item).request_id
+        second = JOBS["audit-head"].run(service, datetime.now(UTC), None)
+        lines = (store.data_dir / HEADS_FILE).read_text().splitlines()
+        assert [json.loads(line)["size"] for line in lines] == [first["size"], second["size"]]
+        assert second["size"] > first["size"]
+        kept = json.loads(lines[0])
+        auditor = Auditor(service.ledger, service.log.master)
+        pack = build_pack(auditor, request_id, since=[kept["size"]])
+    assert not verifier.check_pack(pack, kept, kept["key_id"])
