@@ -147,3 +147,38 @@ def test_every_quoted_command_in_the_code_names_a_real_command_and_options() -> 
                     assert word.split("=")[0] in names, (path.name, command, word)
             checked += 1
     assert checked >= 8
+
+
+@pytest.mark.slow
+def test_a_hint_names_the_store_the_command_was_given(tmp_path: Path) -> None:
+    """Given `--data-dir` on the command line (not from the environment), the hints
+    carry it: typed as printed from the same folder, in a new process, they open the
+    same store (without it, `forget execute` would look for ./.memory-ledger)."""
+    import os
+    import subprocess
+    import sys
+
+    bin_dir = Path(sys.executable).parent
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_LEDGER_")}
+    env.update(PATH=f"{bin_dir}{os.pathsep}{env.get('PATH', '')}", COLUMNS="200")
+    env["MEMORY_LEDGER_EMBEDDER"] = "hashing"
+
+    def shell(command: str) -> str:
+        done = subprocess.run(
+            shlex.split(command), cwd=tmp_path, env=env, capture_output=True, text=True
+        )
+        assert done.returncode == 0, (command, done.stdout, done.stderr)
+        return done.stdout
+
+    shell(
+        f"memory-ledger remember -n {NS} --data-dir ./store --kind fact --subject user "
+        "--predicate phone --value 206-555-0148 --turn-id t1"
+    )
+    planned = shell(f'memory-ledger forget plan -n {NS} --data-dir ./store "forget my phone"')
+    [go] = [h for h in hints(planned) if " execute " in h]
+    assert go.endswith(" --data-dir store")
+    executed = shell(go)
+    assert "erased from every store" in executed
+    for hint_text in hints(executed):
+        shell(hint_text)
+    assert not (tmp_path / ".memory-ledger").exists()

@@ -36,9 +36,38 @@ if TYPE_CHECKING:
     from memory_ledger.forgetting.requests import RequestReport
 
 
-def say(*args: str) -> None:
-    """Print a hint (a command that works as printed) on one line."""
-    out.print(hint(*args), soft_wrap=True)
+def say(command: str, lead: str = "next") -> None:
+    """Print a hint (a command that works as printed) on one line: with the store
+    options this command line named, so the hint opens the same store."""
+    out.print(hint(command + _same_store(), lead), soft_wrap=True)
+
+
+def _same_store() -> str:
+    """` --data-dir DIR` / ` --url URL` as given on this command line (from the
+    environment, the next command gets them the same way). A URL holding a password is
+    left out: a hint never prints a credential (set MEMORY_LEDGER_URL instead)."""
+    import shlex
+    from urllib.parse import urlsplit
+
+    try:  # typer from 0.29 runs on its own copy of click, not the click package
+        from typer._click.core import ParameterSource  # type: ignore[import-not-found]
+        from typer._click.globals import get_current_context  # type: ignore[import-not-found]
+    except ImportError:
+        from click import get_current_context
+        from click.core import ParameterSource
+
+    context = get_current_context(silent=True)
+    if context is None:
+        return ""
+    given = []
+    for name, flag in (("data_dir", "--data-dir"), ("url", "--url")):
+        value = context.params.get(name)
+        if value is None or context.get_parameter_source(name) != ParameterSource.COMMANDLINE:
+            continue
+        if name == "url" and urlsplit(str(value)).password:
+            continue
+        given.append(f" {flag} {shlex.quote(str(value))}")
+    return "".join(given)
 
 
 #: The exit code of each status a forget request (or an executed plan) ends in; see the
