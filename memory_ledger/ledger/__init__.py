@@ -691,6 +691,14 @@ class LifecycleLedger:
         with self._lock, self._guard("read"):
             return [(int(seq), str(digest)) for seq, digest in self._db.read(sql, (after,))]
 
+    def entries_after(self, seq: int, limit: int) -> list[LedgerEntry]:
+        """Up to `limit` entries after seq `seq`, in chain order: how a reader that folds
+        the ledger as it grows (the compliance console's summary) reads only what is new."""
+        t, p = self._db.table, self._db.param
+        sql = f"SELECT {COLUMNS} FROM {t} WHERE seq > {p} ORDER BY seq LIMIT {int(limit)}"
+        with self._lock, self._guard("read"):
+            return [_entry(row) for row in self._db.read(sql, (seq,))]
+
     def request_ids(self) -> list[str]:
         """Every request recorded, in the order they were filed (not recovery entries)."""
         t, p = self._db.table, self._db.param

@@ -27,7 +27,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from memory_ledger.ledger import COLUMNS, EntryType, LifecycleLedger
+from memory_ledger.ledger import EntryType, LedgerEntry, LifecycleLedger
 from memory_ledger.times import canonical_time
 
 FILE = "compliance_console.sqlite"
@@ -147,13 +147,6 @@ class ConsoleIndex:
 
     # -- catching up with the ledger ------------------------------------------------------
 
-    def _ledger_rows(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-        # The ledger's own connection and lock: LifecycleLedger has no range read of its
-        # own yet (entries() reads everything or one request).
-        ledger, db = self.ledger, self.ledger._db
-        with ledger._lock, ledger._guard("read"):
-            return db.read(sql.format(t=db.table, p=db.param), params)
-
     def catch_up(self) -> int:
         """Fold the ledger entries appended since the last call; returns how many."""
         folded = 0
@@ -176,28 +169,27 @@ class ConsoleIndex:
         seq = 0
         if mark:
             seq, known = int(mark[0]), str(mark[1])
-            found = self._ledger_rows("SELECT entry_hash FROM {t} WHERE seq = {p}", (seq,))
-            if not found or found[0][0] != known:  # not the ledger that was folded
+            found = self.ledger.entries_after(seq - 1, 1)
+            if not found or (found[0].seq, found[0].entry_hash) != (seq, known):  # another ledger
                 for table in ("requests", "request_stores", "watermark"):
                     cur.execute(f"DELETE FROM {table}")
                 seq = 0
-        rows = self._ledger_rows(
-            f"SELECT {COLUMNS} FROM {{t}} WHERE seq > {{p}} ORDER BY seq LIMIT {_BATCH}", (seq,)
-        )
-        if not rows:
+        entries = self.ledger.entries_after(seq, _BATCH)
+        if not entries:
             return 0
-        for row in rows:
-            self._fold(cur, row)
-        last = rows[-1]
+        for entry in entries:
+            self._fold(cur, entry)
+        last = entries[-1]
         cur.execute(
             "INSERT INTO watermark (one, seq, entry_hash) VALUES (1, ?, ?) ON CONFLICT (one) "
             "DO UPDATE SET seq = excluded.seq, entry_hash = excluded.entry_hash",
-            (int(last[0]), str(last[6])),
+            (last.seq, last.entry_hash),
         )
-        return len(rows)
+        return len(entries)
 
-    def _fold(self, cur: sqlite3.Cursor, row: tuple[Any, ...]) -> None:
-        seq, rid, kind, payload_json, at = int(row[0]), str(row[1]), str(row[2]), row[3], row[4]
+    def _fold(self, cur: sqlite3.Cursor, entry: LedgerEntry) -> None:
+        seq, rid, kind = entry.seq, entry.request_id, entry.entry_type.value
+        payload_json, at = entry.payload_json, entry.recorded_at
         if kind == EntryType.REQUEST.value:
             p = json.loads(payload_json)
             cur.execute(
