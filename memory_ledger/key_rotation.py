@@ -34,10 +34,12 @@ killed anywhere (kill -9 included) is finished by running it again:
 from __future__ import annotations
 
 import base64
+import fcntl
 import json
 import os
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -58,6 +60,9 @@ from projections.vector_files import fsync_dir
 NEW_MASTER_KEY_ENV = "MEMORY_LEDGER_NEW_MASTER_KEY"
 #: Where a rotation of a development key keeps the new key until it replaces the old.
 NEXT_DEV_KEY_FILE = "dev-master.key.next"
+#: The flock a rotation holds on SQLite (an advisory lock of ROTATION_LOCK_ID on PostgreSQL).
+LOCK_FILE = "key-rotation.lock"
+ROTATION_LOCK_ID = 0x6D6C6B72  # "mlkr"
 DEFAULT_CHUNK = 500
 MAX_CHUNK = 100_000
 PHASES = ("rewrap", "backups", "destroy", "record")
@@ -115,12 +120,46 @@ def rotate(
     settings.check_reachable()
     refuse_while_restoring(settings)
     current, _ = load_master_key(settings.data_dir, allow_dev_key=False)
-    with settings.schema_lock():
-        log = EventLog(settings, current, rotating=True)
-    try:
-        return _Rotator(settings, log, current, by, chunk_size, after_chunk).run()
-    finally:
-        log.close()
+    with rotation_lock(settings):
+        with settings.schema_lock():
+            log = EventLog(settings, current, rotating=True)
+        try:
+            return _Rotator(settings, log, current, by, chunk_size, after_chunk).run()
+        finally:
+            log.close()
+
+
+@contextmanager
+def rotation_lock(settings: Settings) -> Iterator[None]:
+    """Hold the store's rotation lock for the whole run, or refuse: two rotations at
+    once would each make a new key and rewrap under it. The operating system (a flock
+    in the data directory) or the server (a session advisory lock on PostgreSQL, whose
+    every host must be excluded) releases it when the process dies, kill -9 included,
+    so a rotation that was killed is resumed at once."""
+    busy = ConfigurationError(
+        "another `memory-ledger keys rotate` is running on this store; wait for it to "
+        "finish. Nothing was changed"
+    )
+    if settings.postgres is None:
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(settings.data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise busy from None
+            yield
+        finally:
+            os.close(fd)  # closing the descriptor releases the lock
+        return
+    with settings._pg_connect() as conn:
+        row = conn.execute("SELECT pg_try_advisory_lock(%s)", (ROTATION_LOCK_ID,)).fetchone()
+        if not (row and row[0]):
+            raise busy
+        try:
+            yield
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (ROTATION_LOCK_ID,))
 
 
 class _Rotator:
@@ -191,7 +230,10 @@ class _Rotator:
             "new_key_id": master_key_id(new),
             "old_check": old.check_value(),
             "new_check": new.check_value(),
-            "dev_key": old.source == str(self._dev_file),
+            # where the old key's material is: the development key file (ours to
+            # overwrite, also when the variable names the same key), the environment
+            "dev_key": self._holds(self._dev_file, old),
+            "key_from_env": old.source != str(self._dev_file),
             "started_at": now_text(),
             "phase": "rewrap",
             "after": None,
@@ -210,6 +252,14 @@ class _Rotator:
                 )
             self._save(cursor, state)
         return state
+
+    @staticmethod
+    def _holds(path: Path, key: MasterKey) -> bool:
+        try:
+            found = MasterKey.from_base64(path.read_text(), str(path))
+        except (OSError, ConfigurationError):
+            return False
+        return secrets.compare_digest(found.material, key.material)
 
     @property
     def _dev_file(self) -> Path:
@@ -359,7 +409,7 @@ class _Rotator:
         from memory_ledger.audit.heads import Auditor
         from memory_ledger.ledger import EntryType, LifecycleLedger
 
-        material = "destroyed" if state["dev_key"] else "held_by_operator"
+        material = "held_by_operator" if state["key_from_env"] else "destroyed"
         with LifecycleLedger(self.settings) as ledger:
             auditor = Auditor(ledger, new)
             auditor.record_key(self.by)
@@ -376,6 +426,7 @@ class _Rotator:
                         "backups_rewrapped": state["backups_rewrapped"],
                         "backups_not_rewrapped": state["backups_not_rewrapped"],
                         "old_key_material": material,
+                        "old_key_files_found": found,
                         "rotated_by": self.by,
                     },
                 )

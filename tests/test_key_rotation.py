@@ -28,7 +28,12 @@ from memory_ledger.errors import (
     KeyRotationInProgress,
     WrongMasterKey,
 )
-from memory_ledger.key_rotation import NEW_MASTER_KEY_ENV, NEXT_DEV_KEY_FILE, rotate
+from memory_ledger.key_rotation import (
+    NEW_MASTER_KEY_ENV,
+    NEXT_DEV_KEY_FILE,
+    rotate,
+    rotation_lock,
+)
 from memory_ledger.ledger import EntryType, LifecycleLedger
 from memory_ledger.principal import Principal
 from restore.backup import create, verify
@@ -95,6 +100,7 @@ def test_rotation_rewraps_every_live_key_and_every_backup_and_destroys_the_old_k
             "backups_rewrapped": 1,
             "backups_not_rewrapped": 0,
             "old_key_material": "destroyed",
+            "old_key_files_found": 0,
             "rotated_by": "ops-alice",
         }
         ledger_text = " ".join(e.payload_json for e in service.ledger.entries())
@@ -133,6 +139,10 @@ def test_a_process_opened_before_the_rotation_cannot_wrap_new_keys_under_the_old
         assert stale.log.max_position() == events  # nothing stored
     with MemoryService(settings) as service:
         assert [m.text for m in service.for_principal(ALICE).recall()] == ["Hangzhou"]
+    with rotation_lock(settings), pytest.raises(ConfigurationError, match="another"):
+        rotate(settings, "ops-bob")  # one rotation at a time; this one changed nothing
+    with MemoryService(settings) as service:
+        assert len(service.ledger.entries_of_type(EntryType.KEY_ROTATION)) == 1
 
 
 @pytest.mark.parametrize("backend", ["sqlite"])
@@ -197,9 +207,14 @@ def test_a_key_from_the_environment_needs_the_new_one_given_and_stays_the_operat
     with MemoryService(settings) as service:  # every refusal above changed nothing
         assert service.for_principal(ALICE).get(item).text == "Hangzhou"
 
-    code, output = cli("keys", "rotate", *where)
-    assert code == 0 and "destroy the old one in your secret manager" in " ".join(output.split())
-    assert not (settings.data_dir / DEV_KEY_FILE).exists()
+    # A development key file left beside the data with the same key is overwritten too.
+    (settings.data_dir / DEV_KEY_FILE).write_text(os.environ[MASTER_KEY_ENV] + "\n")
+    code, output = cli("keys", "rotate", *where, "--json")
+    assert code == 0, output
+    done = json.loads(output)
+    assert done["old_key_material"] == "held_by_operator" and done["old_key_bytes_found"] == 0
+    dev_key = (settings.data_dir / DEV_KEY_FILE).read_text().strip()
+    assert base64.b64decode(dev_key) == new.material
     with pytest.raises(WrongMasterKey):
         MemoryService(settings)  # the variable still names the old key
     monkeypatch.setenv(MASTER_KEY_ENV, base64.b64encode(new.material).decode())

@@ -487,6 +487,10 @@ class KeyRotationPayload(_Payload):
     backups_rewrapped: Count
     backups_not_rewrapped: Count
     old_key_material: Literal["destroyed", "held_by_operator"]
+    #: Files under the data directory found holding the old key's bytes after it was
+    #: destroyed (0 expected); absent when the search could not run (a resumed rotation
+    #: whose old key had already been overwritten).
+    old_key_files_found: Count | None = None
     rotated_by: Actor
 
 
