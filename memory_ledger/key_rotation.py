@@ -380,9 +380,11 @@ class _Rotator:
         done = skipped = 0
         for backup in known(self.settings.data_dir):
             try:
-                done += rekey(backup.path, old, new)
+                rekey(backup.path, old, new)  # False: rewrapped before an interruption
             except ConfigurationError:
                 skipped += 1  # under another key, format 1, or damaged: it cannot be
+            else:
+                done += 1
         state["backups_rewrapped"], state["backups_not_rewrapped"] = done, skipped
         self._set_phase(state, "destroy")
 

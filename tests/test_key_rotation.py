@@ -225,3 +225,41 @@ def test_a_key_from_the_environment_needs_the_new_one_given_and_stays_the_operat
         assert entry["old_key_material"] == "held_by_operator"
         assert entry["rotated_by"] == "operator"
     assert os.environ[MASTER_KEY_ENV] != base64.b64encode(old.material).decode()
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_a_rotation_stopped_while_rewriting_a_backup_finishes_it_when_run_again(
+    settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stopped after a backup's new sealed file and manifest were written beside the
+    old ones, before they replaced them: the next run puts them in place, and the
+    backup opens under the new key."""
+    import restore.backup as backups
+
+    with MemoryService(settings) as service:
+        kept, gone, backup = _seed(service, tmp_path)
+    real = backups.finish_rekey
+    calls: list[Path] = []
+
+    def stop_before_the_second(path: Path) -> None:
+        calls.append(path)
+        if len(calls) == 2:  # rekey's own, after writing the new files
+            raise KeyboardInterrupt
+        real(path)
+
+    monkeypatch.setattr(backups, "finish_rekey", stop_before_the_second)
+    with pytest.raises(KeyboardInterrupt):
+        rotate(settings, "ops-alice")
+    monkeypatch.setattr(backups, "finish_rekey", real)
+    assert (backup / (backups.MANIFEST + backups.REKEY_SUFFIX)).exists()
+    with pytest.raises(KeyRotationInProgress):
+        MemoryService(settings)
+
+    done = rotate(settings, "ops-alice")
+    assert done.resumed and (done.backups_rewrapped, done.backups_not_rewrapped) == (1, 0)
+    assert {p.name for p in backup.iterdir()} == {backups.MANIFEST, backups.SEALED_EVENTS}
+    new, _ = load_master_key(settings.data_dir, allow_dev_key=False)
+    verify(backup, new)
+    with MemoryService(settings) as service:
+        alice = service.for_principal(ALICE)
+        assert {i: alice.get(i).text for i in kept} == kept and alice.get(gone).erased
