@@ -70,6 +70,18 @@ class WrongMasterKey(ConfigurationError):
     pass
 
 
+class KeyRotationInProgress(ConfigurationError):
+    """A master-key rotation started and has not finished: some data keys are wrapped
+    under the old key and some under the new one, so the store serves nothing until
+    `memory-ledger keys rotate` is run again and finishes it."""
+
+
+class KeyRotated(ConfigurationError):
+    """This process opened the store under a master key the store no longer has (it was
+    rotated since, or is being rotated): a new data key wrapped under it would become
+    unreadable once the old key is destroyed, so the write is refused."""
+
+
 class CorruptKeyEntry(MemoryLedgerError):
     """A wrapped data key fails authentication: tampering or disk corruption."""
 

@@ -30,6 +30,7 @@ from memory_ledger.errors import (
     CorruptKeyEntry,
     InvalidTransition,
     KeyCheckMissing,
+    KeyRotationInProgress,
     MissingKey,
     NotFound,
     WrongMasterKey,
@@ -37,6 +38,7 @@ from memory_ledger.errors import (
 from memory_ledger.forgetting.residue import checkpoint_evidence
 from memory_ledger.keystore import (
     FORMAT_VERSION,
+    ROTATION,
     KeyDestruction,
     KeyRing,
     KeySQL,
@@ -77,12 +79,19 @@ class EventLog:
     """The memory log with sealing, key creation and key destruction wired together."""
 
     def __init__(
-        self, settings: Settings, master: MasterKey, *, repair_key_check: bool = False
+        self,
+        settings: Settings,
+        master: MasterKey,
+        *,
+        repair_key_check: bool = False,
+        rotating: bool = False,
     ) -> None:
         """`repair_key_check`: if the master-key check row is gone from a store that
         holds data, prove the key against the stored wrapped keys and write the check
         again (`memory-ledger doctor --repair-key-check`); without it, such a store is
-        refused with KeyCheckMissing. Sets `key_check_repaired` to what was done."""
+        refused with KeyCheckMissing. Sets `key_check_repaired` to what was done.
+        `rotating`: opened by a master-key rotation (memory_ledger/key_rotation.py),
+        which checks the keys itself; every other open is refused while one runs."""
         self.settings = settings
         self.key_check_repaired: str | None = None
         self.master = master
@@ -95,7 +104,9 @@ class EventLog:
         self.recorder: Any = self.app.recorder
         self.key_sql: KeySQL = self.recorder.key_sql
         try:
-            self._check_master_key(repair_key_check)
+            if not rotating:
+                self._check_master_key(repair_key_check)
+                self.key_sql.expected_check = self.master.check_value()
         except Exception:
             self.app.close()
             raise
@@ -110,6 +121,14 @@ class EventLog:
         with self.recorder.datastore.transaction(commit=True) as cursor:
             cursor.execute(f"SELECT name, value FROM {table}")
             meta = dict(values(row) for row in cursor.fetchall())
+            if ROTATION in meta:
+                raise KeyRotationInProgress(
+                    f"a master-key rotation of the store at {self.settings.describe()} has "
+                    "started and not finished: its data keys are wrapped partly under the "
+                    "old key and partly under the new one, so it serves nothing until the "
+                    "rotation finishes; run `memory-ledger keys rotate` again to finish it. "
+                    "Nothing was read or changed"
+                )
             if "key_check" not in meta:
                 holds_data = bool(meta) or self._holds_data(cursor)
                 if holds_data and not repair:

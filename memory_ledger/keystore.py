@@ -19,6 +19,11 @@ from memory_ledger.times import now_text
 KEYS_TABLE = "memory_keys"
 META_TABLE = "memory_ledger_meta"
 FORMAT_VERSION = "1"
+#: The meta row naming the store's master key (a keyed fingerprint of it).
+KEY_CHECK = "key_check"
+#: The meta row a master-key rotation keeps while it runs (memory_ledger/key_rotation.py):
+#: its progress, and the store refuses to serve while it is there.
+ROTATION = "key_rotation"
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,10 @@ class KeySQL:
         self.param = param
         self.keys_table = keys_table
         self.meta_table = meta_table
+        #: The check value of the master key this process wraps new keys under, once the
+        #: store has accepted it (EventLog): new keys are refused when the store's key
+        #: has changed or is being rotated since (`insert_keys`).
+        self.expected_check: str | None = None
         self.create = [
             f"CREATE TABLE IF NOT EXISTS {keys_table} ("
             "item_id TEXT NOT NULL, generation INTEGER NOT NULL, "
@@ -58,12 +67,76 @@ class KeySQL:
         ]
 
     def insert_keys(self, cursor: Cursorish, keys: Sequence[NewKey]) -> None:
+        """Store new wrapped keys, in the transaction of the events that need them. A
+        process that opened the store before its master key was rotated (or while the
+        rotation runs) would wrap them under a key the store no longer has, whose
+        material the rotation destroys: such a write is refused, nothing stored."""
         p = self.param
+        if self.expected_check is not None:
+            self._check_current_key(cursor)
         now = now_text()
         cursor.executemany(
             f"INSERT INTO {self.keys_table} (item_id, generation, wrapped, created_at) "
             f"VALUES ({p}, {p}, {p}, {p})",
             [(key.item_id, key.generation, key.wrapped, now) for key in keys],
+        )
+
+    def _check_current_key(self, cursor: Cursorish) -> None:
+        from memory_ledger.errors import KeyRotated
+
+        meta = self.read_meta(cursor, (KEY_CHECK, ROTATION))
+        if ROTATION in meta or meta.get(KEY_CHECK) != self.expected_check:
+            raise KeyRotated(
+                "the store's master key was rotated (or is being rotated) since this "
+                "process opened it: new data keys cannot be wrapped under the old key, so "
+                "nothing was stored. Restart the process with the store's new master key"
+            )
+
+    def read_meta(self, cursor: Cursorish, names: Sequence[str]) -> dict[str, str]:
+        """The named meta rows that exist, by name."""
+        marks = ", ".join([self.param] * len(names))
+        cursor.execute(
+            f"SELECT name, value FROM {self.meta_table} WHERE name IN ({marks})", tuple(names)
+        )
+        return {str(n): str(v) for n, v in (values(row) for row in cursor.fetchall())}
+
+    def write_meta(self, cursor: Cursorish, name: str, value: str | None) -> None:
+        """Set a meta row (insert or replace), or remove it with None."""
+        p = self.param
+        if value is None:
+            cursor.execute(f"DELETE FROM {self.meta_table} WHERE name = {p}", (name,))
+            return
+        cursor.execute(
+            f"INSERT INTO {self.meta_table} (name, value) VALUES ({p}, {p}) "
+            "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+            (name, value),
+        )
+
+    def live_keys_after(
+        self, cursor: Cursorish, after: tuple[str, int] | None, limit: int | None
+    ) -> list[tuple[str, int, bytes]]:
+        """Live (item id, generation, wrapped) rows in key order, after `after` (all from
+        the start with None), at most `limit` (all with None): a rotation's chunks."""
+        p = self.param
+        where, args = "wrapped IS NOT NULL", ()
+        if after is not None:
+            where += f" AND (item_id > {p} OR (item_id = {p} AND generation > {p}))"
+            args = (after[0], after[0], after[1])
+        cursor.execute(
+            f"SELECT item_id, generation, wrapped FROM {self.keys_table} WHERE {where} "
+            "ORDER BY item_id, generation" + (f" LIMIT {int(limit)}" if limit else ""),
+            args,
+        )
+        return [(str(i), int(g), bytes(w)) for i, g, w in (values(r) for r in cursor.fetchall())]
+
+    def replace_wrapped(self, cursor: Cursorish, rows: Sequence[tuple[str, int, bytes]]) -> None:
+        """Write live keys' wrapped bytes again (a rotation's rewrap): a key destroyed
+        meanwhile stays destroyed (`wrapped IS NOT NULL`)."""
+        p = self.param
+        cursor.executemany(
+            f"UPDATE {self.keys_table} SET wrapped = {p} "
+            f"WHERE item_id = {p} AND generation = {p} AND wrapped IS NOT NULL",
+            [(wrapped, item_id, generation) for item_id, generation, wrapped in rows],
         )
 
     def destroy_keys(self, cursor: Cursorish, destructions: Sequence[KeyDestruction]) -> None:

@@ -34,6 +34,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
 import secrets
 import sqlite3
 import tempfile
@@ -55,7 +56,7 @@ from memory_ledger.errors import ConfigurationError, InvalidWrite
 from memory_ledger.ledger import EntryType, LifecycleLedger
 from memory_ledger.times import AwareDatetime, canonical_time
 from memory_ledger.write_policy import StrictModel
-from projections.vector_files import write_atomic
+from projections.vector_files import fsync_dir, write_atomic
 from restore import pg_snapshot
 
 FORMAT_VERSION = 2
@@ -308,6 +309,88 @@ def open_events(path: Path, manifest: Manifest, master: MasterKey) -> bytes:
         raise ConfigurationError(
             f"the backup {manifest.backup_id} does not decrypt: it was changed"
         ) from None
+
+
+#: The suffix of a backup's files rewritten under a new master key before they replace
+#: the old ones (`rekey`).
+REKEY_SUFFIX = ".rekey"
+
+
+def rekey(path: Path, old: MasterKey, new: MasterKey) -> bool:
+    """Rewrap the backup at `path` from the master key `old` to `new` (a master-key
+    rotation, memory_ledger/key_rotation.py): every live data key in its key store is
+    rewrapped, its key check replaced, and the whole sealed again under a fresh file
+    key wrapped by `new`; the manifest keeps its id, restore point, times, expiry and
+    ledger anchor, and gets new checksums, a new MAC and a new signature. The copy is
+    decrypted in memory only (an in-memory SQLite database). True when it was rewritten,
+    False when it already was under `new`. A backup under neither key, or of format 1,
+    is refused (ConfigurationError): after the old key is destroyed nothing opens it.
+
+    The sealed file and the manifest are written beside the old ones first (with
+    REKEY_SUFFIX, fsynced), then renamed over them, the manifest last; an interrupted
+    rewrite is finished (or discarded) by `finish_rekey` before anything else."""
+    from memory_ledger.keystore import KEY_CHECK, KEYS_TABLE, META_TABLE
+
+    path = Path(path)
+    finish_rekey(path)
+    raw, manifest = _load_manifest(path)
+    if secrets.compare_digest(manifest.master_check, new.check_value()):
+        _authenticate(raw, manifest, new)
+        return False
+    _, plain = open_verified(path, old)
+    conn = sqlite3.connect(":memory:")
+    try:
+        conn.deserialize(plain)
+        del plain
+        rows = conn.execute(
+            f"SELECT item_id, generation, wrapped FROM {KEYS_TABLE} WHERE wrapped IS NOT NULL"
+        ).fetchall()
+        conn.executemany(
+            f"UPDATE {KEYS_TABLE} SET wrapped = ? WHERE item_id = ? AND generation = ?",
+            [(new.wrap(i, g, old.unwrap(i, g, bytes(w))), i, g) for i, g, w in rows],
+        )
+        conn.execute(
+            f"UPDATE {META_TABLE} SET value = ? WHERE name = ?", (new.check_value(), KEY_CHECK)
+        )
+        conn.commit()
+        rewrapped = conn.serialize()
+    finally:
+        conn.close()
+    backup_id = manifest.backup_id
+    file_key = AESGCM.generate_key(bit_length=256)
+    nonce = secrets.token_bytes(_NONCE)
+    sealed = nonce + AESGCM(file_key).encrypt(nonce, rewrapped, backup_id.encode())
+    del rewrapped
+    fields = {
+        "master_check": new.check_value(),
+        "wrapped_file_key": base64.b64encode(new.wrap(backup_id, 1, file_key)).decode(),
+        "files": (ManifestFile(name=SEALED_EVENTS, sha256=_sha256(sealed), size=len(sealed)),),
+        "mac": None,
+        "signature": None,
+    }
+    body = json.loads(manifest.model_copy(update=fields).model_dump_json())
+    body["mac"] = manifest_mac(body, new)
+    renewed = Manifest.model_validate(signed("backup manifest", body, new))
+    write_atomic(path, SEALED_EVENTS + REKEY_SUFFIX, sealed)
+    write_atomic(path, MANIFEST + REKEY_SUFFIX, renewed.model_dump_json(indent=2).encode())
+    finish_rekey(path)
+    return True
+
+
+def finish_rekey(path: Path) -> None:
+    """Complete a `rekey` of the backup at `path` that was interrupted: once its new
+    manifest was written, both new files replace the old ones (the manifest last);
+    before that, the new sealed file alone is discarded and the old backup stands."""
+    path = Path(path)
+    new_sealed = path / (SEALED_EVENTS + REKEY_SUFFIX)
+    new_manifest = path / (MANIFEST + REKEY_SUFFIX)
+    if new_manifest.exists():
+        if new_sealed.exists():
+            os.replace(new_sealed, path / SEALED_EVENTS)
+        os.replace(new_manifest, path / MANIFEST)
+        fsync_dir(path)
+    elif new_sealed.exists():
+        new_sealed.unlink()
 
 
 def list_backups(root: Path) -> list[Backup]:

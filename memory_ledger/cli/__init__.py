@@ -24,6 +24,7 @@ for _module in (
     "audit",
     "lifecycle",
     "backups",
+    "keys",
     "feed",
     "ops",
     "jobs",

@@ -118,6 +118,9 @@ class EntryType(StrEnum):
     #: The key that signs the ledger's tree heads (memory_ledger/audit), recorded when it
     #: is first used and whenever it changes (`audit-key-<n>`): its id, never the key.
     AUDIT_KEY = "audit_key"
+    #: A master-key rotation finished (`keyrot-...`): which key replaced which (their
+    #: ids, never the keys), how many data keys and backups were rewrapped, and who.
+    KEY_ROTATION = "key_rotation"
 
 
 #: Entry types that start an id of their own; every other type follows one of these.
@@ -131,6 +134,7 @@ _FIRST_TYPES = (
     EntryType.DRILL,
     EntryType.SUBSCRIBER,
     EntryType.AUDIT_KEY,
+    EntryType.KEY_ROTATION,
 )
 
 
@@ -464,6 +468,32 @@ class AuditKeyPayload(_Payload):
     recorded_by: Actor
 
 
+MasterKeyId = Annotated[str, Field(pattern=r"^[0-9a-f]{32}$")]
+
+
+class KeyRotationPayload(_Payload):
+    """A master-key rotation, once finished: the ids of the old and new master keys (the
+    first 32 hex digits of each key's check value, `key_rotation.master_key_id`), the
+    live data keys rewrapped under the new one, the destroyed ones left destroyed, the
+    backups rewrapped (and those that could not be, and so became unreadable), and
+    whether the old key's material was destroyed here (a development key file) or is
+    the operator's to destroy (a key given in the environment). Counts and ids only."""
+
+    old_key_id: MasterKeyId
+    new_key_id: MasterKeyId
+    keys_rewrapped: Count
+    keys_verified: Count
+    destroyed_keys_left: Count
+    backups_rewrapped: Count
+    backups_not_rewrapped: Count
+    old_key_material: Literal["destroyed", "held_by_operator"]
+    #: Files under the data directory found holding the old key's bytes after it was
+    #: destroyed (0 expected); absent when the search could not run (a resumed rotation
+    #: whose old key had already been overwritten).
+    old_key_files_found: Count | None = None
+    rotated_by: Actor
+
+
 PAYLOAD_MODELS: dict[EntryType, type[_Payload]] = {
     EntryType.REQUEST: RequestPayload,
     EntryType.RESOLVED: ResolvedPayload,
@@ -485,6 +515,7 @@ PAYLOAD_MODELS: dict[EntryType, type[_Payload]] = {
     EntryType.SUBSCRIBER_RETIRED: SubscriberRetiredPayload,
     EntryType.ACK: AckPayload,
     EntryType.AUDIT_KEY: AuditKeyPayload,
+    EntryType.KEY_ROTATION: KeyRotationPayload,
 }
 _REQUEST_ID: TypeAdapter[str] = TypeAdapter(LedgerId)
 
