@@ -37,6 +37,20 @@ def cap_problems(problems: list[str]) -> list[str]:
     return [*problems[:MAX_PROBLEMS], f"... and {more} more problem{'s' if more > 1 else ''}"]
 
 
+#: What pydantic puts before the message of a validator's ValueError or assert: noise
+#: to a reader ("subject: Value error, not an identifier"), so every boundary drops it.
+_PYDANTIC_PREFIXES = ("Value error, ", "Assertion failed, ")
+
+
+def field_message(error: dict[str, object]) -> str:
+    """The message of one pydantic field error, as a person should read it: the
+    validator's own words, without pydantic's "Value error, " prefix."""
+    message = str(error["msg"])
+    for prefix in _PYDANTIC_PREFIXES:
+        message = message.removeprefix(prefix)
+    return message
+
+
 class InvalidWrite(MemoryLedgerError):
     """A write or request failed validation at the boundary; nothing was stored."""
 

@@ -23,7 +23,7 @@ from pydantic import (
     model_validator,
 )
 
-from memory_ledger.errors import InvalidWrite
+from memory_ledger.errors import InvalidWrite, field_message
 from memory_ledger.identifiers import IDENTIFIER_PATTERN, Identifier, ItemId
 from memory_ledger.times import AwareDatetime, canonical_time
 
@@ -362,7 +362,7 @@ def invalid_input(headline: str, exc: ValidationError, what: str) -> InvalidWrit
     problems = []
     for error in exc.errors(include_url=False, include_input=False):
         location = ".".join(str(part) for part in error["loc"]) or what
-        message = error["msg"].removeprefix("Value error, ")
+        message = field_message(error)
         problems.append(f"{location}: {message}")
     return InvalidWrite.listing(headline, problems)
 

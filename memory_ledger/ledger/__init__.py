@@ -54,6 +54,7 @@ from memory_ledger.errors import (
     ConfigurationError,
     InvalidWrite,
     MemoryLedgerError,
+    field_message,
 )
 from memory_ledger.identifiers import PLAN_ID, Identifier, Namespace, is_identifier, is_namespace
 from memory_ledger.ledger.storage import (  # re-exported: part of this module's API
@@ -908,7 +909,7 @@ def _problems(exc: ValidationError) -> list[str]:
             text = str(part) if isinstance(part, int) or _SAFE_LOC.match(str(part)) else "*"
             if not (text == "*" and parts and parts[-1] == "*"):
                 parts.append(text)
-        message = error["msg"].removeprefix("Value error, ")
+        message = field_message(error)
         if error["type"].endswith("_parsing"):  # e.g. uuid_parsing quotes an input character
             message = message.split(",")[0]
         problem = f"{'.'.join(parts) or 'payload'}: {message}"
