@@ -369,6 +369,9 @@ def invalid_input(headline: str, exc: ValidationError, what: str) -> InvalidWrit
 
 Parsed = TypeVar("Parsed", bound=BaseModel)
 NAMESPACE_KEYS = ("namespace", "tenant", "user_id")
+#: The problem of an input that names a namespace: the same for every input (a write, an
+#: `export` call), so no article has to agree with the input's name.
+NAMESPACE_NOT_ALLOWED = "namespace: not allowed (it comes from the authenticated principal)"
 
 
 def parse_input(
@@ -384,9 +387,9 @@ def parse_input(
         return data
     if isinstance(data, dict) and any(k in data for k in NAMESPACE_KEYS):
         raise InvalidWrite(
-            f"a {what} must not name a namespace: it is taken from the authenticated "
+            f"the {what} must not name a namespace: it is taken from the authenticated "
             f"principal; {outcome}",
-            [f"namespace: not allowed in a {what}"],
+            [NAMESPACE_NOT_ALLOWED],
         )
     try:
         return model.model_validate(data)

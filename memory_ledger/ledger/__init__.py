@@ -242,11 +242,13 @@ class LedgerScope(_Payload):
         allowed = _SCOPE_PARAMETERS[self.kind]
         given = {n for n in self.model_fields_set - {"kind"} if getattr(self, n) not in (None, ())}
         if given - set(allowed):
-            raise ValueError(f"a {self.kind} scope takes only: {', '.join(allowed) or 'nothing'}")
+            raise ValueError(
+                f"a scope of kind {self.kind} takes only: {', '.join(allowed) or 'nothing'}"
+            )
         if self.kind == "predicate" and not (self.subject and self.predicate):
             raise ValueError("a predicate scope needs subject and predicate")
         if allowed and not given:
-            raise ValueError(f"a {self.kind} scope needs one of: {', '.join(allowed)}")
+            raise ValueError(f"a scope of kind {self.kind} needs one of: {', '.join(allowed)}")
         return self
 
 
