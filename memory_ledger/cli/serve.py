@@ -84,7 +84,7 @@ def serve(
         typer.Option(
             "--instance-file",
             help="Where to write, once listening, this server's pid, port and instance id "
-            "(/v1/health answers with the id) [default: serve.json in the data directory].",
+            "(/v1/health answers with the id); default: serve.json in the data directory.",
             show_default=False,
         ),
     ] = None,
