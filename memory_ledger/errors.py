@@ -8,6 +8,8 @@ content, so they are safe to log.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import Any
 
 
 class MemoryLedgerError(Exception):
@@ -42,7 +44,7 @@ def cap_problems(problems: list[str]) -> list[str]:
 _PYDANTIC_PREFIXES = ("Value error, ", "Assertion failed, ")
 
 
-def field_message(error: dict[str, object]) -> str:
+def field_message(error: Mapping[str, Any]) -> str:
     """The message of one pydantic field error, as a person should read it: the
     validator's own words, without pydantic's "Value error, " prefix."""
     message = str(error["msg"])
