@@ -8,6 +8,8 @@ content, so they are safe to log.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import Any
 
 
 class MemoryLedgerError(Exception):
@@ -35,6 +37,20 @@ def cap_problems(problems: list[str]) -> list[str]:
         return list(problems)
     more = len(problems) - MAX_PROBLEMS
     return [*problems[:MAX_PROBLEMS], f"... and {more} more problem{'s' if more > 1 else ''}"]
+
+
+#: What pydantic puts before the message of a validator's ValueError or assert: noise
+#: to a reader ("subject: Value error, not an identifier"), so every boundary drops it.
+_PYDANTIC_PREFIXES = ("Value error, ", "Assertion failed, ")
+
+
+def field_message(error: Mapping[str, Any]) -> str:
+    """The message of one pydantic field error, as a person should read it: the
+    validator's own words, without pydantic's "Value error, " prefix."""
+    message = str(error["msg"])
+    for prefix in _PYDANTIC_PREFIXES:
+        message = message.removeprefix(prefix)
+    return message
 
 
 class InvalidWrite(MemoryLedgerError):

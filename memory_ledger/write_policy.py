@@ -23,7 +23,7 @@ from pydantic import (
     model_validator,
 )
 
-from memory_ledger.errors import InvalidWrite
+from memory_ledger.errors import InvalidWrite, field_message
 from memory_ledger.identifiers import IDENTIFIER_PATTERN, Identifier, ItemId
 from memory_ledger.times import AwareDatetime, canonical_time
 
@@ -362,13 +362,16 @@ def invalid_input(headline: str, exc: ValidationError, what: str) -> InvalidWrit
     problems = []
     for error in exc.errors(include_url=False, include_input=False):
         location = ".".join(str(part) for part in error["loc"]) or what
-        message = error["msg"].removeprefix("Value error, ")
+        message = field_message(error)
         problems.append(f"{location}: {message}")
     return InvalidWrite.listing(headline, problems)
 
 
 Parsed = TypeVar("Parsed", bound=BaseModel)
 NAMESPACE_KEYS = ("namespace", "tenant", "user_id")
+#: The problem of an input that names a namespace: the same for every input (a write, an
+#: `export` call), so no article has to agree with the input's name.
+NAMESPACE_NOT_ALLOWED = "namespace: not allowed (it comes from the authenticated principal)"
 
 
 def parse_input(
@@ -384,9 +387,9 @@ def parse_input(
         return data
     if isinstance(data, dict) and any(k in data for k in NAMESPACE_KEYS):
         raise InvalidWrite(
-            f"a {what} must not name a namespace: it is taken from the authenticated "
+            f"the {what} must not name a namespace: it is taken from the authenticated "
             f"principal; {outcome}",
-            [f"namespace: not allowed in a {what}"],
+            [NAMESPACE_NOT_ALLOWED],
         )
     try:
         return model.model_validate(data)

@@ -383,7 +383,7 @@ def test_the_ledger_admits_a_value_filter_flag_and_never_a_value() -> None:
     with pytest.raises(InvalidWrite) as refused:
         canonical_payload("request", request({**members, "value": "Bergen"}))
     assert "Bergen" not in str(refused.value)
-    with pytest.raises(InvalidWrite, match="a category scope takes only"):
+    with pytest.raises(InvalidWrite, match="a scope of kind category takes only"):
         canonical_payload(
             "request", request({"kind": "category", "category": "x", "value_filter": True})
         )

@@ -16,6 +16,7 @@ import typer
 from typer.testing import CliRunner
 
 from memory_ledger.cli import app
+from memory_ledger.cli.usage import edit_distance, nearest
 
 
 def _paths(command: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
@@ -61,8 +62,34 @@ def test_every_command_has_a_help(path: tuple[str, ...]) -> None:
     assert result.exit_code == 0, output
     assert output.strip() and "Usage" in output
     assert "Traceback" not in output
+    assert "<bool>" not in output  # a flag takes no value: it shows no type
 
 
 def test_a_bracket_in_a_help_text_is_shown_as_written() -> None:
     result = CliRunner().invoke(app, ["tokens", "create", "--help"], env={"COLUMNS": "200"})
     assert result.exit_code == 0 and "tenant/user[/project]" in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "said", "not_said"),
+    [
+        (["recall", "--namespce", "a/b"], "(Possible options: --namespace)", "--url"),
+        (["tokens", "create", "--rol", "agent"], "(Possible options: --role)", "--url"),
+        (["recall", "--querry", "x"], "No such option: --querry", "Possible options"),
+        (["context", "--querry", "x"], "query is an argument: give its value without", "--url"),
+    ],
+)
+def test_an_unknown_option_suggests_the_nearest_by_edit_distance(
+    args: list[str], said: str, not_said: str
+) -> None:
+    """difflib suggested `--url` for `--querry` (shared letters, not a typo of it)."""
+    result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+    assert result.exit_code == 2, result.output
+    assert said in result.output and not_said not in result.output, result.output
+
+
+def test_edit_distance_counts_a_swap_as_one_typo() -> None:
+    assert edit_distance("qeury", "query") == 1
+    assert edit_distance("querry", "query") == 1
+    assert edit_distance("querry", "url") == 4
+    assert nearest("--jsno", ["--json", "--help"]) == ["--json"]

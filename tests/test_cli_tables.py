@@ -92,3 +92,26 @@ def test_tokens_and_jobs_keep_ids_whole(run, filled: dict[str, list[str]]) -> No
     assert_whole(run, tokens, "tokens", "list")
     jobs = [j["name"] for j in as_json(run, "jobs", "list")["jobs"]]  # type: ignore[index]
     assert_whole(run, jobs, "jobs", "list")
+
+
+def assert_no_cell_wraps(run, values: list[str], *args: str) -> None:
+    """Each short value (a status, a time, a count) is on one line at 80 and 120 columns:
+    a value broken over two lines of a cell reads as two values."""
+    for columns in (80, 120):
+        code, output = run(*args, columns=columns)
+        assert code == 0, output
+        for value in values:
+            assert any(value in line for line in output.splitlines()), (columns, value, output)
+
+
+def test_requests_and_jobs_list_never_wrap_a_cell(run, filled: dict[str, list[str]]) -> None:
+    plan = as_json(run, "forget", "plan", "-n", NS, "delete my phone number")
+    as_json(run, "forget", "execute", "-n", NS, plan["plan_id"])  # type: ignore[index]
+    request = as_json(run, "requests")[0]  # type: ignore[index]
+    values = [request["namespace"], request["scope"]["kind"], request["status"]]
+    assert_no_cell_wraps(run, values, "requests")
+    as_json(run, "jobs", "run-once", "retention")
+    job = next(j for j in as_json(run, "jobs", "list")["jobs"] if j["name"] == "retention")  # type: ignore[index]
+    counts = " ".join(f"{k}={v}" for k, v in job["last_run"]["counts"].items())
+    started = job["last_run"]["started_at"][:19].replace("T", " ")
+    assert_no_cell_wraps(run, [counts, started], "jobs", "list")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -62,7 +63,9 @@ def _fact(value: str, predicate: str = "home_address", **extra: object) -> dict[
 
 def test_health_readiness_and_the_openapi_document(server: tuple[str, Settings]) -> None:
     base, _ = server
-    assert httpx.get(f"{base}/v1/health").json() == {"status": "ok"}
+    health = httpx.get(f"{base}/v1/health").json()
+    assert set(health) == {"status", "instance"} and health["status"] == "ok"
+    assert re.fullmatch(r"mli-[0-9a-f]{32}", health["instance"])  # this server's, see serve
     assert httpx.get(f"{base}/v1/ready").json() == {"status": "ready"}
     document = httpx.get(f"{base}/openapi.json").json()
     paths = set(document["paths"])

@@ -155,3 +155,30 @@ def test_the_context_answer_is_context_to_dict(sqlite_settings: Settings) -> Non
             assert isinstance(stored["replaces"], list)
         finally:
             tokens.close()
+
+
+def test_field_problems_carry_the_validators_words_without_pydantics_prefix(
+    sqlite_settings: Settings,
+) -> None:
+    """pydantic writes "Value error, " before a validator's message: noise in every
+    problem of a problem+json (`subject: Value error, not an identifier`)."""
+    with MemoryService(sqlite_settings) as service:
+        tokens = TokenStore(service.settings, now)
+        try:
+            _, token = tokens.create("acme/erin", "agent")
+            client = TestClient(create_app(service, tokens))
+            headers = {"Authorization": f"Bearer {token}"}
+            naive = fact("city", "Hangzhou")
+            naive["provenance"]["written_at"] = "2026-12-01T09:00:00"
+            bad_subject = {**fact("city", "Hangzhou"), "subject": ""}
+            for body, expected in (
+                (naive, "provenance.written_at: timestamps must carry a timezone"),
+                (bad_subject, "subject: not an identifier"),
+            ):
+                refused = client.post("/v1/memories", json=body, headers=headers)
+                assert refused.status_code == 422, refused.text
+                problems = refused.json()["problems"]
+                assert any(p.startswith(expected) for p in problems), problems
+                assert not any("Value error" in p for p in problems), problems
+        finally:
+            tokens.close()

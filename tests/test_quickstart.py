@@ -16,17 +16,22 @@ import re
 import signal
 import subprocess
 import sys
+import threading
+from dataclasses import replace
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
+from memory_ledger.http.instance import INSTANCE_FILE, Instance, write
 from memory_ledger.http.local import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 MARKER = "<!-- quickstart -->"
 _BLOCK = re.compile(r"^<!-- quickstart -->\n```(?:bash|sh)\n(.*?)^```", re.DOTALL | re.MULTILINE)
 #: The script's own limit: it waits for the server, so a broken one must not hang here.
-TIMEOUT = 240
+#: Minutes: a loaded machine takes long to start interpreters, and only a hang is caught.
+TIMEOUT = 30 * 60
 
 
 def quickstart(page: str) -> str:
@@ -128,3 +133,54 @@ def test_the_quick_starts_name_one_store_for_the_token_and_the_server() -> None:
         store = re.search(r"--data-dir (\S+)", serve)
         assert store, f"{page}: serve names no store"
         assert f"--data-dir {store.group(1)}" in create, f"{page}: another store for the token"
+
+
+class _Foreign(BaseHTTPRequestHandler):
+    """Another server on the port: it answers /v1/health, as any memory-ledger does."""
+
+    def do_GET(self) -> None:
+        body = json.dumps({"status": "ok", "instance": self.server.instance}).encode()  # type: ignore[attr-defined]
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def _wait_condition(page: str) -> str:
+    """The condition of the quick start's `until` loop that waits for the server."""
+    loop = next(line for line in quickstart(page).splitlines() if line.startswith("until "))
+    condition = re.fullmatch(r"until (.*); do sleep [0-9.]+; done.*", loop)
+    assert condition, loop
+    return condition.group(1)
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/user-guide.md"])
+def test_the_wait_loop_is_not_satisfied_by_another_server_on_the_port(
+    page: str, tmp_path: Path
+) -> None:
+    """Its condition, evaluated once, against a server that answers health but is not
+    the one serve.json names (and, so that it can pass at all, one that is)."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Foreign)
+    server.instance = "mli-" + "a" * 32  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        env = {**os.environ, "BASE": f"http://127.0.0.1:{server.server_address[1]}"}
+
+        def satisfied() -> bool:
+            done = subprocess.run(["bash", "-c", _wait_condition(page)], cwd=tmp_path, env=env)
+            return done.returncode == 0
+
+        assert not satisfied()  # no serve.json yet: nothing of ours is up
+        (tmp_path / "data").mkdir()
+        write(tmp_path / "data" / INSTANCE_FILE, Instance.new("127.0.0.1", 1, "http://x"))
+        assert not satisfied()  # our server's file, another server's answer
+        stale = Instance.new("127.0.0.1", 1, "http://x")
+        write(tmp_path / "data" / INSTANCE_FILE, replace(stale, instance=server.instance))  # type: ignore[attr-defined]
+        assert satisfied()
+    finally:
+        server.shutdown()
+        server.server_close()

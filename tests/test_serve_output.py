@@ -23,6 +23,8 @@ from memory_ledger.access import TokenStore
 from memory_ledger.cli.serve import store_text
 from memory_ledger.config import Settings
 from memory_ledger.http.access_log import route_of
+from memory_ledger.http.instance import INSTANCE_FILE, Instance, remove_if_ours, write
+from memory_ledger.http.instance import read as read_instance
 from memory_ledger.http.local import START_SECONDS, free_port
 from memory_ledger.times import now
 
@@ -56,7 +58,7 @@ class Served:
     def stop(self, sig: int = signal.SIGTERM) -> str:
         """Send `sig`, wait for the process to end (exit 0), and return what it printed."""
         self.process.send_signal(sig)
-        assert self.process.wait(timeout=60) == 0
+        assert self.process.wait(timeout=START_SECONDS) == 0  # catches a hang only
         return self.log.read_text(encoding="utf-8")
 
 
@@ -101,6 +103,7 @@ def test_serve_prints_where_it_listens_each_request_and_goodbye(tmp_path: Path) 
     auth = {"Authorization": f"Bearer {token}"}
     with serving(data_dir) as server:
         base = server.base
+        _assert_instance_file(data_dir / INSTANCE_FILE, server)
         written = httpx.post(f"{base}/v1/memories", json=_fact(SECRET), headers=auth)
         assert written.status_code == 201
         item_id = written.json()["memories"][0]["item_id"]
@@ -112,6 +115,7 @@ def test_serve_prints_where_it_listens_each_request_and_goodbye(tmp_path: Path) 
         assert httpx.post(f"{base}/v1/memories", json=_fact(SECRET)).status_code == 401
         assert httpx.get(f"{base}/no/such/path").status_code == 404
         printed = server.stop()
+    assert not (data_dir / INSTANCE_FILE).exists()  # removed when it stopped
     lines = printed.strip().splitlines()
     assert lines[0] == f"memory-ledger 0.1.0 serving on {base} (API docs: {base}/docs)"
     assert lines[1] == f"  store: SQLite data directory {data_dir.resolve()}"
@@ -119,6 +123,7 @@ def test_serve_prints_where_it_listens_each_request_and_goodbye(tmp_path: Path) 
     assert lines[3].startswith("  log: info, one line per request")
     access = [line for line in lines if re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ ", line)]
     assert [line.split(" ")[1:4] for line in access] == [
+        ["GET", "/v1/health", "200"],
         ["POST", "/v1/memories", "201"],
         ["GET", "/v1/memories/{item_id}", "200"],
         ["GET", "/v1/memories", "200"],
@@ -127,18 +132,31 @@ def test_serve_prints_where_it_listens_each_request_and_goodbye(tmp_path: Path) 
     ]
     assert all(re.search(r" \d+\.\d ms$", line) for line in access)
     assert lines[-2] == "memory-ledger: stopping (finishing the requests in flight)"
-    assert lines[-1] == "memory-ledger: stopped after 5 requests. Goodbye."
+    assert lines[-1] == "memory-ledger: stopped after 6 requests. Goodbye."
     assert len(lines) == 4 + len(access) + 2  # nothing else: no traceback, no uvicorn chatter
     for never in (token, token.split("_")[1], SECRET, "Secret", "hidden_query", item_id, "?"):
         assert never not in printed
 
 
+def _assert_instance_file(path: Path, server: Served) -> None:
+    """The file names this process, where it listens, and the id its health answers."""
+    found = read_instance(path)
+    assert found is not None, path
+    assert found.pid == server.process.pid and found.url == server.base
+    assert found.port == int(server.base.rsplit(":", 1)[1])
+    assert httpx.get(f"{server.base}/v1/health").json()["instance"] == found.instance
+
+
 @pytest.mark.slow
 def test_at_log_level_warning_there_is_no_access_log(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
-    with serving(data_dir, "--log-level", "warning") as server:
-        assert httpx.get(f"{server.base}/v1/health").status_code == 200
+    elsewhere = tmp_path / "where" / "serve-here.json"
+    elsewhere.parent.mkdir()
+    with serving(data_dir, "--log-level", "warning", "--instance-file", str(elsewhere)) as server:
+        _assert_instance_file(elsewhere, server)  # its health call is the one request
+        assert not (data_dir / INSTANCE_FILE).exists()
         printed = server.stop(signal.SIGINT)
+    assert not elsewhere.exists()
     lines = printed.strip().splitlines()
     assert lines[0].startswith("memory-ledger 0.1.0 serving on")
     assert lines[2] == "  tokens: 0 can call it (none yet: `memory-ledger tokens create`)"
@@ -195,3 +213,17 @@ def test_a_line_names_the_route_not_the_values_in_it() -> None:
     unmatched = route_of({"path": "/x/\x1b[31m" + "y" * 200})
     assert "\x1b" not in unmatched and "\\x1b" in unmatched
     assert len(unmatched) <= 100
+
+
+def test_the_instance_file_is_removed_only_by_the_server_it_names(tmp_path: Path) -> None:
+    path = tmp_path / INSTANCE_FILE
+    first = Instance.new("127.0.0.1", 8765, "http://127.0.0.1:8765")
+    second = Instance.new("127.0.0.1", 8766, "http://127.0.0.1:8766")
+    assert first.instance != second.instance
+    write(path, second)  # another server, same data directory, wrote it since
+    remove_if_ours(path, first)
+    assert read_instance(path) == second
+    remove_if_ours(path, second)
+    assert not path.exists()
+    path.write_text("{not json", encoding="utf-8")
+    assert read_instance(path) is None

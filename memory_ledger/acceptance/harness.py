@@ -51,6 +51,11 @@ RESULT_NAMES = ("target_residue", "collateral", "new_writes", "reappearance")
 MIN_TARGET_CHARS = 6
 RECALL_LIMIT = 10_000
 ROLES = ("control", "request")  # A and B
+#: How long the new-process recall may take before it is given up as hung. A new
+#: interpreter that opens a store can take minutes on a loaded machine (it took over two
+#: in one run): this deadline only catches a hang, and what it catches is reported as
+#: "could not check", never as a failed result (a failure reads "the data came back").
+NEW_PROCESS_SECONDS = 30 * 60
 
 # -- probes ------------------------------------------------------------------------------
 
@@ -186,11 +191,20 @@ class Case:
 # -- results -----------------------------------------------------------------------------
 
 PASS, FAIL, INVALID, NOT_APPLICABLE = "pass", "fail", "invalid", "n/a"
+#: A probe that gave no answer (it hung): neither a pass nor a failure. Run again.
+COULD_NOT_CHECK = "could_not_check"
+#: A case's outcome, from its four results: any fail or invalid makes it failed; else
+#: any result that could not be checked makes it unchecked; else it passed.
+PASSED, FAILED, UNCHECKED = "passed", "failed", "could_not_check"
+#: `memory-ledger check`'s exit code by the run's outcome. Could-not-check has its own:
+#: never 0 (it is no pass), never 1 (a probe that hung says nothing about residue).
+EXIT_CODES = {PASSED: 0, FAILED: 1, UNCHECKED: 15}
 
 
 @dataclass(frozen=True)
 class Result:
-    """One of the four results of a case. `invalid`: the precondition did not hold."""
+    """One of the four results of a case. `invalid`: the precondition did not hold.
+    `could_not_check`: a probe gave no answer, so whether it passes is not known."""
 
     name: str
     status: str
@@ -219,11 +233,20 @@ class CaseResult:
     def passed(self) -> bool:
         return all(r.ok for r in self.results)
 
+    @property
+    def outcome(self) -> str:
+        """passed, failed, or could_not_check (no result failed, one is not known)."""
+        statuses = {r.status for r in self.results}
+        if statuses & {FAIL, INVALID}:
+            return FAILED
+        return UNCHECKED if COULD_NOT_CHECK in statuses else PASSED
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "case": self.case,
             "description": self.description,
             "passed": self.passed,
+            "outcome": self.outcome,
             "results": {r.name: r.to_dict() for r in self.results},
             "request": self.request,
             "seconds": round(self.seconds, 2),
@@ -237,6 +260,7 @@ class _Checks:
         self.name, self.targets = name, targets
         self.problems: list[str] = []
         self.invalid: list[str] = []
+        self.unchecked: list[str] = []  # probes that gave no answer
         self.passed_note = ""
         self.not_applicable = ""
 
@@ -251,6 +275,8 @@ class _Checks:
             status, parts = FAIL, self.problems[:3]
             if len(self.problems) > 3:
                 parts.append(f"and {len(self.problems) - 3} more")
+        elif self.unchecked:
+            status, parts = COULD_NOT_CHECK, ["could not check: " + "; ".join(self.unchecked)]
         elif self.not_applicable:
             status, parts = NOT_APPLICABLE, [self.not_applicable]
         else:
@@ -440,8 +466,11 @@ def _run_request(
         # -- 1. target residue ---------------------------------------------------------
         for problem in _target_residue(service, store, case, carriers):
             residue.fail(problem)
-        fresh, problem = _recall_in_new_process(store, case.namespace)
-        if fresh is None:
+        fresh, problem, answered = _recall_in_new_process(store, case.namespace)
+        if not answered:  # a hang says nothing about residue, either way
+            residue.unchecked.append(problem)
+            collateral.unchecked.append(problem)
+        elif fresh is None:
             residue.fail(problem or "new-process recall failed")
         else:
             for i, target in enumerate(case.targets, 1):
@@ -473,7 +502,7 @@ def _run_request(
                 collateral.fail(f"{ns} differs from the control store ({lost} text(s) lost)")
         collateral.passed_note = (
             f"{len(case.kept)}/{len(case.kept)} kept text(s) recalled"
-            + (" (own ones in a new process too)" if own_kept else "")
+            + (" (own ones in a new process too)" if own_kept and fresh is not None else "")
             + (f"; {len(case.in_summary)} still in the summary" if case.in_summary else "")
             + (f"; {', '.join(case.others)} = control" if case.others else "")
         )
@@ -708,9 +737,10 @@ def _scan_label(store: _Store) -> str:
     return "rows of every table"
 
 
-def _recall_in_new_process(store: _Store, namespace: str) -> tuple[str | None, str | None]:
-    """`memory-ledger recall --json` in a fresh interpreter: (stdout, None), or
-    (None, problem) if it failed."""
+def _recall_in_new_process(store: _Store, namespace: str) -> tuple[str | None, str, bool]:
+    """`memory-ledger recall --json` in a fresh interpreter: (stdout, "", True); (None,
+    problem, True) if it failed; (None, why, False) if it gave no answer within
+    NEW_PROCESS_SECONDS (hung: nothing is known)."""
     env = {k: v for k, v in os.environ.items() if k not in (URL_ENV, DATA_DIR_ENV)}
     env.pop("MEMORY_LEDGER_NAMESPACE", None)
     env["PYTHONIOENCODING"] = "utf-8"
@@ -730,16 +760,19 @@ def _recall_in_new_process(store: _Store, namespace: str) -> tuple[str | None, s
         "--json",
     ]
     try:
-        done = subprocess.run(command, capture_output=True, encoding="utf-8", env=env, timeout=120)
+        done = subprocess.run(
+            command, capture_output=True, encoding="utf-8", env=env, timeout=NEW_PROCESS_SECONDS
+        )
     except subprocess.TimeoutExpired:
-        return None, "new-process recall timed out"
+        why = f"the new-process recall gave no answer within {NEW_PROCESS_SECONDS:g} s"
+        return None, why, False
     if done.returncode != 0:
-        return None, f"new-process recall exited {done.returncode}"
+        return None, f"new-process recall exited {done.returncode}", True
     try:
         json.loads(done.stdout)
     except ValueError:
-        return None, "new-process recall printed no JSON"
-    return done.stdout, None
+        return None, "new-process recall printed no JSON", True
+    return done.stdout, "", True
 
 
 def _contains(text: str, target: str) -> bool:
@@ -765,12 +798,18 @@ def render_table(results: Sequence[CaseResult]) -> Table:
     table.add_column("case", overflow="fold", max_width=24)
     for name in RESULT_NAMES:
         table.add_column(name, overflow="fold")
-    styles = {PASS: "green", FAIL: "bold red", INVALID: "bold yellow", NOT_APPLICABLE: "dim"}
+    styles = {
+        PASS: "green",
+        FAIL: "bold red",
+        INVALID: "bold yellow",
+        COULD_NOT_CHECK: "bold magenta",
+        NOT_APPLICABLE: "dim",
+    }
     for result in results:
         cells = []
         for name in RESULT_NAMES:
             r = result[name]
-            cell = Text(r.status.upper(), style=styles.get(r.status, ""))
+            cell = Text(r.status.replace("_", " ").upper(), style=styles.get(r.status, ""))
             cell.append("\n" + r.reason, style="dim" if r.ok else "")
             cells.append(cell)
         label = Text(result.case, style="bold")
@@ -786,3 +825,12 @@ def results_json(results: Sequence[CaseResult]) -> list[dict[str, Any]]:
 
 def all_passed(results: Sequence[CaseResult]) -> bool:
     return bool(results) and all(r.passed for r in results)
+
+
+def overall(results: Sequence[CaseResult]) -> str:
+    """The run's outcome: failed if any case failed; else could_not_check if any case
+    has a result that could not be checked; else passed (no cases: failed)."""
+    outcomes = {r.outcome for r in results}
+    if not results or FAILED in outcomes:
+        return FAILED
+    return UNCHECKED if UNCHECKED in outcomes else PASSED

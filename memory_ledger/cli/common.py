@@ -32,6 +32,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from memory_ledger.cli.usage import Commands
 from memory_ledger.config import DATA_DIR_ENV, URL_ENV
 from memory_ledger.errors import InvalidWrite, MemoryLedgerError, StoreNotFound
 
@@ -41,6 +42,7 @@ if TYPE_CHECKING:  # the service stack is imported when a command opens a store
     from projections.events import Progress
 
 app = typer.Typer(
+    cls=Commands,
     help="Event-sourced memory for AI agents, with provable forgetting.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,

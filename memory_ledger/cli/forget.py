@@ -652,10 +652,12 @@ def requests(data_dir: DataDir = None, url: Url = None, as_json: Json = False) -
         ]
 
         def human() -> None:
+            # "waiting for" only when a request waits: an empty column costs 14 of 80.
+            waiting = any(d["waiting_for"] for d in data)
+            headers = ["request", "namespace", "scope", "targets", "status"]
             table = IdTable(
-                "request", "namespace", "scope", "targets", "status", "waiting for",
-                ids=("request",),
-            )  # fmt: skip
+                *headers, *(["waiting for"] if waiting else []), ids=("request",), whole_cells=True
+            )
             for d in data:
                 waits = [
                     f"{w['subscriber']}{' (OVERDUE)' if w['overdue'] else ''}"
@@ -667,7 +669,7 @@ def requests(data_dir: DataDir = None, url: Url = None, as_json: Json = False) -
                     shown(d["scope"].get("kind", "")),
                     shown(d["targets"]),
                     shown(d["status"]),
-                    shown(", ".join(waits)),
+                    *([shown(", ".join(waits))] if waiting else []),
                 )
             out.print(table)
 

@@ -80,7 +80,15 @@ def list_jobs(
 
     def human() -> None:
         table = IdTable(
-            "job", "every", "next run", "last run", "ended", "outcome", "counts", ids=("job",)
+            "job",
+            "every",
+            "next run",
+            "last run",
+            "ended",
+            "outcome",
+            "counts",
+            ids=("job",),
+            whole_cells=True,
         )
         for row in rows:
             last = row["last_run"] or {}

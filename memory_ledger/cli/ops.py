@@ -280,10 +280,19 @@ def check(
 ) -> None:
     """Deletion acceptance: every case on SQLite, a control store A beside a store B where
     the forget request is applied; four separate results per case, never one score.
-    Exits 0 only if every result of every case passes."""
+    Exits 0 only if every result of every case passes; 1 if one fails; 15 if none
+    fails but a probe gave no answer (could not check: run it again)."""
     import tempfile
 
-    from memory_ledger.acceptance import all_passed, render_table, results_json, run_all
+    from memory_ledger.acceptance import (
+        EXIT_CODES,
+        FAILED,
+        PASSED,
+        overall,
+        render_table,
+        results_json,
+        run_all,
+    )
 
     try:
         if keep is not None:
@@ -297,18 +306,21 @@ def check(
 
     def human() -> None:
         out.print(render_table(results))
-        failing = [r.case for r in results if not r.passed]
+        failing = [r.case for r in results if r.outcome == FAILED]
+        unchecked = [r.case for r in results if r.outcome not in (FAILED, PASSED)]
+        passing = len(results) - len(failing) - len(unchecked)
         out.print(
             Text(
-                f"{len(results)} case(s); {len(results) - len(failing)} with all four results "
-                "passing" + (f"; failing: {', '.join(failing)}" if failing else "")
+                f"{len(results)} case(s); {passing} with all four results passing"
+                + (f"; failing: {', '.join(failing)}" if failing else "")
+                + (f"; could not check (run again): {', '.join(unchecked)}" if unchecked else "")
             )
         )
         if keep is not None:
             out.print(Text(f"stores kept under {keep}"))
 
     emit(as_json, results_json(results), human)
-    raise typer.Exit(0 if all_passed(results) else 1)
+    raise typer.Exit(EXIT_CODES[overall(results)])
 
 
 @app.command()

@@ -12,6 +12,7 @@ import signal
 import sys
 from datetime import datetime
 from enum import StrEnum
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -78,12 +79,22 @@ def serve(
             "warning: only warnings and errors.",
         ),
     ] = LogLevel.info,
+    instance_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--instance-file",
+            help="Where to write, once listening, this server's pid, port and instance id "
+            "(/v1/health answers with the id); default: serve.json in the data directory.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Serve the /v1 HTTP API. Every call needs a bearer token (`tokens create`)."""
     import uvicorn
 
     from memory_ledger.access import TokenStore
     from memory_ledger.api import MemoryService
+    from memory_ledger.http import instance as instances
     from memory_ledger.http.app import create_app
     from memory_ledger.http.docs import package_version
     from memory_ledger.http.idempotency import IdempotencyKeys
@@ -96,8 +107,16 @@ def serve(
     tokens = TokenStore(service.settings, now)
     keys = IdempotencyKeys(service.settings, now)
     logs_requests = log_level in (LogLevel.debug, LogLevel.info)
-    app_ = create_app(service, tokens, keys, access_log=say if logs_requests else None)
     base = f"http://{f'[{host}]' if ':' in host else host}:{port}"
+    this = instances.Instance.new(host, port, base)
+    where = instance_file or service.settings.data_dir / instances.INSTANCE_FILE
+    app_ = create_app(
+        service,
+        tokens,
+        keys,
+        access_log=say if logs_requests else None,
+        instance=this.instance,
+    )
     held = live_tokens(tokens, now())
 
     class Server(uvicorn.Server):
@@ -107,6 +126,10 @@ def serve(
             await super().startup(sockets)  # type: ignore[arg-type]
             if self.should_exit:  # it could not listen: uvicorn said why
                 return
+            try:  # once it listens: the file says "this server is up"
+                instances.write(where, this)
+            except OSError as exc:  # a convenience for waiters: serving goes on
+                say(f"memory-ledger: warning: cannot write the instance file {where}: {exc}")
             say(f"memory-ledger {package_version()} serving on {base} (API docs: {base}/docs)")
             say(f"  store: {store_text(service.settings)}")
             none_yet = "" if held else " (none yet: `memory-ledger tokens create`)"
@@ -116,6 +139,7 @@ def serve(
 
         async def shutdown(self, sockets: object = None) -> None:
             say("memory-ledger: stopping (finishing the requests in flight)")
+            instances.remove_if_ours(where, this)
             await super().shutdown(sockets)  # type: ignore[arg-type]
             served = self.server_state.total_requests
             say(f"memory-ledger: stopped after {served} requests. Goodbye.")

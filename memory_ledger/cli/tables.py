@@ -7,6 +7,11 @@ An id column never wraps; the other columns wrap or shrink around it. When the
 terminal is too narrow even for that, the table is printed as a list instead: each
 row's id on a line of its own, then the row's other cells, one per line.
 
+A table of short values (a status, a time, a count: `requests`, `jobs list`) is made
+with `whole_cells=True`: a value broken over two lines in such a cell reads as two
+values, so if any cell (or header) would wrap at the width it is printed at, the table
+is printed as the list instead.
+
 `IdTable` is a rich `Table`: build it with the names of its id columns and print it
 as any table (`out.print(table)`). The check runs when it is rendered, at the width it
 is rendered at (rich reads `COLUMNS`)."""
@@ -16,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.padding import Padding
 from rich.segment import Segment
@@ -33,13 +39,20 @@ def _plain(cell: Any) -> str:
 class IdTable(Table):
     """A table whose columns named in `ids` hold ids: never wrapped, folded or
     ellipsised. `keep_whole` adds other strings (ids inside a free-text column, such
-    as `show`'s field/value table) that must stay whole too."""
+    as `show`'s field/value table) that must stay whole too. `whole_cells`: no cell may
+    wrap at all (a table of short values), else the table is printed as a list."""
 
     def __init__(
-        self, *headers: str, ids: Iterable[str] = (), title: Any = None, **kwargs: Any
+        self,
+        *headers: str,
+        ids: Iterable[str] = (),
+        title: Any = None,
+        whole_cells: bool = False,
+        **kwargs: Any,
     ) -> None:
         super().__init__(title=title, **kwargs)
         self.id_headers = set(ids)
+        self.whole_cells = whole_cells
         self.whole: set[str] = set()
         for header in headers:
             self.add_column(header)
@@ -90,6 +103,10 @@ class IdTable(Table):
         for index, (column, width) in enumerate(zip(self.columns, widths, strict=False)):
             room = width - self._get_padding_width(index)
             longest = max((len(_plain(c)) for c in column._cells), default=0)
+            if self.whole_cells:
+                cells = [column.header, *column._cells] if self.show_header else column._cells
+                if room < max((_longest_line(c) for c in cells), default=0):
+                    return False
             if index in ids:
                 if room < longest:
                     return False
@@ -124,6 +141,11 @@ class IdTable(Table):
                 yield Padding(Text(label) + value, (0, 0, 0, 2), expand=False)
             if row < self.row_count - 1:
                 yield Text("")
+
+
+def _longest_line(cell: Any) -> int:
+    """The width a cell needs not to wrap: its longest line, as a terminal shows it."""
+    return max((cell_len(line) for line in _plain(cell).split("\n")), default=0)
 
 
 class _AsTable:

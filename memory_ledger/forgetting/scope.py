@@ -78,7 +78,7 @@ class ForgetScope(StrictModel):
         }
         for name in needs.get(self.kind, ()):
             if not getattr(self, name):
-                raise ValueError(f"a {self.kind} scope needs {name}")
+                raise ValueError(f"a scope of kind {self.kind} needs {name}")
         if self.kind == "source" and not (self.turn_id or self.session_id or self.tool_call_id):
             raise ValueError("a source scope needs turn_id, session_id or tool_call_id")
         if self.kind == "time_range":

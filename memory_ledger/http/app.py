@@ -45,10 +45,12 @@ def create_app(
     keys: IdempotencyKeys | None = None,
     reopen: Callable[[], MemoryService] | None = None,
     access_log: Callable[[str], object] | None = None,
+    instance: str | None = None,
 ) -> FastAPI:
     """The app over `service`; `reopen` opens the same store again after a restore
     (default: with the same settings and master key). With `access_log`, each request's
-    line (memory_ledger/http/access_log.py) is handed to it."""
+    line (memory_ledger/http/access_log.py) is handed to it. `instance`: the id
+    `/v1/health` answers with (memory_ledger/http/instance.py)."""
     app = FastAPI(
         title="memory-ledger",
         version="1",
@@ -60,6 +62,7 @@ def create_app(
         service, reopen or (lambda: MemoryService(service.settings, service.log.master))
     )
     app.state.tokens = tokens
+    app.state.instance = instance
     problems.install(app)
     if keys is not None:
         idempotency.install(app, keys)

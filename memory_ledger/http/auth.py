@@ -58,7 +58,9 @@ async def agent_ledger(service: Service, caller: Caller) -> MemoryLedger:
 
 def _agent_ledger(service: MemoryService, caller: Access) -> MemoryLedger:
     if caller.role != "agent":
-        raise Forbidden(f"a {caller.role} token reads no memory content; use an agent token")
+        raise Forbidden(
+            f"a token of role {caller.role} reads no memory content; use an agent token"
+        )
     return service.for_principal(caller.principal())
 
 

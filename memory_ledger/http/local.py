@@ -15,8 +15,13 @@ from pathlib import Path
 
 import httpx
 
-#: How long to wait for the server to answer `/v1/health`.
-START_SECONDS = 60.0
+from memory_ledger.http.instance import INSTANCE_FILE
+from memory_ledger.http.instance import read as read_instance
+
+#: How long to wait for the server to start before it is given up as hung: minutes,
+#: since a new interpreter can take that long on a loaded machine. Waiting ends at once
+#: when the process exits.
+START_SECONDS = 30 * 60.0
 
 
 def free_port() -> int:
@@ -40,17 +45,27 @@ def serve_locally(
     )  # fmt: skip
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + START_SECONDS
-        while True:
-            try:
-                if httpx.get(f"{base}/v1/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"memory-ledger serve did not start on {base}")
-            time.sleep(0.1)
+        wait_for_own_server(base, data_dir / INSTANCE_FILE, process)
         yield base
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+def wait_for_own_server(base: str, instance_file: Path, process: subprocess.Popen[bytes]) -> None:
+    """Wait until the server at `base` is the one `process` runs: its `/v1/health` names
+    the instance its instance file names (another server on the port never does).
+    Raises RuntimeError when the process exits first, or after START_SECONDS (hung)."""
+    deadline = time.monotonic() + START_SECONDS
+    while True:
+        started = read_instance(instance_file)
+        if started is not None and started.pid == process.pid:
+            try:
+                answer = httpx.get(f"{base}/v1/health", timeout=10)
+                if answer.status_code == 200 and answer.json().get("instance") == started.instance:
+                    return
+            except (httpx.HTTPError, ValueError):
+                pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"memory-ledger serve did not start on {base}")
+        time.sleep(0.1)

@@ -22,6 +22,7 @@ from memory_ledger.errors import (
     NotFound,
     Unauthenticated,
     cap_problems,
+    field_message,
 )
 
 log = logging.getLogger("memory_ledger.http")
@@ -69,7 +70,7 @@ def install(app: FastAPI) -> None:
         problems = []
         for error in _one_branch(list(exc.errors()), exc.body):
             where = ".".join(str(p) for p in error["loc"] if not _tag(p)) or "body"
-            problems.append(f"{where}: {error['msg']}")
+            problems.append(f"{where}: {field_message(error)}")
         return problem(422, "Invalid request", "the request was refused; nothing changed", problems)
 
     @app.exception_handler(StarletteHTTPException)

@@ -54,6 +54,7 @@ from memory_ledger.errors import (
     ConfigurationError,
     InvalidWrite,
     MemoryLedgerError,
+    field_message,
 )
 from memory_ledger.identifiers import PLAN_ID, Identifier, Namespace, is_identifier, is_namespace
 from memory_ledger.ledger.storage import (  # re-exported: part of this module's API
@@ -245,11 +246,13 @@ class LedgerScope(_Payload):
         allowed = _SCOPE_PARAMETERS[self.kind]
         given = {n for n in self.model_fields_set - {"kind"} if getattr(self, n) not in (None, ())}
         if given - set(allowed):
-            raise ValueError(f"a {self.kind} scope takes only: {', '.join(allowed) or 'nothing'}")
+            raise ValueError(
+                f"a scope of kind {self.kind} takes only: {', '.join(allowed) or 'nothing'}"
+            )
         if self.kind == "predicate" and not (self.subject and self.predicate):
             raise ValueError("a predicate scope needs subject and predicate")
         if allowed and not given:
-            raise ValueError(f"a {self.kind} scope needs one of: {', '.join(allowed)}")
+            raise ValueError(f"a scope of kind {self.kind} needs one of: {', '.join(allowed)}")
         return self
 
 
@@ -939,7 +942,7 @@ def _problems(exc: ValidationError) -> list[str]:
             text = str(part) if isinstance(part, int) or _SAFE_LOC.match(str(part)) else "*"
             if not (text == "*" and parts and parts[-1] == "*"):
                 parts.append(text)
-        message = error["msg"].removeprefix("Value error, ")
+        message = field_message(error)
         if error["type"].endswith("_parsing"):  # e.g. uuid_parsing quotes an input character
             message = message.split(",")[0]
         problem = f"{'.'.join(parts) or 'payload'}: {message}"

@@ -42,7 +42,7 @@ from typing import Literal
 
 from pydantic import ValidationError, model_validator
 
-from memory_ledger.errors import ConfigurationError
+from memory_ledger.errors import ConfigurationError, field_message
 from memory_ledger.policy.retention import DecayTable, RetentionPolicy, RetentionTable
 from memory_ledger.write_policy import Identifier, StrictModel
 
@@ -149,7 +149,7 @@ def parse_policy_file(source: str, text: str) -> PolicyFile:
             location = ".".join(str(part) for part in loc) or "file"
             line = line_of(text, loc)
             where = f" (line {line})" if line else ""
-            problems.append(f"{location}: {error['msg'].removeprefix('Value error, ')}{where}")
+            problems.append(f"{location}: {field_message(error)}{where}")
         raise ConfigurationError(
             f"the policy file {source} is invalid: " + "; ".join(problems)
         ) from None

@@ -13,8 +13,12 @@ router = APIRouter(prefix="/v1", tags=["health"])
 
 
 @router.get("/health")
-def health() -> dict[str, Any]:
-    return {"status": "ok"}
+def health(request: Request) -> dict[str, Any]:
+    """Up; and, under `serve`, which server this is (its instance id, also in its
+    instance file: memory_ledger/http/instance.py), so a client waiting for the server
+    it started can tell it from another on the same port."""
+    instance = request.app.state.instance
+    return {"status": "ok"} if instance is None else {"status": "ok", "instance": instance}
 
 
 @router.get("/ready", response_model=None)
