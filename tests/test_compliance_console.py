@@ -227,6 +227,20 @@ def test_other_tokens_are_refused(console: Console) -> None:
     assert console.walk("other", namespace="acme") == []
 
 
+def test_a_cursor_or_page_size_out_of_range_is_refused_not_a_server_error(
+    console: Console,
+) -> None:
+    """`after` is a ledger seq: above the largest integer SQLite holds it overflowed the
+    driver (a 500); it is refused (422, problem+json) like any number out of range."""
+    largest = console.get("/compliance/api/requests", after=2**63 - 1, limit=1)
+    assert largest.status_code == 200 and len(largest.json()["requests"]) == 1
+    for params in ({"after": 2**63}, {"after": 10**30}, {"after": -1}, {"limit": 2**64},
+                   {"limit": 0}):  # fmt: skip
+        answer = console.get("/compliance/api/requests", **params)
+        assert answer.status_code == 422, (params, answer.text)
+        assert answer.headers["content-type"].startswith("application/problem+json"), params
+
+
 def test_the_signed_head_and_pack_come_from_the_audit_routes(tmp_path: Path) -> None:
     """The console asks the audit routes inside the server with the caller's token: the
     head it shows is the ledger's signed head, and a request's pack downloads (a browser

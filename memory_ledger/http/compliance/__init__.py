@@ -37,6 +37,7 @@ from fastapi.responses import (
 )
 
 from memory_ledger.access import Access
+from memory_ledger.bounds import MAX_SEQ
 from memory_ledger.errors import (
     Forbidden,
     InvalidWrite,
@@ -232,7 +233,7 @@ Filtered = Annotated[Filters, Depends(_filters)]
 def list_requests(
     request: Request,
     filters: Filtered,
-    after: Annotated[int | None, Query(ge=0)] = None,
+    after: Annotated[int | None, Query(ge=0, le=MAX_SEQ)] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ) -> JSONResponse:
     """One page of requests, newest first; `next` is the `after` of the next page."""
