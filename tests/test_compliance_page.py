@@ -7,6 +7,7 @@ are docs/compliance.md's (docs/images/compliance-console-*.png)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import struct
@@ -227,6 +228,35 @@ def test_the_detail_view_shows_the_requests_timeline(
     source = str(browser.page_source)
     assert SECRET not in source and "Zebra" not in source
     _shoot(browser, "detail")
+
+
+def test_the_head_wraps_with_a_copy_button_and_not_yet_says_when_the_scan_is_due(
+    site: tuple[str, dict[str, str]], browser: webdriver.Chrome
+) -> None:
+    """Issue 35, item 18: the signed head was one raw JSON line off the page's edge, and
+    a request not yet scanned said "not yet" without when."""
+    base, made = site
+    _open(browser, base, made["auditor"])
+    _wait(browser, lambda: browser.find_element(By.ID, "head-json").is_displayed())
+    pre = browser.find_element(By.ID, "head-json")
+    head = json.loads(pre.text)  # the whole head, as the audit route signed it
+    assert set(head) >= {"size", "root", "time", "key_id", "signature", "public_key"}
+    inside = browser.execute_script(
+        "const e = arguments[0], r = e.getBoundingClientRect();"
+        "return [e.scrollWidth <= e.clientWidth, r.right <= window.innerWidth];",
+        pre,
+    )
+    assert inside == [True, True]  # wrapped within its card, not past the window's edge
+    browser.find_element(By.ID, "copy-head").click()
+    _wait(browser, lambda: browser.find_element(By.ID, "copied").text)
+    copied = browser.find_element(By.ID, "copied").text
+    if copied != "copied":  # no clipboard in this browser: the head is selected instead
+        assert "Ctrl+C" in copied
+        assert browser.execute_script("return getSelection().toString()") == pre.text
+    _apply(browser, search=made["request_id"][:12])
+    row = next(r for r in _rows(browser) if r[0] == made["request_id"])
+    assert row[6] == "completed" and row[8].startswith("not yet (")
+    assert "verification-scan job is not scheduled" in row[8] or "scan due" in row[8], row
 
 
 def test_other_tokens_are_turned_away(
