@@ -461,7 +461,10 @@ def _kept_head_findings(service: MemoryService) -> list[consistency.Finding]:
     from memory_ledger.audit.kept import REPAIR, problems_since_kept
 
     auditor = Auditor(service.ledger, service.log.master)
-    _, problem = problems_since_kept(auditor, service.settings.data_dir)
+    try:
+        _, problem = problems_since_kept(auditor, service.settings.data_dir)
+    except IntegrityError:  # no tree to compare: the chain's own finding says why
+        return []
     if not problem:
         return []
     return [consistency.Finding("audit_head_not_extended", repair=REPAIR, detail=problem)]
