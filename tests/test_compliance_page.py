@@ -255,8 +255,14 @@ def test_the_head_wraps_with_a_copy_button_and_not_yet_says_when_the_scan_is_due
         assert browser.execute_script("return getSelection().toString()") == pre.text
     _apply(browser, search=made["request_id"][:12])
     row = next(r for r in _rows(browser) if r[0] == made["request_id"])
-    assert row[6] == "completed" and row[8].startswith("not yet (")
-    assert "verification-scan job is not scheduled" in row[8] or "scan due" in row[8], row
+    assert row[6] == "completed" and row[8].startswith("not yet: "), row
+    assert row[8] == "not yet: not scheduled" or " UTC" in row[8], row  # or when it is due
+    cell = browser.find_elements(By.CSS_SELECTOR, "#list tbody tr td:nth-child(9)")[0]
+    assert "verification-scan" in (cell.get_attribute("title") or "")
+    table = browser.find_element(By.ID, "list")
+    assert browser.execute_script(  # the longer cell wraps: the list stays in the window
+        "return arguments[0].getBoundingClientRect().right <= window.innerWidth", table
+    )
 
 
 def test_other_tokens_are_turned_away(

@@ -33,24 +33,28 @@
     return response.json();
   }
   function when(text) { return text ? text.replace("T", " ").slice(0, 19) : ""; }
-  // A request's file verification: the scan's verdict, or when it will come.
+  // A request's file verification: the scan's verdict, or when it will come, as
+  // [text, class, explanation] (the explanation is the cell's tooltip).
   function verified(r, scan) {
-    if (r.verified === "ok") return ["yes", "ok"];
-    if (r.verified === "failed") return ["FAILED", "bad"];
-    if (r.verified === "not_scheduled") return ["no scan (nothing readable erased)", "muted"];
-    if (r.status !== "completed") return ["not yet (scanned once completed)", "muted"];
-    return ["not yet (" + scanDue(scan) + ")", "muted"];
-  }
-  function scanDue(scan) {
-    if (!scan) return "at the next verification scan";
+    if (r.verified === "ok") return ["yes", "ok", ""];
+    if (r.verified === "failed") return ["FAILED", "bad", "the scan found residue"];
+    if (r.verified === "not_scheduled") {
+      return ["no scan", "muted", "nothing readable was erased: no fingerprints, no scan"];
+    }
+    if (r.status !== "completed") {
+      return ["not yet: after completion", "muted", "the files are scanned once the request completes"];
+    }
+    if (!scan) return ["not yet", "muted", "scanned at the next verification-scan run"];
     if (!scan.next_run) {
-      return "the verification-scan job is not scheduled: start `jobs run` (every " +
-        scan.every_minutes + " min)";
+      return ["not yet: not scheduled", "muted", "no scheduler runs the verification-scan " +
+        "job: start `memory-ledger jobs run` (it runs every " + scan.every_minutes + " min)"];
     }
+    const at = when(scan.next_run) + " UTC", hhmm = at.slice(11);
     if (Date.parse(scan.next_run) < Date.now()) {
-      return "scan due since " + when(scan.next_run) + " UTC: is `jobs run` running?";
+      return ["not yet: late since " + hhmm, "bad", "the verification-scan job was due at " + at +
+        " and has not run: is `memory-ledger jobs run` running?"];
     }
-    return "scan due by " + when(scan.next_run) + " UTC";
+    return ["not yet: due " + hhmm, "muted", "the verification-scan job's next run: " + at];
   }
   async function scanSchedule() {
     try { return (await ledgerInfo).scan; } catch (error) { return null; }
@@ -107,12 +111,13 @@
       idCell.append(link);
       const good = r.status === "completed";
       const bad = ["partial", "blocked", "refused"].includes(r.status);
-      const [seen, seenClass] = verified(r, scan);
+      const [seen, seenClass, seenWhy] = verified(r, scan);
       row.append(idCell, el("td", r.namespace), el("td", r.basis), el("td", r.kind),
         el("td", when(r.filed_at)), el("td", when(r.completed_at)),
         el("td", r.status, good ? "ok" : bad ? "bad" : ""),
         el("td", r.stores_ok + "/" + r.stores_total, r.stores_ok < r.stores_total ? "bad" : ""),
         el("td", seen, seenClass));
+      row.lastChild.title = seenWhy;
       body.append(row);
     }
     if (!page.requests.length) {
@@ -137,7 +142,7 @@
     $("detail-summary").textContent = r.namespace + " · basis " + r.basis + " · scope " + r.kind +
       " · status " + r.status + " · " + r.targets + " item(s) · stores " + r.stores_ok + "/" +
       r.stores_total + " ok · key proof " + (r.key_proof || "–") + " · file scan " +
-      verified(r, scan)[0] + " · filed " + when(r.filed_at) +
+      verified(r, scan).filter((part, i) => i !== 1 && part).join(": ") + " · filed " + when(r.filed_at) +
       (r.completed_at ? " · completed " + when(r.completed_at) + " (" + duration(r.done_seconds) + ")" : "");
     $("pack").href = d.pack_download;
     $("pack-url").textContent = d.pack_url;
