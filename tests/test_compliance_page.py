@@ -69,6 +69,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[s
         forgotten = httpx.post(f"{base}/v1/forget-requests", headers=headers, json=scope).json()
         made["request_id"] = forgotten["request_id"]
         fill(data_dir, SYNTHETIC)  # after the server opened the store: it resumes nothing
+        made["data_dir"] = str(data_dir)
         yield base, made
 
 
@@ -263,6 +264,28 @@ def test_the_head_wraps_with_a_copy_button_and_not_yet_says_when_the_scan_is_due
     assert browser.execute_script(  # the longer cell wraps: the list stays in the window
         "return arguments[0].getBoundingClientRect().right <= window.innerWidth", table
     )
+
+
+def test_a_ledger_that_no_longer_extends_the_kept_head_is_a_banner(
+    site: tuple[str, dict[str, str]], browser: webdriver.Chrome
+) -> None:
+    """A head kept at a size the ledger no longer reaches (rolled back): the banner says
+    so above everything else; without it, there is no banner."""
+    base, made = site
+    _open(browser, base, made["auditor"])
+    _wait(browser, lambda: "intact" in browser.find_element(By.ID, "ledger").text)
+    assert not browser.find_element(By.ID, "banner").is_displayed()
+    heads = Path(made["data_dir"]) / "audit-heads.jsonl"
+    kept = {"size": 10**9, "root": "ab" * 32, "time": "2026-12-01T00:00:00Z",
+            "key_id": "0" * 32, "signature": "x"}  # fmt: skip
+    heads.write_text(json.dumps(kept) + "\n")
+    try:
+        _open(browser, base, made["auditor"])
+        _wait(browser, lambda: browser.find_element(By.ID, "banner").is_displayed())
+        text = browser.find_element(By.ID, "banner").text
+        assert "does not extend the last signed head" in text and "size 1000000000" in text
+    finally:
+        heads.unlink()
 
 
 def test_other_tokens_are_turned_away(
