@@ -6,29 +6,22 @@ proof. This job signs one on a schedule and appends it, one JSON line each, to
 `audit-heads.jsonl` in the data directory: the history an operator ships to wherever
 heads are kept (an auditor, a ticket, a transparency log), and the head any
 `GET /v1/audit/head` caller could have recorded at that time. Sizes and roots only: a
-head holds no entry, no id, no content.
+head holds no entry, no id, no content. Each new head must extend the last one kept: a
+ledger rolled back or rewritten since is reported, never signed over.
 """
 
 from __future__ import annotations
 
-import json
-import os
-from pathlib import Path
-
 from memory_ledger.api import MemoryService
 from memory_ledger.audit.heads import Auditor
+from memory_ledger.audit.kept import HEADS_FILE, keep_head
 
-HEADS_FILE = "audit-heads.jsonl"
+__all__ = ["HEADS_FILE", "sign_and_keep"]
 
 
 def sign_and_keep(service: MemoryService) -> dict[str, int]:
-    """Sign the ledger's head now and append it to the heads file (made durable before
-    returning: a head the job reported is one a restart still has)."""
-    head = Auditor(service.ledger, service.log.master).head()
-    path: Path = service.settings.data_dir / HEADS_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a", encoding="utf-8") as file:
-        file.write(json.dumps(head.to_dict(), sort_keys=True) + "\n")
-        file.flush()
-        os.fsync(file.fileno())
+    """Sign the ledger's head now and append it to the heads file, after checking the
+    ledger still extends the last head kept (memory_ledger/audit/kept.py): a rollback
+    or fork fails the run (IntegrityError, exit 10) and keeps nothing."""
+    head = keep_head(Auditor(service.ledger, service.log.master), service.settings.data_dir)
     return {"size": head.size}

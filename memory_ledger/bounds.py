@@ -28,3 +28,8 @@ MAX_CONSOLIDATE_EVERY = 24 * 3600.0
 #: Run records kept per job (jobs/runs.py): a catch-up every second would otherwise grow
 #: without end.
 RUNS_KEPT = 100
+
+#: The largest ledger seq, and so the largest `after` cursor or tree size a caller may
+#: name: the largest integer SQLite and PostgreSQL's bigint hold. A larger one given to
+#: a query overflows the driver (a 500), where it should be refused (422).
+MAX_SEQ = 2**63 - 1

@@ -107,6 +107,12 @@ EXPLANATIONS = {
         "the lifecycle ledger's hash chain does not verify: entries were changed, "
         "removed, inserted or reordered"
     ),
+    "audit_head_not_extended": (
+        "the lifecycle ledger's tree does not extend the last head the audit-head job "
+        "kept (audit-heads.jsonl): the ledger was rolled back to an older copy or "
+        "rewritten after that head was signed. The job signs no new head until this is "
+        "resolved"
+    ),
 }
 
 

@@ -27,6 +27,8 @@ from memory_ledger.audit import verifier
 from memory_ledger.config import Settings
 from memory_ledger.http.app import create_app
 from memory_ledger.http.compliance import CSV_COLUMNS, DEADLINE_ENV
+from memory_ledger.http.compliance.query import ConsoleIndex
+from memory_ledger.ledger import LifecycleLedger
 from memory_ledger.principal import Principal
 from memory_ledger.times import now
 
@@ -225,6 +227,64 @@ def test_other_tokens_are_refused(console: Console) -> None:
     assert console.get(f"/compliance/api/requests/{request_id}", "other").status_code == 404
     assert console.get("/compliance/api/totals", "other").json()["total"] == len(theirs)
     assert console.walk("other", namespace="acme") == []
+
+
+def test_a_cursor_or_page_size_out_of_range_is_refused_not_a_server_error(
+    console: Console,
+) -> None:
+    """`after` is a ledger seq: above the largest integer SQLite holds it overflowed the
+    driver (a 500); it is refused (422, problem+json) like any number out of range."""
+    largest = console.get("/compliance/api/requests", after=2**63 - 1, limit=1)
+    assert largest.status_code == 200 and len(largest.json()["requests"]) == 1
+    for params in ({"after": 2**63}, {"after": 10**30}, {"after": -1}, {"limit": 2**64},
+                   {"limit": 0}):  # fmt: skip
+        answer = console.get("/compliance/api/requests", **params)
+        assert answer.status_code == 422, (params, answer.text)
+        assert answer.headers["content-type"].startswith("application/problem+json"), params
+
+
+def test_the_ledger_verdict_says_when_the_verification_scan_is_due(console: Console) -> None:
+    """What the page's "not yet" ends with: the verification-scan job's next run (none
+    here: no scheduler has it), and the kept-head check (no head kept: nothing to say)."""
+    verdict = console.get("/compliance/api/ledger").json()
+    assert verdict["scan"] == {"job": "verification-scan", "every_minutes": 10.0, "next_run": None}
+    assert verdict["kept_head"] == {"ok": True, "size": None, "explanation": ""}
+
+
+def test_a_request_with_no_scan_scheduled_is_not_left_not_yet(tmp_path: Path) -> None:
+    """Nothing readable erased: its `scan_scheduled` receipt kept no fingerprints, so no
+    scan will come; the row says so (`not_scheduled`) rather than "not yet" forever."""
+    settings = Settings.resolve(tmp_path)
+    with LifecycleLedger(settings) as ledger:
+        item = "00000000-0000-4000-8000-000000000001"
+        ledger.append(
+            "req-noscan",
+            "request",
+            {
+                "namespace": "acme/alice",
+                "scope": {"kind": "item", "item_ids": [item]},
+                "requested_by": "acme/alice",
+                "basis": "user_request",
+                "dry_run": False,
+            },
+        )
+        ledger.append(
+            "req-noscan",
+            "receipt",
+            {
+                "store": "files",
+                "action": "scan_scheduled",
+                "targets": 1,
+                "status": "ok",
+                "evidence": {"fingerprints_kept": False},
+            },
+        )
+        ledger.append("req-noscan", "status", {"status": "completed"})  # fmt: skip
+        index = ConsoleIndex(tmp_path / "console.sqlite", ledger)
+        try:
+            assert index.one("req-noscan")["verified"] == "not_scheduled"
+        finally:
+            index.close()
 
 
 def test_the_signed_head_and_pack_come_from_the_audit_routes(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ are docs/compliance.md's (docs/images/compliance-console-*.png)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import struct
@@ -68,6 +69,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[s
         forgotten = httpx.post(f"{base}/v1/forget-requests", headers=headers, json=scope).json()
         made["request_id"] = forgotten["request_id"]
         fill(data_dir, SYNTHETIC)  # after the server opened the store: it resumes nothing
+        made["data_dir"] = str(data_dir)
         yield base, made
 
 
@@ -227,6 +229,63 @@ def test_the_detail_view_shows_the_requests_timeline(
     source = str(browser.page_source)
     assert SECRET not in source and "Zebra" not in source
     _shoot(browser, "detail")
+
+
+def test_the_head_wraps_with_a_copy_button_and_not_yet_says_when_the_scan_is_due(
+    site: tuple[str, dict[str, str]], browser: webdriver.Chrome
+) -> None:
+    """Issue 35, item 18: the signed head was one raw JSON line off the page's edge, and
+    a request not yet scanned said "not yet" without when."""
+    base, made = site
+    _open(browser, base, made["auditor"])
+    _wait(browser, lambda: browser.find_element(By.ID, "head-json").is_displayed())
+    pre = browser.find_element(By.ID, "head-json")
+    head = json.loads(pre.text)  # the whole head, as the audit route signed it
+    assert set(head) >= {"size", "root", "time", "key_id", "signature", "public_key"}
+    inside = browser.execute_script(
+        "const e = arguments[0], r = e.getBoundingClientRect();"
+        "return [e.scrollWidth <= e.clientWidth, r.right <= window.innerWidth];",
+        pre,
+    )
+    assert inside == [True, True]  # wrapped within its card, not past the window's edge
+    browser.find_element(By.ID, "copy-head").click()
+    _wait(browser, lambda: browser.find_element(By.ID, "copied").text)
+    copied = browser.find_element(By.ID, "copied").text
+    if copied != "copied":  # no clipboard in this browser: the head is selected instead
+        assert "Ctrl+C" in copied
+        assert browser.execute_script("return getSelection().toString()") == pre.text
+    _apply(browser, search=made["request_id"][:12])
+    row = next(r for r in _rows(browser) if r[0] == made["request_id"])
+    assert row[6] == "completed" and row[8].startswith("not yet: "), row
+    assert row[8] == "not yet: not scheduled" or " UTC" in row[8], row  # or when it is due
+    cell = browser.find_elements(By.CSS_SELECTOR, "#list tbody tr td:nth-child(9)")[0]
+    assert "verification-scan" in (cell.get_attribute("title") or "")
+    table = browser.find_element(By.ID, "list")
+    assert browser.execute_script(  # the longer cell wraps: the list stays in the window
+        "return arguments[0].getBoundingClientRect().right <= window.innerWidth", table
+    )
+
+
+def test_a_ledger_that_no_longer_extends_the_kept_head_is_a_banner(
+    site: tuple[str, dict[str, str]], browser: webdriver.Chrome
+) -> None:
+    """A head kept at a size the ledger no longer reaches (rolled back): the banner says
+    so above everything else; without it, there is no banner."""
+    base, made = site
+    _open(browser, base, made["auditor"])
+    _wait(browser, lambda: "intact" in browser.find_element(By.ID, "ledger").text)
+    assert not browser.find_element(By.ID, "banner").is_displayed()
+    heads = Path(made["data_dir"]) / "audit-heads.jsonl"
+    kept = {"size": 10**9, "root": "ab" * 32, "time": "2026-12-01T00:00:00Z",
+            "key_id": "0" * 32, "signature": "x"}  # fmt: skip
+    heads.write_text(json.dumps(kept) + "\n")
+    try:
+        _open(browser, base, made["auditor"])
+        _wait(browser, lambda: browser.find_element(By.ID, "banner").is_displayed())
+        text = browser.find_element(By.ID, "banner").text
+        assert "does not extend the last signed head" in text and "size 1000000000" in text
+    finally:
+        heads.unlink()
 
 
 def test_other_tokens_are_turned_away(

@@ -136,7 +136,9 @@ class Auditor:
 
     def head(self, size: int | None = None) -> SignedHead:
         """A signed head of the tree at `size` (default: the whole ledger, after the key
-        is recorded in it)."""
+        is recorded in it). IntegrityError when the ledger's hash chain does not verify:
+        a signature over a chain `audit verify` calls broken would vouch for it."""
+        self.require_intact()
         self.record_key()
         tree = self.tree()
         size = tree.size if size is None else size
@@ -144,6 +146,37 @@ class Auditor:
         at = canonical_time(now())
         signature = self.key.sign(head_message(size, root, at, self.key.key_id))
         return SignedHead(size, root, at, self.key.key_id, signature)
+
+    def require_intact(self) -> None:
+        """The whole hash chain verified now (what `audit verify` checks), or
+        IntegrityError naming where it breaks. Nothing is signed over a broken chain."""
+        audit = self.ledger.verify()
+        if not audit.ok:
+            raise IntegrityError(
+                f"the ledger's hash chain does not verify ({audit.explanation}): nothing "
+                "was signed; run `memory-ledger audit verify`",
+                code="ledger_chain_broken",
+            )
+
+    def extends(self, old: dict[str, Any], size: int) -> tuple[list[tuple[str, str]], list[bytes]]:
+        """Why the ledger's tree of `size` entries does not extend the kept head `old`
+        (fields as `verifier.read_head` gives them), and the consistency proof: no
+        problems when it does. A kept head signed by this key must also verify."""
+        problems: list[tuple[str, str]] = []
+        if old["key_id"] == self.key.key_id:
+            problems += check_head(old, self.key.public_bytes)
+        if old["size"] > size:
+            problems.append(("truncated", f"the kept head has {old['size']} entries, the "
+                             f"ledger {size}: newest entries were removed"))  # fmt: skip
+            return problems, []
+        tree = self.tree()
+        proof = tree.consistency_proof(old["size"], size)
+        if not verify_consistency(
+            old["size"], size, bytes.fromhex(old["root"]), tree.root(size), proof
+        ):
+            why = f"the tree of size {old['size']} is not a prefix of the ledger's tree now"
+            problems.append(("consistency_failed", why + ": the ledger was rewritten"))
+        return problems, proof
 
     def consistency(self, kept: Any) -> dict[str, Any]:
         """Whether the ledger's tree now extends a head kept earlier (its dict, as
@@ -156,20 +189,7 @@ class Auditor:
         except Malformed as exc:
             raise InvalidWrite(f"not a signed head: {exc}") from None
         head = self.head()
-        problems: list[tuple[str, str]] = []
-        if old["key_id"] == self.key.key_id:
-            problems += check_head(old, self.key.public_bytes)
-        proof: list[bytes] = []
-        if old["size"] > head.size:
-            problems.append(("truncated", f"the kept head has {old['size']} entries, the "
-                             f"ledger {head.size}: newest entries were removed"))  # fmt: skip
-        else:
-            proof = self.tree().consistency_proof(old["size"], head.size)
-            if not verify_consistency(
-                old["size"], head.size, bytes.fromhex(old["root"]), bytes.fromhex(head.root), proof
-            ):
-                why = f"the tree of size {old['size']} is not a prefix of the ledger's tree now"
-                problems.append(("consistency_failed", why + ": the ledger was rewritten"))
+        problems, proof = self.extends(old, head.size)
         return {
             "ok": not problems,
             "failures": [{"reason": r, "detail": d} for r, d in problems],

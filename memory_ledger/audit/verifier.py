@@ -43,6 +43,7 @@ import base64
 import binascii
 import hashlib
 import json
+import re
 import sys
 from typing import Any
 
@@ -212,15 +213,22 @@ def document_message(kind: str, document: dict[str, Any]) -> bytes:
 
 def check_document(document: Any, expected_key_id: str | None = None) -> list[tuple[str, str]]:
     """A signed document (a backup manifest, a drill report): its signature holds for
-    its own public key, and that key is the one expected when the caller knows it."""
+    its own public key, and that key is the one expected when the caller knows it.
+    Raises Malformed when the document is not of the expected shape."""
     signature = _field(document, "signature", dict, "document")
     kind = _field(signature, "kind", str, "signature")
-    public_key = base64.b64decode(_field(signature, "public_key", str, "signature"))
+    if not kind.isascii():
+        raise Malformed("signature.kind: not ASCII")
+    public_key = _public_key(signature, "signature")
     value = _field(signature, "value", str, "signature")
+    try:
+        message = document_message(kind, document)
+    except (RecursionError, ValueError):  # nested deeper than JSON can be written again
+        raise Malformed("document: not a JSON document that can be written again") from None
     failures = []
     if key_id(public_key) != _field(signature, "key_id", str, "signature"):
         failures.append(("bad_document_signature", "the key id is not the public key's"))
-    elif not signature_holds(public_key, value, document_message(kind, document)):
+    elif not signature_holds(public_key, value, message):
         failures.append(("bad_document_signature", f"the {kind}'s bytes are not what was signed"))
     if expected_key_id is not None and key_id(public_key) != expected_key_id:
         failures.append(("unexpected_key", f"signed by {key_id(public_key)}"))
@@ -235,12 +243,38 @@ class Malformed(Exception):
 
 
 def _field(obj: Any, name: str, kind: type, where: str) -> Any:
+    """`obj[name]`, checked to be a `kind`: every field the checks read comes through
+    here, so a value of another shape is a Malformed verdict, never a crash. A string
+    must be valid Unicode (JSON lets a lone surrogate through, which cannot be hashed)."""
     if not isinstance(obj, dict) or name not in obj:
         raise Malformed(f"{where}: missing {name}")
     value = obj[name]
     if (kind is int and isinstance(value, bool)) or not isinstance(value, kind):
         raise Malformed(f"{where}.{name}: not a {kind.__name__}")
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise Malformed(f"{where}.{name}: not valid Unicode") from None
     return value
+
+
+def _public_key(obj: Any, where: str) -> bytes:
+    """The 32 raw bytes of an Ed25519 public key given as base64 in `obj["public_key"]`."""
+    try:
+        public_key = base64.b64decode(_field(obj, "public_key", str, where), validate=True)
+    except (ValueError, binascii.Error):
+        raise Malformed(f"{where}.public_key: not base64") from None
+    if len(public_key) != 32:
+        raise Malformed(f"{where}.public_key: not 32 bytes")
+    return public_key
+
+
+def _one_line(text: str, where: str) -> str:
+    """A string that goes into signed bytes as ASCII: one line of it, or Malformed."""
+    if not text.isascii() or "\n" in text:
+        raise Malformed(f"{where}: not one line of ASCII")
+    return text
 
 
 def _hex32(text: str, where: str) -> bytes:
@@ -260,9 +294,7 @@ def read_head(head: Any, where: str = "head") -> dict[str, Any]:
         raise Malformed(f"{where}.size: negative")
     root = _field(head, "root", str, where)
     _hex32(root, f"{where}.root")
-    time = _field(head, "time", str, where)
-    if not time.isascii() or "\n" in time:
-        raise Malformed(f"{where}.time: not one line of ASCII")
+    time = _one_line(_field(head, "time", str, where), f"{where}.time")
     key = _field(head, "key_id", str, where)
     if len(key) != 32 or any(c not in "0123456789abcdef" for c in key):
         raise Malformed(f"{where}.key_id: not 32 lower-case hexadecimal digits")
@@ -288,12 +320,7 @@ def check_pack(
     if _field(pack, "format", str, "pack") != PACK_FORMAT:
         raise Malformed(f"pack.format: not {PACK_FORMAT}")
     head = read_head(_field(pack, "head", dict, "pack"))
-    try:
-        public_key = base64.b64decode(_field(pack, "public_key", str, "pack"), validate=True)
-    except (ValueError, binascii.Error):
-        raise Malformed("pack.public_key: not base64") from None
-    if len(public_key) != 32:
-        raise Malformed("pack.public_key: not 32 bytes")
+    public_key = _public_key(pack, "pack")
     failures = check_head(head, public_key)
     kept = read_head(kept_head, "kept head") if kept_head is not None else None
     if kept is not None and kept["key_id"] == head["key_id"]:  # the same key: check it too
@@ -310,10 +337,11 @@ def check_pack(
     if not all(isinstance(s, int) and not isinstance(s, bool) for s in seqs):
         raise Malformed("statement.seqs: not a list of integers")
     about = (
-        _field(statement, "request_id", str, "statement"),
+        _one_line(_field(statement, "request_id", str, "statement"), "statement.request_id"),
         _field(statement, "size", int, "statement"),
         _field(statement, "root", str, "statement"),
     )
+    _hex32(about[2], "statement.root")
     if about != (request_id, head["size"], head["root"]):
         failures.append(("statement_mismatch", "the statement names another request or head"))
     message = statement_message(about[0], about[1], about[2], seqs)
@@ -346,12 +374,17 @@ def check_pack(
         if not verify_inclusion(index, head["size"], entry_leaf(entry), proof, root):
             failures.append(("inclusion_failed", f"{where} is not in the tree of the head"))
 
+    consistency = pack.get("consistency")
+    if consistency is not None and not isinstance(consistency, list):
+        raise Malformed("pack.consistency: not a list")
     if kept is not None:
-        failures += _check_kept(pack, head, kept)
+        failures += _check_kept(consistency or [], head, kept)
     return failures
 
 
-def _check_kept(pack: dict[str, Any], head: dict[str, Any], kept: dict[str, Any]):
+def _check_kept(
+    consistency: list[Any], head: dict[str, Any], kept: dict[str, Any]
+) -> list[tuple[str, str]]:
     """The kept head against the pack's head: the same tree, or a prefix of it."""
     if kept["size"] == head["size"]:
         if kept["root"] != head["root"]:
@@ -361,7 +394,7 @@ def _check_kept(pack: dict[str, Any], head: dict[str, Any], kept: dict[str, Any]
     if kept["size"] > head["size"]:
         return [("consistency_missing", f"the kept head (size {kept['size']}) is newer than "
                  f"the pack's (size {head['size']}): ask for a pack at least as new")]  # fmt: skip
-    for item in pack.get("consistency") or []:
+    for item in consistency:
         if _field(item, "from_size", int, "consistency") == kept["size"]:
             proof = [_hex32(p, "consistency.proof") if isinstance(p, str) else b""
                      for p in _field(item, "proof", list, "consistency")]  # fmt: skip
@@ -376,9 +409,49 @@ def _check_kept(pack: dict[str, Any], head: dict[str, Any], kept: dict[str, Any]
 # -- the command -----------------------------------------------------------------------
 
 
+def load_json(text: str | bytes) -> Any:
+    """A JSON file's value. ValueError when it is not JSON, or nested too deeply to be
+    read (Python's parser recurses: 100,000 `[` would end in a RecursionError)."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deeply to be read") from None
+
+
 def _load(path: str) -> Any:
-    with open(path, encoding="utf-8") as handle:
-        return json.load(handle)
+    with open(path, "rb") as handle:
+        return load_json(handle.read())
+
+
+# C0 and C1 controls (ESC starts a terminal's escape sequences), DEL, the bidirectional
+# controls (they reorder what a person reads), line separators and lone surrogates.
+_UNPRINTABLE = re.compile(
+    r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]"
+)
+
+
+def printable(value: object) -> str:
+    """`value` as text safe to print: every character that could drive or deceive a
+    terminal shown as a visible escape (ESC as `\\x1b`, U+202E as `\\u202e`, a newline as
+    `\\n`). The CLI's sanitiser too (memory_ledger/cli/common.py). A pack or document is the
+    sender's text; the verifier prints nothing of it raw."""
+
+    return _UNPRINTABLE.sub(_visible, str(value))
+
+
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _visible(match: re.Match[str]) -> str:
+    ch = match.group()
+    code = ord(ch)
+    return _NAMED.get(ch) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+
+
+def request_id_of(pack: Any) -> str | None:
+    """The pack's request id when it is a string (anything else is not echoed back)."""
+    found = pack.get("request_id") if isinstance(pack, dict) else None
+    return found if isinstance(found, str) else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -396,31 +469,34 @@ def main(argv: list[str] | None = None) -> int:
     try:
         given = _load(args.pack)
         kept = _load(args.head) if args.head and not args.document else None
+    except (OSError, ValueError) as exc:
+        print(printable(f"cannot read the input: {exc}"), file=sys.stderr)
+        return EXIT_UNREADABLE
+    try:
         if args.document:
             failures = check_document(given, args.key_id)
         else:
             failures = check_pack(given, kept, args.key_id)
-    except (OSError, ValueError) as exc:
-        print(f"cannot read the input: {exc}", file=sys.stderr)
-        return EXIT_UNREADABLE
     except Malformed as exc:
         failures = [("malformed", str(exc))]
     if args.json:
         answer = {"ok": not failures, "failures": [{"reason": r, "detail": d} for r, d in failures]}
         if not args.document:
-            answer["request_id"] = given.get("request_id") if isinstance(given, dict) else None
+            answer["request_id"] = request_id_of(given)
         print(json.dumps(answer, indent=2))
     elif failures:
         for reason, detail in failures:
-            print(f"FAILED {reason}: {REASONS[reason]} ({detail})")
+            print(printable(f"FAILED {reason}: {REASONS[reason]} ({detail})"))
     elif args.document:
         signature = given["signature"]
-        print(f"signed {signature['kind']} holds: signed by key {signature['key_id']}")
+        print(printable(f"signed {signature['kind']} holds: signed by key {signature['key_id']}"))
     else:
         head = given["head"]
-        print(f"evidence pack holds: {len(given['entries'])} entries of {given['request_id']} "
-              f"are in the ledger tree of size {head['size']} (root {head['root']}), "
-              f"signed by key {head['key_id']}")  # fmt: skip
+        print(printable(
+            f"evidence pack holds: {len(given['entries'])} entries of {given['request_id']} "
+            f"are in the ledger tree of size {head['size']} (root {head['root']}), "
+            f"signed by key {head['key_id']}"
+        ))  # fmt: skip
         if kept is not None:
             print(f"and that tree extends the kept head of size {kept['size']}")
     return EXIT_FAILED if failures else 0

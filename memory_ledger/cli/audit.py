@@ -32,9 +32,11 @@ Out = Annotated[Path | None, typer.Option("--out", help="Write the JSON to this 
 
 
 def _read(path: Path, as_json: bool) -> Any:
-    """A pack or head file: JSON, read whole (a pack is kilobytes)."""
+    """A pack, head or signed document: JSON, read whole (a pack is kilobytes), by the
+    verifier's own reader, so a file nested too deeply to parse is unreadable (exit 2)
+    here as it is for verifier.py."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return verifier.load_json(path.read_bytes())
     except (OSError, ValueError) as exc:
         fail(InvalidWrite(f"cannot read {path}: {exc}"), as_json)
 
@@ -163,8 +165,12 @@ def audit_verify_pack(
             + (f"; it extends the kept head of size {kept['size']}" if kept else "")
         )
 
-    request_id = pack.get("request_id") if isinstance(pack, dict) else None
-    _verdict(lambda: verifier.check_pack(pack, kept, key_id), held, as_json, request_id=request_id)
+    _verdict(
+        lambda: verifier.check_pack(pack, kept, key_id),
+        held,
+        as_json,
+        request_id=verifier.request_id_of(pack),
+    )
 
 
 def _verdict(

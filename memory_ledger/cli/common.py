@@ -32,6 +32,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from memory_ledger.audit.verifier import printable
 from memory_ledger.cli.usage import Commands
 from memory_ledger.config import DATA_DIR_ENV, URL_ENV
 from memory_ledger.errors import InvalidWrite, MemoryLedgerError, StoreNotFound
@@ -75,28 +76,14 @@ Namespace = Annotated[
 
 # -- what reaches a terminal ---------------------------------------------------------
 
-# C0 controls (ESC starts CSI and OSC sequences; NUL, BEL, BS, CR, LF and TAB included:
-# they can rewrite or fake a line), DEL, C1 controls (U+009B is a one-byte CSI), the
-# bidirectional controls (U+202E and its kin reorder what a person reads), line and
-# paragraph separators, and lone surrogates (not encodable: printing one crashes).
-_UNSAFE = re.compile(
-    r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]"
-)
-_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def _visible(match: re.Match[str]) -> str:
-    ch = match.group()
-    code = ord(ch)
-    return _NAMED.get(ch) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
-
 
 def terminal_safe(value: object) -> str:
     """The text of `value` with every character that could drive or deceive a terminal
     shown as a visible escape (ESC as `\\x1b`, U+202E as `\\u202e`, a newline as
     `\\n`). The one sanitiser of human output: every table cell and printed line that
-    can carry stored or user-given text goes through it."""
-    return _UNSAFE.sub(_visible, str(value))
+    can carry stored or user-given text goes through it. It is the standalone verifier's
+    (which must run without this package), so there is one list of unsafe characters."""
+    return printable(value)
 
 
 def shown(value: object, style: str = "") -> Text:

@@ -394,6 +394,7 @@ def doctor(
             report = consistency.check(service.log, service.ledger, settings, chain=True)
             findings.extend(f.to_dict() for f in report.findings)
             findings.extend(f.to_dict() for f in _projection_findings(service))
+            findings.extend(f.to_dict() for f in _kept_head_findings(service))
             checked = report.to_dict()["checked"]
             for reason in service.vectors.status()["discarded"]:
                 notes.append(
@@ -462,6 +463,23 @@ def _print_consistency(info: dict[str, Any], *, quiet_when_ok: bool = False) -> 
         ),
         style="yellow",
     )
+
+
+def _kept_head_findings(service: MemoryService) -> list[consistency.Finding]:
+    """The ledger against the last head the audit-head job kept: a rollback or fork
+    since is a finding here, as it fails the job (memory_ledger/audit/kept.py)."""
+    from memory_ledger import consistency
+    from memory_ledger.audit.heads import Auditor
+    from memory_ledger.audit.kept import REPAIR, problems_since_kept
+
+    auditor = Auditor(service.ledger, service.log.master)
+    try:
+        _, problem = problems_since_kept(auditor, service.settings.data_dir)
+    except IntegrityError:  # no tree to compare: the chain's own finding says why
+        return []
+    if not problem:
+        return []
+    return [consistency.Finding("audit_head_not_extended", repair=REPAIR, detail=problem)]
 
 
 def _projection_findings(service: MemoryService) -> list[consistency.Finding]:

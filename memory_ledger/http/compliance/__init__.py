@@ -37,6 +37,7 @@ from fastapi.responses import (
 )
 
 from memory_ledger.access import Access
+from memory_ledger.bounds import MAX_SEQ
 from memory_ledger.errors import (
     Forbidden,
     InvalidWrite,
@@ -232,7 +233,7 @@ Filtered = Annotated[Filters, Depends(_filters)]
 def list_requests(
     request: Request,
     filters: Filtered,
-    after: Annotated[int | None, Query(ge=0)] = None,
+    after: Annotated[int | None, Query(ge=0, le=MAX_SEQ)] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ) -> JSONResponse:
     """One page of requests, newest first; `next` is the `after` of the next page."""
@@ -320,18 +321,58 @@ def detail(request: Request, request_id: str) -> JSONResponse:
 
 @router.get("/compliance/api/ledger")
 def ledger_verdict(request: Request) -> JSONResponse:
-    """The whole chain verified now, and its head (an anchor for the next audit)."""
+    """The whole chain verified now, and its head (an anchor for the next audit); whether
+    the ledger still extends the last head the audit-head job kept (a rollback or fork
+    is the page's banner); and when the verification scan is next due."""
     _caller(request)
-    audit = request.app.state.serving.service.ledger.verify()
+    service = request.app.state.serving.service
+    audit = service.ledger.verify()
     return JSONResponse(
         {
             "ok": audit.ok,
             "explanation": audit.explanation,
             "entries_checked": audit.entries_checked,
             "anchor": f"{audit.head_seq}:{audit.head_hash}",
+            "kept_head": _kept_head(service),
+            "scan": _scan_schedule(service),
         },
         headers=_NO_STORE,
     )
+
+
+def _kept_head(service: Any) -> dict[str, Any]:
+    """The check `doctor` and the audit-head job make (memory_ledger/audit/kept.py)."""
+    from memory_ledger.audit.heads import Auditor
+    from memory_ledger.audit.kept import problems_since_kept
+
+    try:
+        kept, problem = problems_since_kept(
+            Auditor(service.ledger, service.log.master), service.settings.data_dir
+        )
+    except MemoryLedgerError as exc:
+        return {"ok": False, "size": None, "explanation": str(exc)}
+    return {"ok": not problem, "size": kept["size"] if kept else None, "explanation": problem}
+
+
+def _scan_schedule(service: Any) -> dict[str, Any]:
+    """When the verification-scan job next runs: a completed request whose files are
+    `not yet` verified is scanned then. `next_run` is None when no scheduler has the
+    job (then it runs only with `jobs run-once verification-scan` or `verify`)."""
+    from jobs.registry import JOBS
+    from jobs.scheduler import scheduled_jobs
+
+    name = "verification-scan"
+    try:
+        found = scheduled_jobs(service.settings).get(name)
+    except Exception:  # the schedule is information; its store being unreadable is not a 500
+        found = None
+    every = found.every_minutes if found else JOBS[name].every_minutes()
+    next_run = found.next_run_time if found else None
+    return {
+        "job": name,
+        "every_minutes": every,
+        "next_run": canonical_time(next_run) if next_run else None,
+    }
 
 
 @router.get("/compliance/api/head")

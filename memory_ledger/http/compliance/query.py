@@ -239,6 +239,11 @@ class ConsoleIndex:
             if action == "residue_scan":
                 sets.append("verified = ?")
                 params.append(status)
+            elif action == "scan_scheduled" and not (p.get("evidence") or {}).get(
+                "fingerprints_kept"
+            ):  # nothing readable was erased: no scan will come, so never "not yet"
+                sets.append("verified = ?")
+                params.append("not_scheduled")
             elif action == "key_bytes_gone":
                 sets.append("key_proof = ?")
                 params.append(status)

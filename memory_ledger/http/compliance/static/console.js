@@ -7,6 +7,9 @@
   let stack = [];      // the `after` cursor of each page shown before this one
   let current = null;  // this page's cursor (null: the first page)
   let next = null;
+  // The ledger's verdict, the kept-head check and when the verification scan is due:
+  // asked once per page load; the list waits for it to say when "not yet" ends.
+  const ledgerInfo = get("/compliance/api/ledger");
 
   function el(tag, text, cls) {
     const node = document.createElement(tag);
@@ -30,6 +33,32 @@
     return response.json();
   }
   function when(text) { return text ? text.replace("T", " ").slice(0, 19) : ""; }
+  // A request's file verification: the scan's verdict, or when it will come, as
+  // [text, class, explanation] (the explanation is the cell's tooltip).
+  function verified(r, scan) {
+    if (r.verified === "ok") return ["yes", "ok", ""];
+    if (r.verified === "failed") return ["FAILED", "bad", "the scan found residue"];
+    if (r.verified === "not_scheduled") {
+      return ["no scan", "muted", "nothing readable was erased: no fingerprints, no scan"];
+    }
+    if (r.status !== "completed") {
+      return ["not yet: after completion", "muted", "the files are scanned once the request completes"];
+    }
+    if (!scan) return ["not yet", "muted", "scanned at the next verification-scan run"];
+    if (!scan.next_run) {
+      return ["not yet: not scheduled", "muted", "no scheduler runs the verification-scan " +
+        "job: start `memory-ledger jobs run` (it runs every " + scan.every_minutes + " min)"];
+    }
+    const at = when(scan.next_run) + " UTC", hhmm = at.slice(11);
+    if (Date.parse(scan.next_run) < Date.now()) {
+      return ["not yet: late since " + hhmm, "bad", "the verification-scan job was due at " + at +
+        " and has not run: is `memory-ledger jobs run` running?"];
+    }
+    return ["not yet: due " + hhmm, "muted", "the verification-scan job's next run: " + at];
+  }
+  async function scanSchedule() {
+    try { return (await ledgerInfo).scan; } catch (error) { return null; }
+  }
   function duration(seconds) {
     if (seconds === null || seconds === undefined) return "–";
     if (seconds < 120) return seconds.toFixed(1) + " s";
@@ -69,6 +98,7 @@
   async function loadPage() {
     const limit = form.elements.limit.value;
     const page = await get("/compliance/api/requests?" + query({after: current, limit}));
+    const scan = await scanSchedule();
     next = page.next;
     const body = $("list").tBodies[0];
     body.replaceChildren();
@@ -81,12 +111,13 @@
       idCell.append(link);
       const good = r.status === "completed";
       const bad = ["partial", "blocked", "refused"].includes(r.status);
+      const [seen, seenClass, seenWhy] = verified(r, scan);
       row.append(idCell, el("td", r.namespace), el("td", r.basis), el("td", r.kind),
         el("td", when(r.filed_at)), el("td", when(r.completed_at)),
         el("td", r.status, good ? "ok" : bad ? "bad" : ""),
         el("td", r.stores_ok + "/" + r.stores_total, r.stores_ok < r.stores_total ? "bad" : ""),
-        el("td", r.verified === "ok" ? "yes" : r.verified === "failed" ? "FAILED" : "not yet",
-           r.verified === "ok" ? "ok" : r.verified === "failed" ? "bad" : "muted"));
+        el("td", seen, seenClass));
+      row.lastChild.title = seenWhy;
       body.append(row);
     }
     if (!page.requests.length) {
@@ -106,11 +137,12 @@
   async function openDetail(id) {
     const d = await get("/compliance/api/requests/" + encodeURIComponent(id));
     const r = d.request;
+    const scan = await scanSchedule();
     $("detail-id").textContent = r.request_id;
     $("detail-summary").textContent = r.namespace + " · basis " + r.basis + " · scope " + r.kind +
       " · status " + r.status + " · " + r.targets + " item(s) · stores " + r.stores_ok + "/" +
-      r.stores_total + " ok · key proof " + (r.key_proof || "–") + " · scan " +
-      (r.verified || "not yet") + " · filed " + when(r.filed_at) +
+      r.stores_total + " ok · key proof " + (r.key_proof || "–") + " · file scan " +
+      verified(r, scan).filter((part, i) => i !== 1 && part).join(": ") + " · filed " + when(r.filed_at) +
       (r.completed_at ? " · completed " + when(r.completed_at) + " (" + duration(r.done_seconds) + ")" : "");
     $("pack").href = d.pack_download;
     $("pack-url").textContent = d.pack_url;
@@ -137,17 +169,54 @@
 
   async function loadIntegrity() {
     try {
-      const v = await get("/compliance/api/ledger");
+      const v = await ledgerInfo;
       const p = $("ledger");
       p.replaceChildren(el("b", v.ok ? "intact" : "BROKEN", v.ok ? "ok" : "bad"),
         el("span", " (" + v.explanation + "). Anchor: "), el("code", v.anchor));
+      showBanner(v);
     } catch (error) { $("ledger").textContent = "could not be checked: " + error.message; }
     try {
       const h = await get("/compliance/api/head");
       const p = $("head");
       if (!h.available) { p.textContent = "not available (no answer from /v1/audit/head)"; return; }
-      p.replaceChildren(el("span", "record this: "), el("code", JSON.stringify(h.head)));
+      showHead(h.head);
     } catch (error) { $("head").textContent = "not available"; }
+  }
+  // A broken chain, or a ledger that no longer extends the last head kept (rolled back
+  // or rewritten): said at the top of the page, not only in its card.
+  function showBanner(v) {
+    const problems = [];
+    if (!v.ok) problems.push("The lifecycle ledger's hash chain does not verify (" + v.explanation + ").");
+    if (v.kept_head && !v.kept_head.ok) {
+      problems.push("The ledger does not extend the last signed head the audit-head job kept: " +
+        "it was rolled back or rewritten (" + v.kept_head.explanation + "). No new head is " +
+        "kept until this is resolved; run `memory-ledger doctor`.");
+    }
+    const banner = $("banner");
+    banner.textContent = problems.join(" ");
+    banner.hidden = !problems.length;
+  }
+  // The head as indented JSON that wraps in its card, and a button that copies it exactly.
+  function showHead(head) {
+    const text = JSON.stringify(head, null, 2);
+    $("head").textContent = "record this (keep it outside this server):";
+    const pre = $("head-json");
+    pre.textContent = text;
+    pre.hidden = false;
+    const copy = $("copy-head");
+    copy.hidden = false;
+    copy.onclick = async () => {
+      try {
+        await navigator.clipboard.writeText(text);
+        $("copied").textContent = "copied";
+      } catch (error) {  // no clipboard (an http page on another host): select it instead
+        const range = document.createRange();
+        range.selectNodeContents(pre);
+        getSelection().removeAllRanges();
+        getSelection().addRange(range);
+        $("copied").textContent = "selected: press Ctrl+C to copy";
+      }
+    };
   }
 
   function reload() {
