@@ -422,6 +422,11 @@ def abort(
         )
     done = set(state.get("aborted", []))
     previous = state.get("previous")
+    if previous is None and "loaded" in state.get("done", []):
+        raise ConfigurationError(
+            f"the restore {restore_id} was started by an earlier version, which kept nothing "
+            "aside to put back: finish it with `memory-ledger restore --resume`"
+        )
     moved = previous is not None and (settings.data_dir / PREVIOUS_DIR).exists()
     put_back = moved or "loaded" in state.get("done", [])
     if put_back and "put_back" not in done:

@@ -129,3 +129,17 @@ def test_a_restore_killed_by_kill_9_is_aborted_by_the_command(tmp_path: Path) ->
     _serves(settings, token, ids, {ids["kept"], ids["later"]})
     code, output = cli("restore", "--resume", *where)
     assert code == 3 and "not being restored" in output and "Traceback" not in output
+
+
+def test_a_restore_an_earlier_version_left_is_resumed_not_aborted(tmp_path: Path) -> None:
+    """It kept nothing aside: an abort would have nothing to put back, and says so."""
+    settings = Settings.resolve(tmp_path / "data")
+    with MemoryService(settings) as service:
+        master = service.log.master
+    RestoreMarker(settings).write({"backup_id": "bk-0123456789abcdef",
+                                   "restore_id": "restore-0123456789abcdef",
+                                   "done": ["checked", "loaded"]})  # fmt: skip
+    with LifecycleLedger(settings) as ledger, pytest.raises(ConfigurationError, match="--resume"):
+        restoring.abort(settings, master, ledger)
+    assert RestoreMarker(settings).read() is not None  # nothing changed
+    assert (settings.data_dir / "events.sqlite").exists()
