@@ -138,6 +138,14 @@ def plan(
     audit = ledger.verify(anchor=(anchor.seq, anchor.hash))
     if not audit.ok:
         behind = audit.reason in ("truncated", "anchor_mismatch")
+        if behind and manifest.store_id not in (None, ledger.store_id):
+            raise ConfigurationError(
+                f"the backup {manifest.backup_id} was taken by another store "
+                f"({manifest.store_id}), whose lifecycle ledger is not this one (this ledger "
+                "does not hold the backup's ledger anchor). A restore replays erasures from "
+                "this store's ledger, which cannot vouch for that store's, so it cannot be "
+                "restored here, with --accept-foreign or without; nothing was changed"
+            )
         why = (
             "it does not hold the entry that was its head when the backup was taken: it is "
             "missing, an older copy, or was replaced"
@@ -427,7 +435,10 @@ def abort(
             f"the restore {restore_id} was started by an earlier version, which kept nothing "
             "aside to put back: finish it with `memory-ledger restore --resume`"
         )
-    moved = previous is not None and (settings.data_dir / PREVIOUS_DIR).exists()
+    # On SQLite the store's files are moved aside before the load: some may be moved
+    # already. On PostgreSQL the tables are only copied, and replaced by the load.
+    moved = settings.postgres is None and previous == KEPT
+    moved = moved and (settings.data_dir / PREVIOUS_DIR).exists()
     put_back = moved or "loaded" in state.get("done", [])
     if put_back and "put_back" not in done:
         _put_back(settings, master, str(previous))

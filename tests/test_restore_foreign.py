@@ -56,6 +56,10 @@ def test_another_stores_backup_is_refused_before_anything_is_marked_unless_named
         theirs = service.for_principal(ALICE).remember(fact("city", "Ningbo")).item_id
         made = create(other, service.log.master, service.ledger, now, tmp_path / "bk")
         foreign = service.ledger.store_id
+        # Once that store's ledger has entries, this one cannot vouch for its backups.
+        alice = service.for_principal(ALICE)
+        alice.forget(alice.remember(fact("locker", "code 4471")).item_id)
+        unvouched = create(other, service.log.master, service.ledger, now, tmp_path / "bk")
     assert made.manifest.store_id == foreign != here
     with LifecycleLedger(settings) as ledger:
         refusal = f"taken by another store \\({foreign}\\).*--accept-foreign {foreign}"
@@ -65,6 +69,9 @@ def test_another_stores_backup_is_refused_before_anything_is_marked_unless_named
             restore(made.path, settings, master, ledger, now, force=True)
         with pytest.raises(ConfigurationError, match="another store"):  # naming this store
             restore(made.path, settings, master, ledger, now, force=True, accept_foreign=here)
+        with pytest.raises(ConfigurationError, match="ledger is not this one"):
+            restore(unvouched.path, settings, master, ledger, now, force=True,
+                    accept_foreign=foreign)  # fmt: skip
     assert RestoreMarker(settings).read() is None  # nothing marked: the store serves
     with MemoryService(settings) as service:
         assert [m.item_id for m in service.for_principal(ALICE).recall()] == [own]
