@@ -5,7 +5,8 @@ what was erased since the backup was taken. The mark is written before anything 
 loaded and removed only when the restore has verified its replay, and every process
 that opens the store (`MemoryService`) refuses while it is there. It also carries the
 restore's progress (which steps are done), so a restore killed at any step is run
-again to the same result.
+again to the same result (`restore --resume`), or abandoned for the store it replaced
+(`restore --abort`).
 
 Where it lives follows where the store lives, so that every process opening the store
 sees it: a file in the data directory on SQLite, a one-row table in the store's schema
@@ -25,6 +26,11 @@ from projections.vector_files import write_atomic
 
 MARKER_FILE = "RESTORING.json"
 MARKER_TABLE = "memory_ledger_restoring"
+#: What an operator does with a store left restoring (restore/restore.py `resume`, `abort`).
+WAY_FORWARD = (
+    "run `memory-ledger restore --resume` to finish it, or `memory-ledger restore --abort` "
+    "to put back the store it replaced"
+)
 
 
 class RestoreMarker:
@@ -112,6 +118,5 @@ def refuse_while_restoring(settings: Settings) -> None:
     if marker.read() is not None:
         raise ConfigurationError(
             f"the store at {marker.where} is being restored and serves nothing until the "
-            "restore finishes; run `memory-ledger restore` with the same backup again to "
-            "finish it"
+            f"restore finishes: {WAY_FORWARD}"
         )

@@ -11,7 +11,8 @@ would forget the very tombstones the restore must apply), the projections (rebui
 the log on restore), nor the master key.
 
 The manifest (`manifest.json`, no personal data) says what the backup is: its id, the
-format version, the tool version, the restore point (the log position and time of the
+store it was taken from (since format 3: the store id its ledger holds), the format
+version, the tool version, the restore point (the log position and time of the
 last event in the copy), each file's SHA-256 and size, the master key's check value
 (so a backup is verified against the key before anything is decrypted), the wrapped
 file key, and when the backup retention policy destroys it. Since format 2 it is
@@ -59,12 +60,15 @@ from memory_ledger.write_policy import StrictModel
 from projections.vector_files import fsync_dir, write_atomic
 from restore import pg_snapshot
 
-FORMAT_VERSION = 2
+#: 3: the manifest names the store the backup was taken from (`store_id`).
+FORMAT_VERSION = 3
 #: The first format whose manifest carries a MAC; older ones are refused for restore.
 AUTHENTICATED_FORMAT = 2
 MANIFEST = "manifest.json"
 #: A backup's id, as its manifest, its directory, the CLI and the HTTP routes name it.
 BACKUP_ID = r"^bk-[0-9a-f]{16}$"
+#: A store's id (memory_ledger/ledger `LifecycleLedger.store_id`).
+STORE_ID = r"^st-[0-9a-f]{16}$"
 SEALED_EVENTS = "events.sqlite.sealed"
 #: The events table in the backup's SQLite file, by the backend it was taken from.
 EVENTS_TABLES = {"sqlite": "stored_events", "postgresql": pg_snapshot.EVENTS_TABLE}
@@ -99,6 +103,9 @@ class Manifest(StrictModel):
     tool_version: str
     backup_id: Annotated[str, Field(pattern=BACKUP_ID)]
     backend: Literal["sqlite", "postgresql"]
+    #: The store it was taken from (its ledger's store id): a restore refuses a backup
+    #: of another store unless told otherwise. Absent before format 3.
+    store_id: Annotated[str, Field(pattern=STORE_ID)] | None = None
     created_at: AwareDatetime
     expires_at: AwareDatetime
     restore_point: RestorePoint
@@ -173,6 +180,7 @@ def create(
         tool_version=tool_version(),
         backup_id=backup_id,
         backend=settings.backend,
+        store_id=ledger.store_id,
         created_at=now,
         expires_at=now + timedelta(days=keep_days),
         restore_point=RestorePoint(position=position, at=now),
@@ -199,6 +207,13 @@ def create(
         },
     )
     return Backup(target, manifest)
+
+
+def taken_here(backup: Backup, ledger: LifecycleLedger) -> bool | None:
+    """Whether the store whose ledger this is took the backup: None for a backup older
+    than store ids (its manifest names no store; restore/restore.py `foreign` decides)."""
+    taken_by = backup.manifest.store_id
+    return None if taken_by is None else taken_by == ledger.store_id
 
 
 def read_manifest(path: Path) -> Manifest:

@@ -5,13 +5,16 @@ A restore therefore never serves the copy as it is. Its steps, each recorded in 
 data directory's `RESTORING.json` marker so that a restore interrupted anywhere (kill
 -9 included) is run again to the same result:
 
-1. **check** the backup (manifest, checksums, this master key) and the lifecycle ledger
-   (its hash chain verifies; it explains every tombstone the backup holds: a ledger
-   that does not is missing, damaged or behind the backup, and may lack tombstones the
-   restore must replay, so the restore refuses);
+1. **check** the backup (manifest, checksums, this master key), that it is this store's
+   (its manifest names this ledger's store id: a backup of another store is refused
+   unless the operator names it, `--accept-foreign`, which the ledger records) and the
+   lifecycle ledger (its hash chain verifies; it explains every tombstone the backup
+   holds: a ledger that does not is missing, damaged or behind the backup, and may lack
+   tombstones the restore must replay, so the restore refuses);
 2. **load**: the marker is written first (the store then refuses to open for serving),
-   the backup's event store replaces the target's, the projections and vector files are
-   removed (they are rebuilt from the log);
+   the store being replaced is set aside (`RESTORING-previous` in the data directory),
+   the backup's event store replaces it, the projections and vector files are removed
+   (they are rebuilt from the log);
 3. **replay**: every item the ledger says was erased (targets and cascades of every
    executed request: forgets, retention expiries, session ends, redactions' targets) is
    tombstoned again with its keys destroyed if the copy still holds it live; and every
@@ -20,8 +23,12 @@ data directory's `RESTORING.json` marker so that a restore interrupted anywhere 
    the rewrite and the rewrite itself cannot be replayed (spans are never recorded);
 4. **rebuild** every projection and the vector index from the restored log;
 5. **verify**: every replayed item is absent from every store;
-6. **open**: the restore is recorded in the ledger (`restore-...`), and the marker is
-   removed. Only then does the store serve.
+6. **open**: the restore is recorded in the ledger (`restore-...`), the store set aside
+   is removed, and the marker last. Only then does the store serve.
+
+A store left marked (killed, or a step that failed) is finished by `resume` (the same as
+running the restore again with its backup) or abandoned by `abort`, which puts back the
+store set aside at step 2; each is itself run again to the same result if interrupted.
 """
 
 from __future__ import annotations
@@ -49,14 +56,14 @@ from memory_ledger.feed.feed import EPOCH, EPOCH_START
 from memory_ledger.forgetting.residue_check import RESIDUE_KEY_PREFIX
 from memory_ledger.keystore import KeyDestruction
 from memory_ledger.ledger import EntryType, LedgerEntry, LifecycleLedger
-from memory_ledger.restoring import RestoreMarker
+from memory_ledger.restoring import WAY_FORWARD, RestoreMarker
 from memory_ledger.times import canonical_time
 from projections.keyword_index import INDEX_KEY_PREFIX
 from projections.vector_files import write_atomic
 from projections.vector_index import VECTORS_DIR
 from restore import carried as carried_after
 from restore import pg_snapshot
-from restore.backup import EVENTS_TABLES, Backup, open_verified
+from restore.backup import EVENTS_TABLES, MANIFEST, Backup, open_verified
 
 STEPS = ("checked", "loaded", "replayed", "rebuilt", "verified", "opened")
 #: Request statuses whose erasures happened (or began): they are replayed.
@@ -64,6 +71,12 @@ EXECUTED = ("pending", "partial", "completed")
 REPLAY_REASON = "restore_replay"
 #: Tests set it to a step's name: the process kills itself (SIGKILL) right after it.
 KILL_AFTER_ENV = "MEMORY_LEDGER_TEST_KILL_AFTER_RESTORE_STEP"
+#: Where the store a restore replaces is kept until the restore opens (or is aborted).
+PREVIOUS_DIR = "RESTORING-previous"
+#: On PostgreSQL, the replaced store's tables, as an SQLite file (pg_snapshot).
+EVENTS_FILE = "events.sqlite"
+#: What the restore replaced: a store (kept aside), or none.
+KEPT, NONE = "kept", "none"
 
 
 @dataclass
@@ -95,15 +108,28 @@ class RestorePlan:
     fingerprints_lost: list[str] = field(default_factory=list)
     #: Set when the data directory's policy is not the one the ledger records.
     policy_note: str | None = None
+    #: The store restored into, the store the backup was taken from (None: a backup older
+    #: than store ids), and, when they differ, what the operator accepted
+    #: (`--accept-foreign`): the foreign store's id, recorded in the ledger.
+    store_id: str = ""
+    backup_store_id: str | None = None
+    foreign_accepted: str | None = None
     seconds: dict[str, float] = field(default_factory=dict)  # per step, this run
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def plan(backup: Backup, ledger: LifecycleLedger, data: bytes | None = None) -> RestorePlan:
+def plan(
+    backup: Backup,
+    ledger: LifecycleLedger,
+    data: bytes | None = None,
+    *,
+    accept_foreign: str | None = None,
+) -> RestorePlan:
     """The restore plan from the backup's manifest and the ledger; checks that the
-    ledger is whole and not behind the backup (ConfigurationError otherwise). Given the
+    ledger is whole and not behind the backup, and that the backup is this store's
+    (`foreign`), ConfigurationError otherwise. Given the
     backup's decrypted bytes too (`open_verified`), as a dry run has them, it checks
     that the ledger explains every tombstone the backup holds, as the restore does, and
     counts the items to erase again apart from those the backup holds erased already."""
@@ -112,6 +138,14 @@ def plan(backup: Backup, ledger: LifecycleLedger, data: bytes | None = None) -> 
     audit = ledger.verify(anchor=(anchor.seq, anchor.hash))
     if not audit.ok:
         behind = audit.reason in ("truncated", "anchor_mismatch")
+        if behind and manifest.store_id not in (None, ledger.store_id):
+            raise ConfigurationError(
+                f"the backup {manifest.backup_id} was taken by another store "
+                f"({manifest.store_id}), whose lifecycle ledger is not this one (this ledger "
+                "does not hold the backup's ledger anchor). A restore replays erasures from "
+                "this store's ledger, which cannot vouch for that store's, so it cannot be "
+                "restored here, with --accept-foreign or without; nothing was changed"
+            )
         why = (
             "it does not hold the entry that was its head when the backup was taken: it is "
             "missing, an older copy, or was replaced"
@@ -122,9 +156,12 @@ def plan(backup: Backup, ledger: LifecycleLedger, data: bytes | None = None) -> 
             f"the lifecycle ledger at {ledger.location} is behind the backup or damaged: "
             f"{why}. A restore replays erasures from it, so nothing was restored"
         )
+    accepted = foreign(backup, ledger, accept_foreign)
     point = manifest.restore_point
     taken = canonical_time(manifest.created_at)
     out = RestorePlan(manifest.backup_id, point.position, canonical_time(point.at))
+    out.store_id, out.backup_store_id = ledger.store_id, manifest.store_id
+    out.foreign_accepted = accepted
     erase: dict[str, None] = {}
     rewritten: dict[str, None] = {}
     statuses = ledger.latest_statuses()
@@ -158,6 +195,38 @@ def plan(backup: Backup, ledger: LifecycleLedger, data: bytes | None = None) -> 
     return out
 
 
+def foreign(backup: Backup, ledger: LifecycleLedger, accept: str | None = None) -> str | None:
+    """None when the backup is this store's; when it is another's and `accept` names
+    that store, its id (what the restore records); ConfigurationError otherwise, so a
+    restore refuses before it marks or replaces anything.
+
+    A backup is this store's when its manifest (authenticated) names this ledger's
+    store id. One older than store ids names none: it is this store's when its ledger
+    anchor, which `plan` requires this ledger to hold, is a real entry (seq > 0: the
+    chain's hashes are of this store's own history); with an anchor at seq 0 (its
+    store's ledger was empty) nothing binds it to any store, and it is accepted only by
+    name, its backup id standing for the store id it lacks."""
+    manifest = backup.manifest
+    taken_by = manifest.store_id
+    if taken_by == ledger.store_id or (taken_by is None and manifest.ledger_anchor.seq > 0):
+        return None
+    other = taken_by or manifest.backup_id
+    if accept == other:
+        return other
+    why = (
+        f"was taken by another store ({taken_by})"
+        if taken_by
+        else "is older than store ids and nothing binds it to this store (its store's "
+        "ledger was empty when it was taken)"
+    )
+    raise ConfigurationError(
+        f"the backup {manifest.backup_id} {why}; this store is {ledger.store_id}. Restoring "
+        "it would replace this store's memories with that store's; nothing was changed. "
+        f"If that is what you mean, pass --accept-foreign {other} (over HTTP, "
+        f'"accept_foreign": "{other}"): the restore records it in the ledger'
+    )
+
+
 def requests_in(ledger: LifecycleLedger) -> dict[str, list[LedgerEntry]]:
     """Every request's entries, in chain order, from one read of the ledger."""
     out: dict[str, list[LedgerEntry]] = {}
@@ -176,9 +245,12 @@ def restore(
     *,
     restored_by: str = "operator",
     force: bool = False,
+    accept_foreign: str | None = None,
 ) -> RestorePlan:
     """Restore the backup into the store `settings` name, replay, rebuild, verify, then
-    open. Re-running an interrupted restore finishes it."""
+    open. Re-running an interrupted restore (or `resume`) finishes it; `abort` undoes
+    it. A backup of another store is refused before anything is marked, unless
+    `accept_foreign` names that store (`foreign`)."""
     from memory_ledger.api import MemoryService
 
     backup, data = open_verified(backup_path, master)
@@ -192,15 +264,17 @@ def restore(
     state = marker.read()
     if state and state.get("backup_id") != backup.manifest.backup_id:
         raise ConfigurationError(
-            f"{settings.data_dir} is being restored from backup {state.get('backup_id')}; "
-            "finish that restore first (run it again with the same backup)"
+            f"{marker.where} is being restored from backup {state.get('backup_id')}; "
+            f"finish that restore first ({WAY_FORWARD})"
         )
     if not state and settings.store_exists() and not force:
         raise ConfigurationError(
             f"{settings.describe()} already holds a store; restore into an empty one, "
             "or pass --force to replace it (the replay runs all the same)"
         )
-    result = plan(backup, ledger)
+    if state and accept_foreign is None:
+        accept_foreign = state.get("foreign_accepted")  # what the interrupted run accepted
+    result = plan(backup, ledger, accept_foreign=accept_foreign)
     _check_ledger_explains(data, backup, result)
     done = set(state.get("done", [])) if state else set()
     restore_id = state.get("restore_id") if state else f"restore-{uuid.uuid4().hex[:16]}"
@@ -212,13 +286,17 @@ def restore(
     carried = state.get("carried") if state else None
     if carried is None:
         carried = carried_after.capture_fingerprints(settings, master)
+    previous = state.get("previous") if state else None
     clock = [time.perf_counter()]
 
     def save_state() -> None:
         marker.write(
             {
                 "backup_id": result.backup_id,
+                "backup_path": str(Path(backup_path).resolve()),
                 "restore_id": result.restore_id,
+                "foreign_accepted": result.foreign_accepted,
+                "previous": previous,
                 "counted": counted,
                 "carried": carried,
                 "done": sorted(done),
@@ -237,6 +315,10 @@ def restore(
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     mark("checked")
     if "loaded" not in done:
+        if previous is None:  # decided once, recorded before anything moves
+            previous = _previous_kind(settings)
+            save_state()
+        _keep_aside(settings, master, previous)
         _load(data, settings, master)
         mark("loaded")
     service = MemoryService(settings, master, restoring=True)
@@ -272,7 +354,8 @@ def restore(
         if live:
             raise ConfigurationError(
                 "the restore's replayed erasures did not verify in "
-                f"{', '.join(live)}; the store stays closed (marked restoring)"
+                f"{', '.join(live)}; the store stays closed (marked restoring): "
+                f"{WAY_FORWARD}"
             )
         result.verified = True
         mark("verified")
@@ -287,6 +370,7 @@ def restore(
                 "projections_rebuilt": True,
                 "verified": True,
                 "restored_by": restored_by,
+                "foreign_accepted": result.foreign_accepted,
             }
             entries = [(EntryType.RESTORE, summary), *_replayed_tombstones(service.log, result)]
             ledger.append_many(result.restore_id, entries)
@@ -296,9 +380,147 @@ def restore(
         result.policy_note = carried_after.policy_mismatch(settings, ledger)
     finally:
         service.close()
+    # The replaced store goes before the mark: kept, it would hold what is erased later.
+    shutil.rmtree(settings.data_dir / PREVIOUS_DIR, ignore_errors=True)
     marker.clear()
     result.status = "restored"
     return result
+
+
+def resume(
+    settings: Settings,
+    master: MasterKey,
+    ledger: LifecycleLedger,
+    now: datetime,
+    *,
+    restored_by: str = "operator",
+) -> RestorePlan:
+    """Finish the restore the store's mark records, from the step it reached: the same
+    as running it again with its backup, which the mark names (its directory, or its id
+    in this store's registry)."""
+    from restore.store import resolve
+
+    state = _marked(settings)
+    path = Path(str(state.get("backup_path") or ""))
+    if not (path / MANIFEST).is_file():
+        path = resolve(settings.data_dir, str(state.get("backup_id")))
+    return restore(path, settings, master, ledger, now, restored_by=restored_by)
+
+
+def abort(
+    settings: Settings, master: MasterKey, ledger: LifecycleLedger, *, aborted_by: str = "operator"
+) -> dict[str, Any]:
+    """Abandon the restore the store's mark records and serve the store it replaced, as
+    it was when the restore began (kept aside before the backup was loaded, in
+    `PREVIOUS_DIR`; a target that held no store is left empty). Its projections are
+    rebuilt, the abort is recorded in the ledger (`restore_aborted`, under the restore's
+    id), the copy kept aside removed, and only then the mark. Interrupted anywhere, it
+    is run again to the same result. A restore already recorded in the ledger (it
+    verified its replay) is not aborted: it is finished with `resume`."""
+    from memory_ledger.api import MemoryService
+
+    marker = RestoreMarker(settings)
+    state = _marked(settings)
+    restore_id = str(state.get("restore_id"))
+    recorded = ledger.entries(restore_id)
+    if any(e.entry_type is EntryType.RESTORE for e in recorded):
+        raise ConfigurationError(
+            f"the restore {restore_id} verified its replay and is recorded in the ledger; "
+            "it cannot be aborted: finish it with `memory-ledger restore --resume`"
+        )
+    done = set(state.get("aborted", []))
+    previous = state.get("previous")
+    if previous is None and "loaded" in state.get("done", []):
+        raise ConfigurationError(
+            f"the restore {restore_id} was started by an earlier version, which kept nothing "
+            "aside to put back: finish it with `memory-ledger restore --resume`"
+        )
+    # On SQLite the store's files are moved aside before the load: some may be moved
+    # already. On PostgreSQL the tables are only copied, and replaced by the load.
+    moved = settings.postgres is None and previous == KEPT
+    moved = moved and (settings.data_dir / PREVIOUS_DIR).exists()
+    put_back = moved or "loaded" in state.get("done", [])
+    if put_back and "put_back" not in done:
+        _put_back(settings, master, str(previous))
+        done.add("put_back")
+        marker.write({**state, "aborted": sorted(done)})
+    if put_back and "rebuilt" not in done:
+        service = MemoryService(settings, master, restoring=True)
+        try:
+            service.rebuild()
+            service.compact()
+        finally:
+            service.close()
+        done.add("rebuilt")
+        marker.write({**state, "aborted": sorted(done)})
+    if not recorded:
+        payload = {
+            "backup_id": str(state.get("backup_id")),
+            "put_back": put_back,
+            "aborted_by": aborted_by,
+        }
+        ledger.append(restore_id, EntryType.RESTORE_ABORTED, payload)
+    shutil.rmtree(settings.data_dir / PREVIOUS_DIR, ignore_errors=True)
+    marker.clear()
+    return {"restore_id": restore_id, "backup_id": state.get("backup_id"), "status": "aborted",
+            "put_back": put_back}  # fmt: skip
+
+
+def _marked(settings: Settings) -> dict[str, Any]:
+    state = RestoreMarker(settings).read()
+    if not state or not state.get("restore_id"):
+        raise ConfigurationError(
+            f"{RestoreMarker(settings).where} is not being restored: there is no restore to "
+            "resume or abort"
+        )
+    return state
+
+
+def _previous_kind(settings: Settings) -> str:
+    """What the restore replaces: a store (`KEPT` once set aside) or none (`NONE`)."""
+    return KEPT if settings.store_exists() else NONE
+
+
+def _keep_aside(settings: Settings, master: MasterKey, previous: str) -> None:
+    """Set the store about to be replaced aside (`PREVIOUS_DIR`), so `abort` can put it
+    back. On SQLite its files are moved (the main file, its WAL and shared memory, as
+    they are: a re-run moves what is left); on PostgreSQL its tables are copied into an
+    SQLite file of the same tables (pg_snapshot, as a backup copies them), created
+    empty first if there were none, so putting them back also empties a new store."""
+    aside = settings.data_dir / PREVIOUS_DIR
+    aside.mkdir(parents=True, exist_ok=True)
+    if settings.postgres is None:
+        if previous == KEPT:
+            for suffix in ("-wal", "-shm", ""):  # the main file last: it names the store
+                source = Path(f"{settings.events_path}{suffix}")
+                if source.exists():
+                    os.replace(source, aside / source.name)
+        return
+    if (aside / EVENTS_FILE).exists():
+        return
+    with settings.schema_lock():
+        EventLog(settings, master).close()  # the tables, on an empty database
+    scratch = aside / f"{EVENTS_FILE}.partial"
+    scratch.unlink(missing_ok=True)
+    pg_snapshot.dump(settings, scratch)
+    os.replace(scratch, aside / EVENTS_FILE)
+
+
+def _put_back(settings: Settings, master: MasterKey, previous: str) -> None:
+    """Undo `_load`: the store set aside back in place (none, if there was none), the
+    projections and vector files derived from the restored copy dropped."""
+    aside = settings.data_dir / PREVIOUS_DIR
+    if settings.postgres is None:
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{settings.events_path}{suffix}").unlink(missing_ok=True)
+        if previous == KEPT:
+            name = settings.events_path.name
+            for kept in (f"{name}-wal", f"{name}-shm", name):
+                if (aside / kept).exists():
+                    os.replace(aside / kept, settings.data_dir / kept)
+    else:
+        pg_snapshot.load(settings, aside / EVENTS_FILE)
+    _drop_derived(settings)
 
 
 def _replayed_tombstones(
@@ -384,6 +606,11 @@ def _load(data: bytes, settings: Settings, master: MasterKey) -> None:
             copy = Path(scratch) / "events.sqlite"
             copy.write_bytes(data)
             pg_snapshot.load(settings, copy)
+    _drop_derived(settings)
+
+
+def _drop_derived(settings: Settings) -> None:
+    """What is rebuilt from the log: stale once the log under it is replaced."""
     for stale in _derived_files(settings):
         if stale.is_dir():
             shutil.rmtree(stale)

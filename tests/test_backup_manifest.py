@@ -300,6 +300,11 @@ def test_the_ops_routes_take_ids_refuse_a_changed_manifest_and_plan_honestly(
 
         forget(items[0])
         backup_id = httpx.post(f"{base}/v1/ops/backups", json={}, headers=ops).json()["backup_id"]
+        with LifecycleLedger(settings) as ledger:  # who took it: the ops token, as for restores
+            [taken] = ledger.entries(backup_id)
+            assert taken.payload["taken_by"].startswith("token:")
+        checked = httpx.post(f"{base}/v1/ops/backups/{backup_id}/verify", headers=ops).json()
+        assert checked["taken_by_this_store"] is True
         forget(items[1])
         planned = httpx.post(f"{base}/v1/ops/restores", headers=ops,
                              json={"backup_id": backup_id, "dry_run": True})  # fmt: skip

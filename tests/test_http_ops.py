@@ -338,3 +338,34 @@ def test_memory_files_and_runs_over_http(
     forgot = httpx.post(f"{base}/v1/memory-files/forget", json={"path": "/memories/http.md"},
                         headers=dana)  # fmt: skip
     assert forgot.status_code == 200 and forgot.json()["status"] == "completed"
+
+
+def test_another_stores_backup_is_refused_over_http_unless_named(
+    server: tuple[str, Settings], tokens: dict[str, str], tmp_path: Any
+) -> None:
+    import shutil
+
+    from memory_ledger.api import MemoryService
+    from memory_ledger.crypto import DEV_KEY_FILE
+    from restore.backup import BACKUPS_DIR, create
+
+    base, settings = server
+    ops = {"Authorization": tokens["ops"]}
+    other = Settings.resolve(tmp_path / "other")  # shares the server's master key
+    other.data_dir.mkdir()
+    shutil.copy(settings.data_dir / DEV_KEY_FILE, other.data_dir / DEV_KEY_FILE)
+    with MemoryService(other) as service:
+        made = create(other, service.log.master, service.ledger, datetime.now(UTC),
+                      settings.data_dir / BACKUPS_DIR)  # fmt: skip
+        foreign = service.ledger.store_id
+    backup_id = made.manifest.backup_id
+    checked = httpx.post(f"{base}/v1/ops/backups/{backup_id}/verify", headers=ops).json()
+    assert checked["verified"] is True and checked["taken_by_this_store"] is False
+    body = {"backup_id": backup_id, "dry_run": True}
+    refused = httpx.post(f"{base}/v1/ops/restores", json=body, headers=ops)
+    assert refused.status_code == 503
+    assert f'"accept_foreign": "{foreign}"' in refused.json()["detail"]
+    named = httpx.post(f"{base}/v1/ops/restores", json={**body, "accept_foreign": foreign},
+                       headers=ops)  # fmt: skip
+    assert named.status_code == 200 and named.json()["foreign_accepted"] == foreign
+    shutil.rmtree(made.path)  # the other tests of this module see only their own backups

@@ -148,6 +148,23 @@ def test_an_expiry_and_a_redaction_after_the_backup_are_replayed(
     assert store_bytes_contain(store, "555-0199") == []
 
 
+def test_an_item_written_and_erased_after_the_backup_does_not_stop_the_restore(
+    store: Settings, tmp_path: Path
+) -> None:
+    """The copy never held it: the replay has nothing to tombstone, and its verification
+    finds it absent (it once failed on it, leaving the store restoring for good)."""
+    with MemoryService(store) as service:
+        alice = service.for_principal(ALICE)
+        kept = alice.remember(fact("city", "Hangzhou")).item_id
+        path = _backup(service, tmp_path)
+        later = alice.remember(fact("locker", "code 4471")).item_id
+        assert alice.forget(later).completed
+    result = _restore(store, path)
+    assert result.verified and later in result.erase_again and result.erased_again == 0
+    with MemoryService(store) as service:
+        assert [m.item_id for m in service.for_principal(ALICE).recall()] == [kept]
+
+
 def test_a_restore_run_twice_gives_the_same_state(store: Settings, tmp_path: Path) -> None:
     with MemoryService(store) as service:
         alice = service.for_principal(ALICE)

@@ -1,7 +1,7 @@
 """Backup commands: `backup create [PATH]`, `backup list`, `backup verify BACKUP`, and
-`restore BACKUP`, `drill [--backup BACKUP]`. Thin: each calls restore/. A backup is named
-by its id (`bk-...`, as `backup list` shows it) or by its directory: restore/store.py
-`resolve` finds it."""
+`restore BACKUP` (`restore --resume` / `--abort` for a store left restoring), `drill
+[--backup BACKUP]`. Thin: each calls restore/. A backup is named by its id (`bk-...`, as
+`backup list` shows it) or by its directory: restore/store.py `resolve` finds it."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ def backup_create(
         Path | None, typer.Argument(help="Directory to keep it under (default: DATA_DIR/backups).")
     ] = None,
     keep_days: Annotated[int, typer.Option(help="Days until backup retention destroys it.")] = 30,
+    by: Annotated[str, typer.Option("--by", help="Who takes it (for the ledger).")] = "operator",
     data_dir: DataDir = None,
     url: Url = None,
     as_json: Json = False,
@@ -32,7 +33,13 @@ def backup_create(
 
     with open_service(data_dir, url, as_json, create=False) as service:
         made = create(
-            service.settings, service.log.master, service.ledger, datetime.now(UTC), path, keep_days
+            service.settings,
+            service.log.master,
+            service.ledger,
+            datetime.now(UTC),
+            path,
+            keep_days,
+            taken_by=by,
         )
         point = made.manifest.restore_point
         emit(
@@ -82,27 +89,60 @@ def backup_verify(
     as_json: Json = False,
 ) -> None:
     """Check a backup: its manifest authenticates under this master key, its checksums
-    match, and the key decrypts it."""
-    from restore.backup import verify
+    match, and the key decrypts it; and say whether this store took it (a restore
+    refuses another store's backup unless told otherwise)."""
+    from restore.backup import taken_here, verify
     from restore.store import resolve
 
     with open_service(data_dir, url, as_json, create=False) as service:
         checked = verify(resolve(service.settings.data_dir, backup), service.log.master)
-        emit(
-            as_json,
-            {"verified": True, **checked.to_dict()},
-            lambda: out.print(f"{checked.manifest.backup_id}: verified"),
-        )
+        here = taken_here(checked, service.ledger)
+
+        def human() -> None:
+            taken_by = checked.manifest.store_id
+            out.print(
+                f"{checked.manifest.backup_id}: verified"
+                + (
+                    f"; taken by another store ({taken_by}), not this one "
+                    f"({service.ledger.store_id}): a restore refuses it unless told "
+                    f"--accept-foreign {taken_by}"
+                    if here is False
+                    else ""
+                )
+            )
+
+        emit(as_json, {"verified": True, "taken_by_this_store": here, **checked.to_dict()}, human)
 
 
 @app.command("restore")
 def restore_command(
-    backup: BackupName,
+    backup: Annotated[
+        str | None,
+        typer.Argument(help="The backup: its id (bk-...) or its directory."),
+    ] = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Print the restore plan; change nothing.")
     ] = False,
     force: Annotated[
         bool, typer.Option("--force", help="Replace a store already in the data directory.")
+    ] = False,
+    accept_foreign: Annotated[
+        str | None,
+        typer.Option(
+            "--accept-foreign",
+            help="Restore a backup another store took: its store id, as the refusal names it "
+            "(recorded in the ledger).",
+        ),
+    ] = None,
+    resume: Annotated[
+        bool,
+        typer.Option("--resume", help="Finish the restore this store was left in (no BACKUP)."),
+    ] = False,
+    abort: Annotated[
+        bool,
+        typer.Option(
+            "--abort", help="Abandon that restore and put back the store it replaced (no BACKUP)."
+        ),
     ] = False,
     by: Annotated[str, typer.Option("--by", help="Who restores (for the ledger).")] = "operator",
     data_dir: DataDir = None,
@@ -110,27 +150,57 @@ def restore_command(
     as_json: Json = False,
 ) -> None:
     """Restore a backup: load it, replay every erasure the ledger recorded, rebuild,
-    verify, and only then serve. Run it again to finish an interrupted restore."""
+    verify, and only then serve. A store left restoring (the restore was killed or
+    failed) is finished with --resume or put back as it was with --abort."""
     from memory_ledger.cli.common import fail
     from memory_ledger.config import Settings
     from memory_ledger.crypto import load_master_key
-    from memory_ledger.errors import MemoryLedgerError
+    from memory_ledger.errors import InvalidWrite, MemoryLedgerError
     from memory_ledger.ledger import LifecycleLedger
+    from restore import restore as restoring
     from restore.backup import open_verified
-    from restore.restore import plan, restore
     from restore.store import resolve
 
     try:
+        if (backup is not None) + resume + abort != 1:
+            raise InvalidWrite("name a BACKUP to restore, or pass --resume or --abort alone")
+        if (resume or abort) and (dry_run or force or accept_foreign):
+            raise InvalidWrite(
+                "--resume and --abort take no --dry-run, --force or --accept-foreign: they "
+                "finish or abandon the restore as it was started"
+            )
         settings = Settings.resolve(data_dir, url)
         master, _ = load_master_key(settings.data_dir, allow_dev_key=False)
-        path = resolve(settings.data_dir, backup)
         with LifecycleLedger(settings) as ledger:
-            if dry_run:
-                opened, data = open_verified(path, master)
-                result = plan(opened, ledger, data)
+            if abort:
+                aborted = restoring.abort(settings, master, ledger, aborted_by=by)
+                emit(
+                    as_json,
+                    aborted,
+                    lambda: out.print(
+                        f"{aborted['restore_id']} ({aborted['backup_id']}): aborted; "
+                        + (
+                            "the store it replaced is back"
+                            if aborted["put_back"]
+                            else "it had replaced nothing"
+                        )
+                    ),
+                )
+                return
+            if resume:
+                result = restoring.resume(settings, master, ledger, datetime.now(UTC),
+                                          restored_by=by)  # fmt: skip
             else:
-                result = restore(path, settings, master, ledger, datetime.now(UTC), force=force,
-                                 restored_by=by)  # fmt: skip
+                assert backup is not None
+                path = resolve(settings.data_dir, backup)
+                if dry_run:
+                    opened, data = open_verified(path, master)
+                    result = restoring.plan(opened, ledger, data, accept_foreign=accept_foreign)
+                else:
+                    result = restoring.restore(
+                        path, settings, master, ledger, datetime.now(UTC), force=force,
+                        restored_by=by, accept_foreign=accept_foreign,
+                    )  # fmt: skip
     except MemoryLedgerError as exc:
         fail(exc, as_json)
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
-from uuid import UUID
+from uuid import UUID, uuid4
 
 from pydantic import (
     AfterValidator,
@@ -105,6 +105,8 @@ class EntryType(StrEnum):
     POLICY = "policy"
     #: A restore from a backup, with what it replayed (`restore-...`).
     RESTORE = "restore"
+    #: A restore abandoned before it opened (`restore --abort`), under the restore's id.
+    RESTORE_ABORTED = "restore_aborted"
     #: A backup taken (its id starts the entry's id) and, later, destroyed.
     BACKUP = "backup"
     BACKUP_DESTROYED = "backup_destroyed"
@@ -131,6 +133,7 @@ _FIRST_TYPES = (
     EntryType.HOLD,
     EntryType.POLICY,
     EntryType.RESTORE,
+    EntryType.RESTORE_ABORTED,
     EntryType.BACKUP,
     EntryType.DRILL,
     EntryType.SUBSCRIBER,
@@ -391,6 +394,19 @@ class RestorePayload(_Payload):
     projections_rebuilt: StrictBool
     verified: StrictBool
     restored_by: Actor
+    #: Only when the backup was taken by another store and the operator said so
+    #: (`restore --accept-foreign`): that store's id (for a backup older than store ids
+    #: that nothing binds to this store, the backup's id).
+    foreign_accepted: LedgerId | None = None
+
+
+class RestoreAbortedPayload(_Payload):
+    """A restore abandoned before it opened (`restore --abort`): the store it had
+    replaced is put back (`put_back`), or it had replaced nothing yet."""
+
+    backup_id: LedgerId
+    put_back: StrictBool
+    aborted_by: Actor
 
 
 class BackupPayload(_Payload):
@@ -511,6 +527,7 @@ PAYLOAD_MODELS: dict[EntryType, type[_Payload]] = {
     EntryType.HOLD_LIFTED: HoldLiftedPayload,
     EntryType.POLICY: PolicyPayload,
     EntryType.RESTORE: RestorePayload,
+    EntryType.RESTORE_ABORTED: RestoreAbortedPayload,
     EntryType.BACKUP: BackupPayload,
     EntryType.BACKUP_DESTROYED: BackupDestroyedPayload,
     EntryType.DRILL: DrillPayload,
@@ -618,6 +635,30 @@ class LifecycleLedger:
     def __init__(self, settings: Settings, ledger_url: str | None = None) -> None:
         self._lock = threading.RLock()
         self._db = open_backend(settings, ledger_url)
+        self._store_id = self._identity()
+
+    @property
+    def store_id(self) -> str:
+        """The id of the store this ledger belongs to (`st-...`), made once, when the
+        ledger is first opened (a ledger older than store ids gets one then). It lives
+        with the ledger, not in the event store, because the ledger is the part of a
+        store a restore never replaces and cannot run without: every backup names it in
+        its signed manifest, and a restore refuses a backup that names another store."""
+        return self._store_id
+
+    def _identity(self) -> str:
+        read = f"SELECT store_id FROM {self._db.identity} WHERE id = 1"
+        with self._lock, self._guard("open"):
+            rows = self._db.read(read, ())
+            if not rows:  # INSERT ... DO NOTHING: concurrent first opens agree on one id
+                with self._db.write() as cur:
+                    cur.execute(
+                        f"INSERT INTO {self._db.identity} (id, store_id) "
+                        f"VALUES (1, {self._db.param}) ON CONFLICT (id) DO NOTHING",
+                        (f"st-{uuid4().hex[:16]}",),
+                    )
+                rows = self._db.read(read, ())
+        return str(rows[0][0])
 
     @property
     def location(self) -> str:
@@ -681,7 +722,8 @@ class LifecycleLedger:
         """Write every entry of `source`, verbatim, into this ledger, which must be empty:
         a restore drill's scratch copy, which the drill's restore writes into instead of
         the live ledger. The chain triggers check every link as it is inserted, and the
-        copy verifies exactly as the source does. Returns the entries copied."""
+        copy verifies exactly as the source does. The copy takes the source's store id
+        too: it is the same store's ledger. Returns the entries copied."""
         if not self.is_empty():
             raise ConfigurationError(
                 f"the ledger at {self.location} is not empty; nothing was copied"
@@ -702,6 +744,8 @@ class LifecycleLedger:
                         e.entry_hash,
                     ),
                 )
+            cur.execute(f"UPDATE {db.identity} SET store_id = {p} WHERE id = 1", (source.store_id,))
+        self._store_id = source.store_id
         return len(rows)
 
     def entries(self, request_id: str | None = None) -> list[LedgerEntry]:

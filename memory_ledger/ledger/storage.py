@@ -20,6 +20,8 @@ LEDGER_FILE = "ledger.sqlite"
 GENESIS_HASH = "0" * 64
 SCHEMA_SUFFIX = "_ledger"
 TABLE = "ledger_entries"
+#: One row: the id of the store this ledger belongs to (`LifecycleLedger.store_id`).
+IDENTITY_TABLE = "store_identity"
 _SETUP_LOCK_CLASS = 0x6C656467  # "ledg": serialises ledger schema creation on PostgreSQL
 _SQLITE_TIMEOUT = 30.0
 COLUMNS = "seq, request_id, entry_type, payload, recorded_at, prev_hash, entry_hash"
@@ -62,6 +64,8 @@ _SQLITE_DDL = [
     f"OR NEW.prev_hash IS NOT COALESCE((SELECT entry_hash FROM {TABLE} ORDER BY seq DESC "
     f"LIMIT 1), '{GENESIS_HASH}') "
     "BEGIN SELECT RAISE(ABORT, 'a ledger entry must extend the chain'); END",
+    f"CREATE TABLE IF NOT EXISTS {IDENTITY_TABLE} "
+    "(id INTEGER PRIMARY KEY CHECK (id = 1), store_id TEXT NOT NULL)",
 ]
 
 
@@ -70,6 +74,7 @@ class _SQLiteBackend:
 
     param = "?"
     table = TABLE
+    identity = IDENTITY_TABLE
     unavailable: tuple[type[Exception], ...] = (sqlite3.OperationalError,)
 
     def __init__(self, path: Path) -> None:
@@ -157,7 +162,15 @@ def _pg_ddl(schema: str) -> list[str]:
         f"FOR EACH STATEMENT EXECUTE FUNCTION {s}.ledger_refuse_change()",
         f"CREATE TRIGGER {TABLE}_chain BEFORE INSERT ON {t} "
         f"FOR EACH ROW EXECUTE FUNCTION {s}.ledger_check_link()",
+        _pg_identity_ddl(schema),
     ]
+
+
+def _pg_identity_ddl(schema: str) -> str:
+    return (
+        f'CREATE TABLE IF NOT EXISTS "{schema}".{IDENTITY_TABLE} '
+        "(id INTEGER PRIMARY KEY CHECK (id = 1), store_id TEXT NOT NULL)"
+    )
 
 
 class _PgBackend:
@@ -173,6 +186,7 @@ class _PgBackend:
         self.settings = settings
         self.schema = schema
         self.table = f'"{schema}".{TABLE}'
+        self.identity = f'"{schema}".{IDENTITY_TABLE}'
         self.location = f"{settings.postgres.masked()} (schema {schema})"
         self.conn: Any = None
         try:
@@ -200,6 +214,8 @@ class _PgBackend:
         if conn.execute(exists, (self.schema, TABLE)).fetchone():
             if not conn.execute(exists, (self.schema, BY_TYPE)).fetchone():
                 self._add_type_index(conn)  # a ledger created before the index was
+            if not conn.execute(exists, (self.schema, IDENTITY_TABLE)).fetchone():
+                self._add_identity_table(conn)  # a ledger created before store ids
             return
         with conn.transaction():
             # Concurrent CREATE ... of the same objects fails in PostgreSQL: take turns.
@@ -232,6 +248,15 @@ class _PgBackend:
                 conn.execute(index + "(entry_type, seq)")
         except psycopg.errors.InsufficientPrivilege:
             log.warning("ledger index %s not created: this role may not create it", BY_TYPE)
+
+    def _add_identity_table(self, conn: Any) -> None:
+        """Give a ledger made before store ids the table that holds its store's id."""
+        with conn.transaction():
+            conn.execute(
+                "SELECT pg_advisory_xact_lock(%s::int4, hashtext(%s))",
+                (_SETUP_LOCK_CLASS, self.schema),
+            )
+            conn.execute(_pg_identity_ddl(self.schema))
 
     @contextmanager
     def write(self) -> Iterator[Any]:

@@ -23,7 +23,7 @@ from memory_ledger.config import Settings
 from memory_ledger.errors import Forbidden, InvalidTransition, InvalidWrite, NotFound
 from memory_ledger.http.auth import Caller, Service
 from memory_ledger.write_policy import StrictModel
-from restore.backup import BACKUP_ID, DEFAULT_KEEP_DAYS, MAX_KEEP_DAYS, Backup
+from restore.backup import BACKUP_ID, DEFAULT_KEEP_DAYS, MAX_KEEP_DAYS, STORE_ID, Backup
 
 router = APIRouter(prefix="/v1/ops", tags=["ops"])
 
@@ -62,7 +62,7 @@ def backups(service: Service, _: Operator) -> dict[str, Any]:
 
 
 @router.post("/backups", status_code=status.HTTP_201_CREATED)
-def take_backup(service: Service, _: Operator, body: BackupBody) -> dict[str, Any]:
+def take_backup(service: Service, caller: Operator, body: BackupBody) -> dict[str, Any]:
     """Take a consistent, encrypted copy of the event and key store while writes go on."""
     from restore.backup import create
 
@@ -73,6 +73,7 @@ def take_backup(service: Service, _: Operator, body: BackupBody) -> dict[str, An
         datetime.now(UTC),
         None,
         body.keep_days,
+        taken_by=f"token:{caller.token_id}",
     )
     return _shown(made)
 
@@ -83,10 +84,11 @@ def verify_backup(
 ) -> dict[str, Any]:
     """Check a backup: its manifest authenticates under this master key, its checksums
     match, and the key decrypts it."""
-    from restore.backup import verify
+    from restore.backup import taken_here, verify
 
     checked = verify(_backup(service.settings, backup_id), service.log.master)
-    return {"verified": True, **_shown(checked)}
+    here = taken_here(checked, service.ledger)
+    return {"verified": True, "taken_by_this_store": here, **_shown(checked)}
 
 
 class DrillBody(StrictModel):
@@ -109,6 +111,9 @@ def drill(service: Service, caller: Operator, body: DrillBody) -> dict[str, Any]
 class RestoreBody(StrictModel):
     backup_id: Annotated[str, Field(pattern=BACKUP_ID)]
     dry_run: StrictBool = False
+    #: A backup another store took is refused unless this names that store (its store
+    #: id, or for a backup older than store ids, its backup id): recorded in the ledger.
+    accept_foreign: Annotated[str, Field(pattern=f"{STORE_ID}|{BACKUP_ID}")] | None = None
 
 
 @router.post("/restores")
@@ -128,13 +133,13 @@ def restore(request: Request, caller: Operator, body: RestoreBody) -> dict[str, 
     if body.dry_run:
         backup, data = open_verified(path, master)
         with LifecycleLedger(settings) as ledger:
-            return plan(backup, ledger, data).to_dict()
+            return plan(backup, ledger, data, accept_foreign=body.accept_foreign).to_dict()
 
     def run() -> Any:
         with LifecycleLedger(settings) as ledger:
             return run_restore(
                 path, settings, master, ledger, datetime.now(UTC), force=True,
-                restored_by=f"token:{caller.token_id}",
+                restored_by=f"token:{caller.token_id}", accept_foreign=body.accept_foreign,
             )  # fmt: skip
 
     return serving.replace(run).to_dict()
