@@ -239,9 +239,11 @@ def _check_states(
 ) -> int:
     """Items of every state, sampled from the restored copy (and the erased ones), each
     held to what its state promises (restore/serving.py) and compared with the live
-    store: an item erased there must be erased here; one kept there must not be lost
-    here; and while nothing deciding its state changed after the restore point, it
-    must be in the same state in both. Returns how many kept items were sampled."""
+    store: an item erased there must be erased here, and so must one the restore
+    erases on purpose (an item rewritten after the backup is erased, whatever the live
+    store holds of it now); one kept there must not be lost here; and while nothing
+    deciding its state changed after the restore point, it must be in the same state
+    in both. Returns how many kept items were sampled."""
     erased = set(result.erase_again)
     kept = 0
     for item_id in _sample(scratch, result.erase_again):
@@ -258,7 +260,10 @@ def _check_states(
             )
         if live.state == "erased" and restored.state != "erased":
             report.findings.append(f"item {ident}, erased in the live store, is back")
-        elif restored.state == "erased" and live.state != "erased" and item_id not in erased:
+        elif item_id in erased:  # erased on purpose (rewritten after the backup, or gone)
+            if restored.state != "erased":
+                report.findings.append(f"item {ident}, which the restore erases, is back")
+        elif restored.state == "erased" and live.state != "erased":
             report.findings.append(f"item {ident}, {live.state} in the live store, was lost")
         elif restored.state != live.state and not changed_after(
             service, item_id, result.restore_position

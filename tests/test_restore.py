@@ -20,7 +20,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from factories import cli_location, fact, store_bytes_contain
+from factories import cli_location, fact, store_bytes_contain, turn
 
 from jobs.retention import expire_due
 from memory_ledger.api import MemoryService
@@ -394,6 +394,41 @@ def test_a_drill_passes_on_a_good_backup_and_records_its_report(
         markdown = Path(report.report_files[-1]).read_text()
         assert "PASSED" in markdown and token not in markdown
         assert alice.get(gone).erased  # the live store is untouched by the drill
+
+
+def test_a_drill_after_every_kind_of_rewrite_passes_and_the_restore_erases_them(
+    store: Settings, tmp_path: Path
+) -> None:
+    """Issue 35 (5): a turn whose mention of a forgotten phone was redacted, one whose
+    content field was redacted and one with a span redacted, all after the backup: the
+    drill expects each erased by the restore (it cannot replay a rewrite), passes, and
+    the real restore that follows erases them and keeps the rest."""
+    from restore.drill import drill
+
+    number = f"555 {secrets.randbelow(9000) + 1000}"
+    code = f"zq{secrets.token_hex(8)}"  # long enough that no timestamp digits match it
+    with MemoryService(store) as service:
+        alice = service.for_principal(ALICE)
+        phone = alice.remember(fact("phone", f"+1 {number}")).item_id
+        mentioned = alice.remember(turn(f"call me at +1 {number} tomorrow", turn_id="t2")).item_id
+        fielded = alice.remember(turn(f"my badge is {code}", turn_id="t3")).item_id
+        spanned = alice.remember(turn(f"the gate code is {code}, thanks", turn_id="t4")).item_id
+        kept = alice.remember(fact("city", "Hangzhou")).item_id
+        path = _backup(service, tmp_path)
+        forgot = {"kind": "predicate", "subject": "user", "predicate": "phone", "which": "all"}
+        assert alice.forget_scope(forgot).completed
+        assert alice.get(mentioned).text is not None  # rewritten, not erased
+        assert alice.redact(fielded, ["content"]).completed
+        assert alice.redact(spanned, spans=[code]).completed
+        report = drill(service, datetime.now(UTC), path)
+        assert report.passed, report.findings
+        assert set(report.replayed) == {phone, mentioned, fielded, spanned}
+    result = _restore(store, path)
+    assert sorted(result.rewritten_after_backup) == sorted([mentioned, fielded, spanned])
+    with MemoryService(store) as service:
+        alice = service.for_principal(ALICE)
+        assert all(alice.get(i).erased for i in (phone, mentioned, fielded, spanned))
+        assert [m.item_id for m in alice.recall()] == [kept]
 
 
 def test_a_drill_catches_an_erased_key_written_back_into_the_restored_store(
