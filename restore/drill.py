@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from memory_ledger.agent_state import AGENT_KINDS
-from memory_ledger.audit.signed import signed
+from memory_ledger.audit.signed import signed, signed_markdown
 from memory_ledger.config import Settings
 from memory_ledger.errors import ConfigurationError, NotFound
 from memory_ledger.forgetting.residue import (
@@ -197,14 +197,15 @@ def finish(service: MemoryService, report: DrillReport, run_by: str, now: dateti
     report.outcome = "failed" if report.findings else "passed"
     folder = service.settings.data_dir / DRILLS_DIR
     folder.mkdir(parents=True, exist_ok=True)
-    stamp = canonical_time(now).replace(":", "")
-    base = folder / f"{stamp}-{report.drill_id}"
-    report.report_files = [str(base.with_suffix(".json")), str(base.with_suffix(".md"))]
-    # Signed with the ledger's key: the report is evidence an auditor checks offline
-    # (`python verifier.py --document FILE`), as a compliance pack is.
-    document = signed("drill report", report.to_dict(), service.log.master)
-    base.with_suffix(".json").write_text(json.dumps(document, indent=2))
-    base.with_suffix(".md").write_text(report.markdown())
+    stamp = canonical_time(now).replace(":", "").replace(".", "")
+    json_file, md_file = (folder / f"{stamp}-{report.drill_id}{ext}" for ext in (".json", ".md"))
+    report.report_files = [str(json_file), str(md_file)]
+    # Both signed with the ledger's key: the report is evidence an auditor checks
+    # offline (`python verifier.py --document FILE`), as a compliance pack is, and the
+    # markdown is what gets attached to a ticket.
+    master = service.log.master
+    json_file.write_text(json.dumps(signed("drill report", report.to_dict(), master), indent=2))
+    md_file.write_text(signed_markdown("drill report markdown", report.markdown(), master))
     service.ledger.append(
         report.drill_id,
         EntryType.DRILL,
