@@ -23,6 +23,7 @@ import pytest
 from factories import cli_location, fact, store_bytes_contain, turn
 
 from jobs.retention import expire_due
+from jobs.runs import RunStore
 from memory_ledger.api import MemoryService
 from memory_ledger.config import Settings
 from memory_ledger.errors import ConfigurationError
@@ -501,6 +502,21 @@ def test_the_drill_command(store: Settings, tmp_path: Path) -> None:
     code, output = cli("drill", *where, "--json")
     assert code == 0, output
     assert json.loads(output)["outcome"] == "passed"
+    # Issue 35 (18): a drill by hand is the drill job's last run, not `never run`.
+    code, output = cli("jobs", "list", *where, "--json")
+    [row] = [j for j in json.loads(output)["jobs"] if j["name"] == "drill"]
+    assert row["last_run"]["outcome"] == "ok", row
+    assert row["last_run"]["counts"] == {
+        "drills": 1,
+        "passed": 1,
+        "findings": 0,
+        "erasures_checked": 1,
+    }
+    with RunStore(store) as runs:  # a drill job running: one by hand does nothing
+        run_id = runs.begin("drill")
+        code, output = cli("drill", *where)
+        assert code == 6 and "drill job is running" in output, output
+        runs.finish("drill", str(run_id), "ok", {})
     code, output = cli("jobs", "run-once", "drill", *where, "--json")
     assert code == 0, output
     assert json.loads(output)["counts"] == {
