@@ -42,9 +42,11 @@ def signed(kind: str, document: dict[str, Any], master: MasterKey) -> dict[str, 
 
 
 def signed_markdown(kind: str, text: str, master: MasterKey) -> str:
-    """`text` (ending in a newline) with a last line that signs it: the document
-    {"markdown": text} signed as `signed` signs any, its signature as one line of JSON
-    in an HTML comment (`verifier.load_document` reads it back)."""
+    """`text` (ending in a newline) and a blank line (so that every renderer reads the
+    comment as a block of its own, hidden), then a last line that signs them: the
+    document {"markdown": all above it} signed as `signed` signs any, its signature as
+    one line of JSON in an HTML comment (`verifier.load_document` reads it back)."""
+    text += "\n"
     signature = signed(kind, {"markdown": text}, master)["signature"]
     line = json.dumps(signature, sort_keys=True, separators=(",", ":"))
     return f"{text}{MARKDOWN_SIGNATURE}{line}{MARKDOWN_SIGNATURE_END}\n"
