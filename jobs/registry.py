@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from jobs import backup_retention, decay, retention, verification_scan
 from jobs.file_vacuum import ratio_from_env, vacuum_fragmented
@@ -21,6 +23,9 @@ from memory_ledger.api import MemoryService
 from memory_ledger.config import number_from_env
 from memory_ledger.errors import InvalidWrite
 from projections.events import Progress
+
+if TYPE_CHECKING:
+    from restore.drill import DrillReport
 
 #: What a job runs: (service, now, progress) -> counts.
 JobRun = Callable[[MemoryService, datetime, Progress | None], dict[str, int]]
@@ -72,7 +77,34 @@ def _drill(service: MemoryService, now: datetime, progress: Progress | None) -> 
 
     if not registered(service.settings.data_dir):
         return {"drills": 0}
-    report = drill(service, now, run_by="drill_job")
+    return _drill_counts(drill(service, now, run_by="drill_job"))
+
+
+def drill_by_hand(
+    service: MemoryService,
+    now: datetime,
+    backup_path: Path | None = None,
+    run_by: str = "operator",
+    keep_scratch: bool = False,
+) -> DrillReport:
+    """A drill an operator asked for (`drill`, `POST /v1/ops/drills`), run as a run of
+    the `drill` job (jobs/scheduler.py `run_by_hand`): `jobs list` then says when the
+    last drill ran, whoever started it, rather than `never run` beside a fresh report."""
+    from jobs.runs import RunStore
+    from jobs.scheduler import run_by_hand
+    from restore.drill import drill
+
+    with RunStore(service.settings) as runs:
+        return run_by_hand(
+            service,
+            "drill",
+            lambda: drill(service, now, backup_path, run_by, keep_scratch),
+            _drill_counts,
+            runs=runs,
+        )
+
+
+def _drill_counts(report: DrillReport) -> dict[str, int]:
     return {
         "drills": 1,
         "passed": int(report.passed),

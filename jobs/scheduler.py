@@ -23,19 +23,19 @@ import logging
 import math
 import signal
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from types import FrameType
-from typing import Any
+from typing import Any, TypeVar
 
 from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
 from jobs.projection_catchup import MIN_INTERVAL
-from jobs.registry import JOBS, spec_named
+from jobs.registry import JOBS, JobRun, spec_named
 from jobs.runs import (
     FAILED,
     INTERRUPTED,
@@ -49,10 +49,16 @@ from jobs.runs import (
 )
 from memory_ledger.api import MemoryService
 from memory_ledger.config import Settings
-from memory_ledger.errors import ConfigurationError, InvalidWrite, MemoryLedgerError
+from memory_ledger.errors import (
+    ConfigurationError,
+    InvalidTransition,
+    InvalidWrite,
+    MemoryLedgerError,
+)
 from projections.events import Progress
 
 log = logging.getLogger("memory_ledger.jobs")
+T = TypeVar("T")
 
 JOB_TABLE = "apscheduler_jobs"
 RUN_NAMED = "jobs.scheduler:run_named"
@@ -92,14 +98,17 @@ def execute(
     *,
     runs: RunStore,
     progress: Progress | None = None,
+    body: JobRun | None = None,
 ) -> RunResult:
     """Run job `name` as of `now`, once, if no other run holds it: the one path of every
-    run, scheduled or `run-once`. A MemoryLedgerError ends the run `failed` with one log
-    line and no traceback (its message carries no content, so it is recorded); any
-    other exception is recorded `failed` by class name only and raised, as a bug is.
-    The lease is renewed while the job runs and released when it ends, however it
-    ends."""
+    run, scheduled, `run-once` or by hand (`run_by_hand`: `body` then runs in place of
+    the job's own function, with arguments of its own). A MemoryLedgerError ends the
+    run `failed` with one log line and no traceback (its message carries no content, so
+    it is recorded); any other exception is recorded `failed` by class name only and
+    raised, as a bug is. The lease is renewed while the job runs and released when it
+    ends, however it ends."""
     spec = spec_named(name)
+    run = body or spec.run
     begun = runs.begin(name)
     if isinstance(begun, Lease):
         log.info("%s skipped: %s holds it (lease until %s)", name, begun.holder, begun.expires_at)
@@ -112,7 +121,7 @@ def execute(
     beat.start()
     outcome, counts, error, code = FAILED, {}, None, 1
     try:
-        counts = check_counts(spec.run(service, now, progress))
+        counts = check_counts(run(service, now, progress))
         outcome, code = OK, 0
     except MemoryLedgerError as exc:
         error, code = f"{type(exc).__name__}: {exc}", exc.exit_code
@@ -128,6 +137,42 @@ def execute(
         beat.join()
         runs.finish(name, run_id, outcome, counts, error)
     return RunResult(name, outcome, counts, run_id, error, exit_code=code)
+
+
+def run_by_hand(
+    service: MemoryService,
+    name: str,
+    work: Callable[[], T],
+    counts: Callable[[T], dict[str, int]],
+    *,
+    runs: RunStore,
+) -> T:
+    """Do a job's work by hand, with arguments of its own (a `drill --backup`), as a
+    run of that job: under its lease and recorded (`execute`), so `jobs list` shows it
+    as the job's last run, as it shows a scheduled one. Returns what `work` returned
+    and raises what it raised (a MemoryLedgerError is recorded as the run's failure
+    first); InvalidTransition, with nothing done, while another run holds the job."""
+    done: list[T] = []
+    raised: list[MemoryLedgerError] = []
+
+    def body(service: MemoryService, now: datetime, progress: Progress | None) -> dict[str, int]:
+        try:
+            done.append(work())
+        except MemoryLedgerError as exc:
+            raised.append(exc)
+            raise
+        return counts(done[0])
+
+    result = execute(service, name, datetime.now(UTC), runs=runs, body=body)
+    if result.held_by is not None:
+        held = result.held_by
+        raise InvalidTransition(
+            f"the {name} job is running on {held.holder} (its lease lasts until "
+            f"{held.expires_at}); nothing was done: run it again once that run has ended"
+        )
+    if raised:
+        raise raised[0]
+    return done[0]
 
 
 def _renew(runs: RunStore, name: str, run_id: str, stop: threading.Event) -> None:

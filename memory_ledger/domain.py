@@ -227,6 +227,10 @@ class MemoryItem(Aggregate):
         return self.id
 
 
+#: Events that record a use of an item (a context the turn served, a memory file's read)
+#: and change nothing a reader is served of it: a drill does not count them as changes.
+USE_RECORDS = ("ContextServed", "Viewed")
+
 EVENT_NAMES = (
     "Recorded",
     "Superseded",

@@ -24,7 +24,7 @@ from eventsourcing.utils import get_topic
 
 from memory_ledger.config import Settings
 from memory_ledger.crypto import MasterKey, new_data_key, seal, unseal
-from memory_ledger.domain import MemoryItem
+from memory_ledger.domain import USE_RECORDS, MemoryItem
 from memory_ledger.errors import (
     BackendUnavailable,
     CorruptKeyEntry,
@@ -66,6 +66,7 @@ class _Erased:
 ERASED = _Erased()
 Fields = dict[str, str]
 ERASED_TOPIC = get_topic(MemoryItem.Erased)  # type: ignore[attr-defined]
+USE_TOPICS = tuple(get_topic(getattr(MemoryItem, name)) for name in USE_RECORDS)
 #: How many live wrapped keys a master key must open before a lost check of it is
 #: written again (`repair_key_check`): each is an AES-GCM authentication under the key.
 KEY_PROOF_SAMPLE = 64
@@ -297,6 +298,24 @@ class EventLog:
             (ERASED_TOPIC,),
         )
         return {UUID(_uuid_text(i)): (int(version), bool(erased)) for i, version, erased in rows}
+
+    def last_changes(self, item_ids: Sequence[UUID]) -> dict[UUID, int]:
+        """Each item's last change: the log position of its last event that is not a
+        record of its use (USE_RECORDS). Whatever changes an item in place (a redaction
+        of fields, spans or mentions, a shredded history, a suppression, an archiving, a
+        new value, a tombstone) is an event of its own, so this is where a drill learns
+        that an item changed after a restore point. Items the log does not hold are
+        absent."""
+        p = self.key_sql.param
+        position = "rowid" if self.settings.postgres is None else "notification_id"
+        rows = self._rows_of(
+            item_ids,
+            f"SELECT originator_id, MAX({position}) FROM {self.events_table} "
+            f"WHERE topic NOT IN ({', '.join([p] * len(USE_TOPICS))}) "
+            "AND originator_id IN ({ids}) GROUP BY originator_id",
+            USE_TOPICS,
+        )
+        return {UUID(_uuid_text(i)): int(last) for i, last in rows}
 
     def _rows_of(
         self, item_ids: Sequence[UUID], sql: str, leading: tuple[Any, ...] = ()

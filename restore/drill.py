@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from memory_ledger.agent_state import AGENT_KINDS
-from memory_ledger.audit.signed import signed
+from memory_ledger.audit.signed import signed, signed_markdown
 from memory_ledger.config import Settings
 from memory_ledger.errors import ConfigurationError, NotFound
 from memory_ledger.forgetting.residue import (
@@ -197,14 +197,15 @@ def finish(service: MemoryService, report: DrillReport, run_by: str, now: dateti
     report.outcome = "failed" if report.findings else "passed"
     folder = service.settings.data_dir / DRILLS_DIR
     folder.mkdir(parents=True, exist_ok=True)
-    stamp = canonical_time(now).replace(":", "")
-    base = folder / f"{stamp}-{report.drill_id}"
-    report.report_files = [str(base.with_suffix(".json")), str(base.with_suffix(".md"))]
-    # Signed with the ledger's key: the report is evidence an auditor checks offline
-    # (`python verifier.py --document FILE`), as a compliance pack is.
-    document = signed("drill report", report.to_dict(), service.log.master)
-    base.with_suffix(".json").write_text(json.dumps(document, indent=2))
-    base.with_suffix(".md").write_text(report.markdown())
+    stamp = canonical_time(now).replace(":", "").replace(".", "")
+    json_file, md_file = (folder / f"{stamp}-{report.drill_id}{ext}" for ext in (".json", ".md"))
+    report.report_files = [str(json_file), str(md_file)]
+    # Both signed with the ledger's key: the report is evidence an auditor checks
+    # offline (`python verifier.py --document FILE`), as a compliance pack is, and the
+    # markdown is what gets attached to a ticket.
+    master = service.log.master
+    json_file.write_text(json.dumps(signed("drill report", report.to_dict(), master), indent=2))
+    md_file.write_text(signed_markdown("drill report markdown", report.markdown(), master))
     service.ledger.append(
         report.drill_id,
         EntryType.DRILL,
@@ -239,9 +240,11 @@ def _check_states(
 ) -> int:
     """Items of every state, sampled from the restored copy (and the erased ones), each
     held to what its state promises (restore/serving.py) and compared with the live
-    store: an item erased there must be erased here; one kept there must not be lost
-    here; and while nothing deciding its state changed after the restore point, it
-    must be in the same state in both. Returns how many kept items were sampled."""
+    store: an item erased there must be erased here, and so must one the restore
+    erases on purpose (an item rewritten after the backup is erased, whatever the live
+    store holds of it now); one kept there must not be lost here; and while nothing
+    deciding its state changed after the restore point, it must be in the same state
+    in both. Returns how many kept items were sampled."""
     erased = set(result.erase_again)
     kept = 0
     for item_id in _sample(scratch, result.erase_again):
@@ -258,7 +261,10 @@ def _check_states(
             )
         if live.state == "erased" and restored.state != "erased":
             report.findings.append(f"item {ident}, erased in the live store, is back")
-        elif restored.state == "erased" and live.state != "erased" and item_id not in erased:
+        elif item_id in erased:  # erased on purpose (rewritten after the backup, or gone)
+            if restored.state != "erased":
+                report.findings.append(f"item {ident}, which the restore erases, is back")
+        elif restored.state == "erased" and live.state != "erased":
             report.findings.append(f"item {ident}, {live.state} in the live store, was lost")
         elif restored.state != live.state and not changed_after(
             service, item_id, result.restore_position

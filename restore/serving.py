@@ -129,13 +129,17 @@ def serving(service: MemoryService, item_id: str) -> ItemServing:
 
 def changed_after(service: MemoryService, item_id: str, position: int) -> bool:
     """Whether the live store wrote anything deciding the item's state after `position`
-    (a restore point): the item's own last event, and for a fact any version of its
-    subject and predicate (a newer fact supersedes it). Until then a restored copy must
-    hold the item in the same state as the live store."""
+    (a restore point): the item's own last change in the log (a rewrite, a suppression,
+    a new value...: `EventLog.last_changes`; the catalog's position is only where the
+    item was recorded), and for a fact any version of its subject and predicate (a
+    newer fact supersedes it). Until then a restored copy must hold the item in the
+    same state as the live store."""
+    last = service.log.last_changes([UUID(item_id)]).get(UUID(item_id))
+    if last is None or last > position:
+        return True  # not in the live log, or changed since the restore point
     with service.engine.connect() as conn:
         row = conn.execute(
             select(
-                catalog.c.position,
                 catalog.c.kind,
                 catalog.c.namespace,
                 catalog.c.subject,
@@ -144,9 +148,7 @@ def changed_after(service: MemoryService, item_id: str, position: int) -> bool:
         ).first()
         if row is None:
             return True  # not live here: decided by the log, not comparable
-        own, kind, namespace, subject, predicate = row
-        if int(own) > position:
-            return True
+        kind, namespace, subject, predicate = row
         if kind != "fact":
             return False
         latest = conn.execute(

@@ -143,3 +143,40 @@ def test_a_restored_copy_serving_an_item_in_another_state_fails_the_drill(
         assert any(suppressed in f and "suppressed in the live" in f for f in report.findings), (
             report.findings
         )
+
+
+def test_changes_in_place_after_the_backup_are_no_finding_but_a_lost_suppression_is(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """Issue 35 (5): a suppression and an unsuppression after the backup change items in
+    place (the catalog's position stays where they were recorded): the drill passes.
+    A copy that lost a suppression made before the backup still fails it, and only on
+    that item."""
+    with MemoryService(settings) as service:
+        alice = service.for_principal(ALICE)
+        kept_hidden = alice.remember(fact("employer", "Northwind")).item_id
+        alice.suppress(kept_hidden)
+        shown_later = alice.remember(fact("team", "Platform")).item_id
+        alice.suppress(shown_later)
+        hidden_later = alice.remember(turn("please book the 9am train")).item_id
+        made = create(settings, service.log.master, service.ledger, datetime.now(UTC), tmp_path)
+        alice.unsuppress(shown_later)
+        alice.suppress(hidden_later)
+        report = drill(service, datetime.now(UTC), made.path)
+        assert report.passed, report.findings
+        assert report.states == {"suppressed": 2, "current": 1}
+
+        backup = verify(made.path, service.log.master)
+        target = scratch_settings(settings, tmp_path / "scratch")
+        result = restore_into_scratch(service, backup, target, datetime.now(UTC))
+        with MemoryService(target, service.log.master) as copy:  # a faulty copy
+            copy.for_principal(ALICE).unsuppress(kept_hidden)
+        faulty = DrillReport("drill-test", backup.manifest.backup_id, result.restore_position)
+        try:
+            check_scratch(service, target, result, faulty)
+        finally:
+            drop_scratch(target)
+        assert faulty.findings == [
+            f"item {kept_hidden} is current after the restore but suppressed in the live "
+            "store, and nothing deciding it changed after the restore point"
+        ]

@@ -20,9 +20,10 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from factories import cli_location, fact, store_bytes_contain
+from factories import cli_location, fact, store_bytes_contain, turn
 
 from jobs.retention import expire_due
+from jobs.runs import RunStore
 from memory_ledger.api import MemoryService
 from memory_ledger.config import Settings
 from memory_ledger.errors import ConfigurationError
@@ -413,6 +414,41 @@ def test_a_drill_passes_on_a_good_backup_and_records_its_report(
         assert alice.get(gone).erased  # the live store is untouched by the drill
 
 
+def test_a_drill_after_every_kind_of_rewrite_passes_and_the_restore_erases_them(
+    store: Settings, tmp_path: Path
+) -> None:
+    """Issue 35 (5): a turn whose mention of a forgotten phone was redacted, one whose
+    content field was redacted and one with a span redacted, all after the backup: the
+    drill expects each erased by the restore (it cannot replay a rewrite), passes, and
+    the real restore that follows erases them and keeps the rest."""
+    from restore.drill import drill
+
+    number = f"555 {secrets.randbelow(9000) + 1000}"
+    code = f"zq{secrets.token_hex(8)}"  # long enough that no timestamp digits match it
+    with MemoryService(store) as service:
+        alice = service.for_principal(ALICE)
+        phone = alice.remember(fact("phone", f"+1 {number}")).item_id
+        mentioned = alice.remember(turn(f"call me at +1 {number} tomorrow", turn_id="t2")).item_id
+        fielded = alice.remember(turn(f"my badge is {code}", turn_id="t3")).item_id
+        spanned = alice.remember(turn(f"the gate code is {code}, thanks", turn_id="t4")).item_id
+        kept = alice.remember(fact("city", "Hangzhou")).item_id
+        path = _backup(service, tmp_path)
+        forgot = {"kind": "predicate", "subject": "user", "predicate": "phone", "which": "all"}
+        assert alice.forget_scope(forgot).completed
+        assert alice.get(mentioned).text is not None  # rewritten, not erased
+        assert alice.redact(fielded, ["content"]).completed
+        assert alice.redact(spanned, spans=[code]).completed
+        report = drill(service, datetime.now(UTC), path)
+        assert report.passed, report.findings
+        assert set(report.replayed) == {phone, mentioned, fielded, spanned}
+    result = _restore(store, path)
+    assert sorted(result.rewritten_after_backup) == sorted([mentioned, fielded, spanned])
+    with MemoryService(store) as service:
+        alice = service.for_principal(ALICE)
+        assert all(alice.get(i).erased for i in (phone, mentioned, fielded, spanned))
+        assert [m.item_id for m in alice.recall()] == [kept]
+
+
 def test_a_drill_catches_an_erased_key_written_back_into_the_restored_store(
     store: Settings, tmp_path: Path
 ) -> None:
@@ -483,6 +519,21 @@ def test_the_drill_command(store: Settings, tmp_path: Path) -> None:
     code, output = cli("drill", *where, "--json")
     assert code == 0, output
     assert json.loads(output)["outcome"] == "passed"
+    # Issue 35 (18): a drill by hand is the drill job's last run, not `never run`.
+    code, output = cli("jobs", "list", *where, "--json")
+    [row] = [j for j in json.loads(output)["jobs"] if j["name"] == "drill"]
+    assert row["last_run"]["outcome"] == "ok", row
+    assert row["last_run"]["counts"] == {
+        "drills": 1,
+        "passed": 1,
+        "findings": 0,
+        "erasures_checked": 1,
+    }
+    with RunStore(store) as runs:  # a drill job running: one by hand does nothing
+        run_id = runs.begin("drill")
+        code, output = cli("drill", *where)
+        assert code == 6 and "drill job is running" in output, output
+        runs.finish("drill", str(run_id), "ok", {})
     code, output = cli("jobs", "run-once", "drill", *where, "--json")
     assert code == 0, output
     assert json.loads(output)["counts"] == {

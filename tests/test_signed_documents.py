@@ -92,17 +92,35 @@ def test_a_manifest_re_signed_with_another_key_fails_and_is_not_restored(
     assert verify(made.path, master).manifest.backup_id == made.manifest.backup_id
 
 
-def test_a_drill_report_is_signed_and_a_changed_finding_fails(store: Settings) -> None:
+def test_a_drill_report_and_its_markdown_are_signed_and_a_changed_finding_fails(
+    store: Settings,
+) -> None:
     with MemoryService(store) as service:
         made = create(store, service.log.master, service.ledger, datetime.now(UTC))
         report = drill(service, datetime.now(UTC), made.path, run_by="ops")
         key_id = AuditKey(service.log.master).key_id
     assert report.outcome == "passed", report.findings
-    document = Path(next(f for f in report.report_files if f.endswith(".json")))
+    document, markdown = (Path(f) for f in report.report_files)
+    assert document.name.endswith(f"-{report.drill_id}.json")
+    assert markdown.name.endswith(f"-{report.drill_id}.md")
     assert _offline(document, "--key-id", key_id).returncode == 0
     runner = CliRunner()
     done = runner.invoke(app, ["audit", "verify-document", str(document), "--key-id", key_id])
     assert done.exit_code == 0, done.output
+
+    # Issue 35 (9): the markdown to attach to a ticket is checked the same way, alone.
+    text = markdown.read_text()
+    assert text.startswith(report.markdown())
+    done = _offline(markdown, "--key-id", key_id)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "signed drill report markdown holds" in done.stdout
+    markdown.write_text(text.replace("PASSED", "FAILED", 1))
+    done = runner.invoke(app, ["audit", "verify-document", str(markdown), "--json"])
+    assert done.exit_code == verifier.EXIT_FAILED, done.output
+    assert json.loads(done.output)["failures"][0]["reason"] == "bad_document_signature"
+    markdown.write_text(report.markdown())  # its signature line cut off
+    done = runner.invoke(app, ["audit", "verify-document", str(markdown), "--json"])
+    assert json.loads(done.output)["failures"][0]["reason"] == "malformed"
 
     raw = json.loads(document.read_text())
     raw["outcome"] = "failed" if raw["outcome"] == "passed" else "passed"

@@ -211,6 +211,31 @@ def document_message(kind: str, document: dict[str, Any]) -> bytes:
     return DOCUMENT_CONTEXT + kind.encode("ascii") + b"\n" + canonical.encode("ascii")
 
 
+#: Where a signed markdown file (a drill's report, to attach to a ticket) carries its
+#: signature: its last line, an HTML comment that renderers do not show. The signed
+#: document is {"markdown": every character before that line}.
+MARKDOWN_SIGNATURE = "<!-- memory-ledger signature "
+MARKDOWN_SIGNATURE_END = " -->"
+
+
+def load_document(text: str) -> Any:
+    """A signed document from a file's text: JSON (a manifest, a drill's JSON report),
+    or a signed markdown file, read as the document its last line signs."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    body, found, trailer = text.rpartition(MARKDOWN_SIGNATURE)
+    trailer = trailer.rstrip()
+    if not found or not trailer.endswith(MARKDOWN_SIGNATURE_END):
+        raise Malformed("the file is neither JSON nor markdown ending in its signature")
+    try:
+        signature = json.loads(trailer[: -len(MARKDOWN_SIGNATURE_END)])
+    except ValueError as exc:
+        raise Malformed(f"the markdown's signature line is not JSON: {exc}") from None
+    return {"markdown": body, "signature": signature}
+
+
 def check_document(document: Any, expected_key_id: str | None = None) -> list[tuple[str, str]]:
     """A signed document (a backup manifest, a drill report): its signature holds for
     its own public key, and that key is the one expected when the caller knows it.
@@ -463,11 +488,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--document",
         action="store_true",
-        help="the file is a signed document (a backup manifest, a drill report), not a pack",
+        help="the file is a signed document (a backup manifest, a drill report: JSON or "
+        "markdown), not a pack",
     )
     args = parser.parse_args(argv)
     try:
-        given = _load(args.pack)
+        if args.document:
+            with open(args.pack, encoding="utf-8") as handle:
+                given = load_document(handle.read())
+        else:
+            given = _load(args.pack)
         kept = _load(args.head) if args.head and not args.document else None
     except (OSError, ValueError) as exc:
         print(printable(f"cannot read the input: {exc}"), file=sys.stderr)

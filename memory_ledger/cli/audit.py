@@ -209,7 +209,8 @@ def _verdict(
 @audit.command("verify-document")
 def audit_verify_document(
     document_file: Annotated[
-        Path, typer.Argument(help="A backup's manifest.json or a drill report's .json.")
+        Path,
+        typer.Argument(help="A backup's manifest.json, or a drill report's .json or .md."),
     ],
     key_id: Annotated[
         str | None, typer.Option("--key-id", help="The ledger key's id, known independently.")
@@ -219,10 +220,18 @@ def audit_verify_document(
     """Check a signed document (a backup manifest, a drill report) with nothing but the
     file: the same check as `python verifier.py --document FILE`. Exit 9 names each
     failure."""
-    document = _read(document_file, as_json)
+    try:
+        text = document_file.read_text(encoding="utf-8")
+    except (OSError, ValueError) as exc:
+        fail(InvalidWrite(f"cannot read {document_file}: {exc}"), as_json)
+    read: list[Any] = []  # the document, once `check` has read it (a bad one is Malformed)
+
+    def check() -> list[tuple[str, str]]:
+        read.append(verifier.load_document(text))
+        return verifier.check_document(read[0], key_id)
 
     def held() -> str:
-        signature = document["signature"]
+        signature = read[0]["signature"]
         return f"signed {signature['kind']} holds: signed by key {signature['key_id']}"
 
-    _verdict(lambda: verifier.check_document(document, key_id), held, as_json)
+    _verdict(check, held, as_json)

@@ -240,12 +240,16 @@ def drill(
     """Restore a backup into a scratch copy, replay, rebuild and check that nothing erased
     came back (every store, the files' bytes) and that kept items read. Writes a report
     (JSON and markdown under DATA_DIR/drills) and a ledger entry; exit 7 on any finding."""
-    from restore.drill import drill as run_drill
+    import logging
+
+    from jobs.registry import drill_by_hand
     from restore.store import resolve
 
+    # A failed drill is said once, below: not also as the drill job's log line.
+    logging.getLogger("memory_ledger.jobs").addHandler(logging.NullHandler())
     with open_service(data_dir, url, as_json, create=False) as service:
         path = resolve(service.settings.data_dir, backup) if backup is not None else None
-        report = run_drill(service, datetime.now(UTC), path, run_by=by, keep_scratch=keep)
+        report = drill_by_hand(service, datetime.now(UTC), path, run_by=by, keep_scratch=keep)
 
         def human() -> None:
             out.print(

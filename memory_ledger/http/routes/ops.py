@@ -99,10 +99,10 @@ class DrillBody(StrictModel):
 def drill(service: Service, caller: Operator, body: DrillBody) -> dict[str, Any]:
     """Restore a backup (default: the newest) into a scratch copy and check that nothing
     erased came back; the report says `passed` or `failed` with its findings."""
-    from restore.drill import drill as run_drill
+    from jobs.registry import drill_by_hand
 
     path = _backup(service.settings, body.backup_id) if body.backup_id else None
-    report = run_drill(service, datetime.now(UTC), path, run_by=f"token:{caller.token_id}")
+    report = drill_by_hand(service, datetime.now(UTC), path, run_by=f"token:{caller.token_id}")
     shown = report.to_dict()
     shown.pop("report_files", None)
     return shown
