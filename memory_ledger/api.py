@@ -446,6 +446,10 @@ class MemoryLedger:
 
     def remember_many(self, writes: Sequence[MemoryWrite | dict[str, Any]]) -> list[Remembered]:
         """Validate every write first; then append all of them in one transaction."""
+        if not isinstance(writes, list | tuple):
+            raise InvalidWrite(
+                f"writes must be a list of writes, not {type(writes).__name__}; nothing was stored"
+            )
         parsed = [parse_write(w) for w in writes]
         items, keys, changes = [], [], []
         earlier: list[tuple[MemoryWrite, str]] = []  # for a write replacing a whole set
@@ -565,13 +569,12 @@ class MemoryLedger:
         rest of the text readable under a fresh key and destroys every older key
         generation. What was derived from the items, or carried their words, loses the
         same spans. `dry_run` resolves and records the request, changing nothing."""
-        ids = [item_id] if isinstance(item_id, str | UUID) else list(item_id)
-        spans = [spans] if isinstance(spans, str) else spans
-        fields = [fields] if isinstance(fields, str) else fields
+        # One value or a list of them; anything else goes to the request's parser as
+        # given, which refuses it by name (InvalidWrite), as it refuses a bad list.
         request: RedactionRequest | dict[str, Any] = {
-            "item_ids": [str(i) for i in ids],
-            "spans": list(spans),
-            "fields": list(fields),
+            "item_ids": _listed(item_id, str | UUID),
+            "spans": _listed(spans, str),
+            "fields": _listed(fields, str),
         }
         return self.service.requests.submit_redaction(
             self.namespace, request, dry_run=dry_run, requested_by=self.principal.user
@@ -639,7 +642,7 @@ class MemoryLedger:
 
     def choose_candidates(self, plan_id: str, item_ids: Sequence[str | UUID]) -> ForgetPlan:
         """Answer a plan's clarification: a new plan for some of its candidates only."""
-        return self.service.planning.choose(self, plan_id, [str(i) for i in item_ids])
+        return self.service.planning.choose(self, plan_id, _listed(item_ids, UUID))
 
     def execute_plan(self, plan_id: str) -> PlanOutcome:
         """Carry out a confirmed plan, once; executing again after a crash resumes it."""
@@ -850,6 +853,8 @@ class MemoryLedger:
         """Why an item is kept, archived, due to expire, held or protected, with the rule
         that decided it, as of `now` (default: the service's clock). Ids, codes, times
         and numbers only: never the item's content."""
+        if now is not None and not isinstance(now, datetime):
+            raise InvalidWrite(f"now must be a datetime, not {type(now).__name__}")
         item = self._owned(item_id)
         service = self.service
         service.runner.catch_up()
@@ -986,6 +991,18 @@ def _as_turn_error(exc: InvalidWrite) -> InvalidWrite:
             where, what = "text", "text" + what.removeprefix("content")
         renamed.append(f"{_TURN_FIELDS.get(where, where)}{sep}{what}")
     return InvalidWrite.listing("invalid turn; nothing was stored", renamed)
+
+
+def _listed(value: Any, one: Any) -> Any:
+    """`value` as the list a request's parser takes: a single value of type `one` in a
+    list, a list or tuple as a list (its UUIDs as strings). Anything else is returned
+    unchanged, for the parser to refuse with its own message: never iterated here, so a
+    wrong type is an `InvalidWrite`, not a bare `TypeError`."""
+    if isinstance(value, one):
+        value = [value]
+    if isinstance(value, list | tuple):
+        return [str(v) if isinstance(v, UUID) else v for v in value]
+    return value
 
 
 def _check_recall_limit(limit: object) -> None:

@@ -220,6 +220,23 @@ class ProjectionRunner:
             )
         return self.positions(conn)
 
+    @contextlib.contextmanager
+    def held(self) -> Iterator[tuple[Connection, int]]:
+        """A connection on which the projections stand still, and the log position they
+        all reflect: what is read on it is the store exactly as of that position.
+
+        The tracking rows are locked as a catch-up locks them (SQLite's write lock,
+        PostgreSQL row locks), so no runner, in this process or another, applies a
+        batch until the block ends; nothing is written. A forget request resolves its
+        scope here, so its cut is exact: what was written at or before the position is
+        resolved, anything later is not (the position is recorded with the request)."""
+        with self._thread_lock, self.engine.connect() as conn:
+            positions = self._lock(conn)
+            try:
+                yield conn, min(positions.values(), default=0)
+            finally:
+                conn.rollback()  # the no-op updates only took the locks
+
     def only(self, names: Sequence[str]) -> ProjectionRunner:
         """A runner of just the named projections, on the same log and database."""
         check_projection_names(names, [p.name for p in self.projections])

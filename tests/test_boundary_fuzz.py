@@ -21,6 +21,7 @@ bytes for text) must be refused, not coerced.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import re
 import subprocess
@@ -29,6 +30,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -945,3 +947,124 @@ def test_run_refuses_a_bad_schedule_at_once(tmp_path: Path, schedule: list[str])
     code, _ = _cli("run", "--data-dir", str(tmp_path), *schedule, timeout=30)
     assert code == 2
     assert (datetime.now(UTC) - started).total_seconds() < 30
+
+
+# -- every public method, one argument of the wrong type ------------------------------
+
+#: What each public parameter (by name) is given when it is not the one under test.
+#: A new public method or parameter without an entry here fails the test below, so no
+#: method is skipped silently. `None` marks "the id made in the test".
+GOOD_ARGUMENTS: dict[str, Any] = {
+    "item_id": None, "item_ids": None, "write": None, "writes": None, "update": None,
+    "fields": (), "spans": ["Hangzhou"], "dry_run": True, "reason": "user_request",
+    "scope": None, "session_id": "s1", "turn_id": "t1", "timezone": "UTC",
+    "text": "forget where I live", "plan_id": "no-such-plan", "subject": "user",
+    "predicate": "city", "kind": "fact", "category": "general", "limit": 5,
+    "include_archived": False, "cursor": None, "query": "city", "for_turn": None,
+    "context": None, "now": None, "origin": "explicit", "role": "user",
+    "sensitivity": "personal", "writer": None,
+    # the memory files' commands
+    "path": "/memories/a.md", "source": None, "file_text": "hi", "old_str": "hi",
+    "new_str": "ho", "insert_line": 1, "insert_text": "x", "old_path": "/memories/a.md",
+    "new_path": "/memories/b.md", "version": 1, "view_range": None, "command": None,
+}  # fmt: skip
+#: Methods that only pass a ledger along, or close it: nothing to refuse.
+NOT_INPUTS = {"close", "files", "runs", "execute"}
+wrong_type = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=False),
+    st.binary(max_size=4),
+    st.lists(st.one_of(st.none(), st.integers(), st.binary(max_size=2)), min_size=1, max_size=2),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+    st.builds(object),
+    st.frozensets(st.integers(), max_size=2),
+)
+
+
+def _public_calls(alice: MemoryLedger) -> list[tuple[str, Callable[..., Any], list[str]]]:
+    """(name, bound method, parameter names) of every public method of the ledger and
+    of its memory files."""
+    out = []
+    for owner, prefix in ((alice, ""), (alice.files, "files.")):
+        for name in sorted(dir(type(owner))):
+            if name.startswith("_") or name in NOT_INPUTS:
+                continue
+            if isinstance(getattr(type(owner), name), property | cached_property):
+                continue
+            method = getattr(owner, name)
+            if callable(method):
+                params = [
+                    p.name
+                    for p in inspect.signature(method).parameters.values()
+                    if p.kind is not p.VAR_KEYWORD
+                ]
+                out.append((prefix + name, method, params))
+    return out
+
+
+@SQLITE_ONLY
+@FUZZ
+@given(data=st.data())
+def test_every_public_method_refuses_an_argument_of_the_wrong_type(
+    alice: MemoryLedger, data: st.DataObject
+) -> None:
+    """Each argument of each public method, given a value of the wrong type, is refused
+    with the library's error (a MemoryLedgerError: InvalidWrite...), or accepted when
+    the type is one the method takes (None for an optional): never a bare TypeError or
+    AttributeError from inside."""
+    if not alice.recall(limit=1):  # the first example makes what the others name
+        alice.remember(fact("city", "Hangzhou"))
+        source = alice.files.source("agent", session_id="s1", turn_id="t1")
+        alice.files.create("/memories/a.md", "hi", source)
+    item_id = alice.recall(limit=1)[0].item_id
+    made = {
+        "item_id": item_id, "item_ids": [item_id], "write": fact("city", "Paris"),
+        "writes": [fact("city", "Paris")], "scope": {"kind": "item", "item_ids": [item_id]},
+        "update": {"value": "Paris", "provenance": provenance()},
+        "source": alice.files.source("agent", session_id="s1", turn_id="t2"),
+        "command": {"command": "view", "path": "/memories"},
+    }  # fmt: skip
+    _name, method, params = data.draw(st.sampled_from(_public_calls(alice)), label="method")
+    if not params:
+        return
+    wrong = data.draw(st.sampled_from(params), label="parameter")
+    value = data.draw(wrong_type, label="value")
+    args = {p: GOOD_ARGUMENTS[p] if GOOD_ARGUMENTS[p] is not None else made.get(p) for p in params}
+    args[wrong] = value
+    signature = inspect.signature(method)
+    positional = [
+        args.pop(p) for p, s in signature.parameters.items() if s.kind is s.VAR_POSITIONAL
+    ]
+    with contextlib.suppress(MemoryLedgerError):
+        method(*positional, **args)
+
+
+@SQLITE_ONLY
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda a, i: a.redact(i, spans=None),
+        lambda a, i: a.redact(i, spans=5),
+        lambda a, i: a.redact(i, fields=None),
+        lambda a, i: a.redact(None, spans=["Hangzhou"]),
+        lambda a, i: a.redact(5, spans=["Hangzhou"]),
+        lambda a, i: a.remember_many(None),
+        lambda a, i: a.explain(i, now="2026-11-02"),
+        lambda a, i: a.files.view(
+            "/memories/a.md", a.files.source("agent", session_id="s1"), view_range=3
+        ),
+        lambda a, i: a.files.create("/memories/b.md", "x", None),
+        lambda a, i: a.files.revert(
+            "/memories/a.md", ["1"], a.files.source("agent", session_id="s1")
+        ),
+    ],
+)
+def test_reported_wrong_types_are_invalid_writes(alice: MemoryLedger, call: Any) -> None:
+    """The cases that once raised a bare TypeError or AttributeError (issue 35)."""
+    item_id = alice.remember(fact("city", "Hangzhou")).item_id
+    alice.files.create("/memories/a.md", "hi", alice.files.source("agent", session_id="s1"))
+    with pytest.raises(InvalidWrite):
+        call(alice, item_id)
+    assert alice.get(item_id).text == "Hangzhou"  # nothing was redacted

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -187,6 +188,47 @@ def test_tombstone_positions_are_recorded_for_restore(
     ]
     assert sorted(t["item_id"] for t in tombstones) == sorted(s.item_id for s in stored)
     assert all(t["position"] > stored[-1].position for t in tombstones)
+
+
+def test_writes_racing_a_whole_user_forget_are_cut_at_its_resolution_position(
+    alice: MemoryLedger, service: MemoryService
+) -> None:
+    """Memories written while a whole-user forget runs: those at or before the position
+    its scope was resolved at are erased, later ones are kept, and the request's record
+    (the report, and the receipts rebuilt from the ledger) names that time and position.
+    A writer thread races the request; which writes fall on which side is up to the
+    scheduler, the cut must be exact either way."""
+    writer = service.for_principal(ALICE)
+    written: list[tuple[str, int]] = []  # (item id, log position)
+    started, done = threading.Event(), threading.Event()
+
+    def write() -> None:
+        n = 0
+        while not done.is_set() or n < 24:  # some before, during and after the request
+            w = writer.remember(fact(f"note_{n}", f"note number {n}"))
+            written.append((w.item_id, w.position))
+            n += 1
+            if n == 8:
+                started.set()
+
+    thread = threading.Thread(target=write)
+    thread.start()
+    started.wait()
+    before = service.clock()
+    report = alice.forget_scope({"kind": "namespace"})
+    done.set()
+    thread.join()
+    assert report.completed and report.resolved_position is not None
+    cut = report.resolved_position
+    erased = {i for i, p in written if p <= cut}
+    kept = {i for i, p in written if p > cut}
+    assert len(erased) >= 8 and kept  # the eight before the request; those after it
+    assert set(report.targets) == erased
+    assert {i for i in erased | kept if alice.get(i).erased} == erased
+    assert {m.item_id for m in alice.recall(limit=len(written))} == kept
+    assert before <= datetime.fromisoformat(report.resolved_at or "") <= service.clock()
+    receipt = service.requests.report(report.request_id)  # from the ledger alone
+    assert (receipt.resolved_at, receipt.resolved_position) == (report.resolved_at, cut)
 
 
 def test_a_failing_store_leaves_the_request_partial_and_a_retry_completes_it(

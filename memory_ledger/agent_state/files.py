@@ -260,6 +260,8 @@ class MemoryFiles:
     def revert(self, path: str, version: int, source: Provenance) -> str:
         """Make an earlier version the file's content again (a deleted file comes back)."""
         wanted = check(path)
+        if isinstance(version, bool) or not isinstance(version, int):
+            raise InvalidWrite("version is a file version number", ["version: invalid"])
         with self._lock():
             files = self._files()
             found = _latest(files, wanted)
@@ -461,8 +463,10 @@ def _warning(text: str) -> str:
 def _line_range(view_range: Sequence[int] | None, count: int) -> tuple[int, int]:
     if view_range is None:
         return 1, count
-    if len(view_range) != 2 or not all(
-        isinstance(n, int) and not isinstance(n, bool) for n in view_range
+    if (
+        not isinstance(view_range, list | tuple)
+        or len(view_range) != 2
+        or not all(isinstance(n, int) and not isinstance(n, bool) for n in view_range)
     ):
         raise InvalidWrite("view_range is [first, last] line numbers", ["view_range: invalid"])
     start, end = view_range

@@ -110,7 +110,7 @@ class AgentItems:
             origin="observed",
             confidence=1.0,
             sensitivity="personal",
-            provenance=source.event_data(),
+            provenance=_event_data(source),
             retention={"basis": "indefinite", "expires_at": None},
             redaction={"state": "none", "fields": []},
             derived_from=[{"item_id": str(d.id), "version": d.version} for d in derived_from],
@@ -142,7 +142,7 @@ class AgentItems:
         sealed = self.log.seal_existing(item.id, item.key_generation, fields)
         item.supersede(
             sealed=sealed,
-            provenance=source.event_data(),
+            provenance=_event_data(source),
             confidence=1.0,
             valid_from=canonical_time(self.clock()),
             flags=list(flags),
@@ -221,3 +221,14 @@ class AgentItems:
 
 def _what(item: MemoryItem) -> str:
     return f"{item.kind.replace('_', ' ')} {item.id}"
+
+
+def _event_data(source: Provenance) -> dict[str, Any]:
+    """The provenance recorded with a change. `source` comes from `source(...)`; any
+    other value is refused as a bad input (InvalidWrite), not an AttributeError."""
+    if not isinstance(source, Provenance):
+        raise InvalidWrite(
+            f"source must be the provenance `source(...)` returns, not {type(source).__name__}",
+            ["source: invalid"],
+        )
+    return source.event_data()

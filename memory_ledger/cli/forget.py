@@ -602,6 +602,13 @@ def _print_outcome(outcome: PlanOutcome) -> None:
 
 def _print_request(report: RequestReport) -> None:
     out.print(f"request [bold]{markup_safe(report.request_id)}[/]: {markup_safe(report.status)}")
+    if report.resolved_position is not None:
+        out.print(
+            shown(
+                f"resolved at {report.resolved_at}, log position {report.resolved_position}: "
+                "what was written later is not in this request"
+            )
+        )
     if report.targets or report.cascaded or report.mentions:
         table = IdTable("item", "why", ids=("item",))
         redaction = report.scope.get("kind") == "redaction"

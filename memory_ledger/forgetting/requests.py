@@ -101,6 +101,11 @@ class RequestReport:
     basis: str = "user_request"
     #: A `blocked` request: the legal holds that stopped it (by name).
     held_by: list[str] = field(default_factory=list)
+    #: When the scope was resolved, and the log position the store was read at: the
+    #: cut. Items written at or before the position are in the resolution; anything
+    #: written later (while the request runs) is not, and is kept.
+    resolved_at: str | None = None
+    resolved_position: int | None = None
 
     @property
     def all_targets(self) -> list[str]:
@@ -186,7 +191,8 @@ class ForgetRequests:
             # a scope cannot be resolved from projections that are behind.
             if parsed.kind != "item":
                 raise
-        with self.service.engine.connect() as conn:
+        with self.service.runner.held() as (conn, position):
+            resolved_at = canonical_time(self.service.clock())
             resolution = resolve(conn, namespace, parsed, self.service.log)
         if parsed.kind == "item":  # already-erased items stay in scope: a retry is harmless
             resolution = _with_erased_items(resolution, parsed)
@@ -212,6 +218,8 @@ class ForgetRequests:
             resolution.candidates,
             resolution.history,
             basis=basis,
+            resolved_at=resolved_at,
+            resolved_position=position,
         )
         if resolution.status == "needs_clarification":
             candidates = [c.item_id for c in resolution.candidates]
@@ -401,6 +409,8 @@ class ForgetRequests:
                 report.targets, report.cascaded = list(p["targets"]), list(p["cascaded"])
                 report.history = list(p.get("history") or [])
                 report.mentions = list(p.get("mentions") or [])
+                report.resolved_at = p.get("resolved_at", report.resolved_at)
+                report.resolved_position = p.get("position", report.resolved_position)
             elif entry.entry_type == "blocked":
                 report.held_by = list(p["holds"])
             elif entry.entry_type == "needs_clarification":
@@ -933,12 +943,15 @@ def _holds(fields: dict[str, str] | object, pattern: MentionPattern | None) -> b
 
 
 def _resolved_payload(report: RequestReport) -> dict[str, Any]:
-    """A request's `resolved` entry; a later one (a cascade extended) supersedes it."""
+    """A request's `resolved` entry; a later one (a cascade extended) supersedes it.
+    It names the cut: the time the scope was resolved and the log position read."""
     return {
         "targets": report.targets,
         "cascaded": report.cascaded,
         "history": report.history or None,
         "mentions": report.mentions or None,
+        "resolved_at": report.resolved_at,
+        "position": report.resolved_position,
     }
 
 

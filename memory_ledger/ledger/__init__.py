@@ -280,6 +280,10 @@ class ResolvedPayload(_Payload):
     history: tuple[UUID, ...] | None = None  # items kept, whose earlier versions go
     mentions: tuple[UUID, ...] | None = None  # items kept, repeating a target: redacted
     counts: dict[Code, Count] | None = None
+    #: The cut: when the scope was resolved and the event-log position it was read at.
+    #: Items written at or before `position` are resolved; later writes are not.
+    resolved_at: Timestamp | None = None
+    position: Count | None = None
 
 
 class NeedsClarificationPayload(_Payload):

@@ -14,8 +14,11 @@ letters), combining marks and invisible format characters removed (a zero-width 
 inside a word, a soft hyphen), letters of other scripts that look Latin read as Latin
 (confusables.toml: Cyrillic `о` is `o`), case folded, and every run of whitespace,
 line breaks too, one space (a phrase broken over two lines, or written by two edits,
-is one phrase). A role marker (`system:`) counts only at the start of a line, so that
-pattern is matched line by line.
+is one phrase). A word hyphenated across a line break ("instruc-\\ntions", with a
+hyphen, U+2010/U+2011 or a soft hyphen before the break) is read once joined and once as
+written (joining always could hide a role marker that starts the next line). A role
+marker (`system:`) counts only at the start of a line, so that pattern is matched line
+by line.
 """
 
 from __future__ import annotations
@@ -32,6 +35,11 @@ CONFUSABLES = "confusables.toml"
 #: hyphen, bidirectional controls) are read once as nothing and once as a space.
 _MARKS = frozenset({"Mn", "Me"})
 _WHITESPACE = re.compile(r"\s+")
+#: A hyphen (ASCII, U+2010, U+2011, the soft hyphen) ending a word, then whitespace and
+#: invisible characters that hold a line break, then the word's rest: hyphenation.
+_GAP = r"[\s\u00ad\u200b-\u200f\u2060\ufeff]"
+_HYPHEN_BREAK = re.compile(rf"(?<=\w)[-\u2010\u2011\u00ad]{_GAP}*(?=\w)")
+_LINE_BREAK = re.compile(r"[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]")
 
 _PATTERNS = [
     # English
@@ -71,13 +79,16 @@ def looks_like_instruction(text: str | None) -> bool:
         return False
     # An invisible character inside a word ("Ig\u200bnore") hides it, and so does one
     # in place of a space ("Ignore\u200bprevious"): read it as nothing, then as a space.
-    for gap in ("", " "):
-        folded = _fold(text, gap)
-        if (
-            _COMPILED.search(_WHITESPACE.sub(" ", folded)) is not None
-            or _LINE_COMPILED.search(folded) is not None
-        ):
-            return True
+    # A word hyphenated over a line break is read as written, then joined.
+    joined = _join_hyphenated(text)
+    for written in (text, joined) if joined != text else (text,):
+        for gap in ("", " "):
+            folded = _fold(written, gap)
+            if (
+                _COMPILED.search(_WHITESPACE.sub(" ", folded)) is not None
+                or _LINE_COMPILED.search(folded) is not None
+            ):
+                return True
     return False
 
 
@@ -90,6 +101,14 @@ def normalise(text: str) -> str:
     """`text` as the matcher reads it: folded (see the module's doc) and each run of
     whitespace, line breaks included, one space."""
     return _WHITESPACE.sub(" ", _fold(text)).strip()
+
+
+def _join_hyphenated(text: str) -> str:
+    """`text` with each word hyphenated across a line break joined ("instruc-\\ntions"
+    is "instructions"); a hyphen with no line break after it ("well- and ill-kept")
+    stays. Full-width and other compatibility hyphens are folded (NFKC) first."""
+    text = unicodedata.normalize("NFKC", text)
+    return _HYPHEN_BREAK.sub(lambda m: "" if _LINE_BREAK.search(m.group()) else m.group(), text)
 
 
 def _fold(text: str, gap: str = "") -> str:

@@ -275,7 +275,7 @@ class ForgetPlanning:
             raise InvalidTransition(
                 f"plan {plan_id} is not waiting for a choice ({asked.state}, {asked.status})"
             )
-        if isinstance(item_ids, str) or not item_ids or len(item_ids) > MAX_CHOICES:
+        if not isinstance(item_ids, list | tuple) or not item_ids or len(item_ids) > MAX_CHOICES:
             raise InvalidWrite(
                 f"choose 1 to {MAX_CHOICES} of the plan's candidates", ["item_ids: invalid"]
             )

@@ -22,6 +22,11 @@ superseded version when there is one, the only one on file otherwise; when two
 different things fit (two earlier codes, two amounts that are both "the amount"), the
 piece is asked about, with its candidates, and the other pieces stay planned.
 
+A literal value may also be said apart, across two consecutive turns
+of one session ("my number is 415-555", then "0199, ..."): its head ending the first,
+its tail starting the next. Both turns are places then, each redacted as written there
+(`_across_turns`); the same halves anywhere else are not.
+
 What a keep clause names ("the current amount remains 3,150 EUR") is looked up too,
 listed in the plan, and never touched: a turn that holds the forgotten and the kept
 value has only the forgotten span redacted. Look-alikes survive because the lookup
@@ -40,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, select
 
-from memory_ledger.forgetting.mentions import where_mentioned
+from memory_ledger.forgetting.mentions import mention_pattern, where_mentioned
 from memory_ledger.forgetting.planning.lexicon import Lexicon
 from memory_ledger.forgetting.planning.pieces import (
     AMOUNT,
@@ -51,6 +56,7 @@ from memory_ledger.forgetting.planning.pieces import (
 )
 from memory_ledger.forgetting.planning.pool import Pool, Row, candidate
 from memory_ledger.forgetting.redaction import span_pattern
+from memory_ledger.forgetting.residue import MIN_NEEDLE_BYTES
 from memory_ledger.forgetting.scope import erased_with
 from memory_ledger.forgetting.units import written_forms as units_forms
 from memory_ledger.phrases import longest, normalise
@@ -212,7 +218,9 @@ def written_forms(kind: str, text: str) -> list[str]:
             forms.append(joined.group(1) + joined.group(2))
     elif kind == "phone":
         forms = [international(text)]
-    elif kind in ("quoted", "name", "text") and re.fullmatch(r"[a-z]+(?:[ -][a-z]+){1,3}", text):
+    elif kind in ("quoted", "name", "text") and re.fullmatch(
+        r"[a-z]+(?:[ -][a-z]+){1,3}", text, 0 if kind == "name" else re.IGNORECASE
+    ):  # a quoted "Copper Finch" is "copper-finch" too: the lookup folds case, not hyphens
         forms += [text.replace(" ", "-"), text.replace("-", " ")]
     out: list[str] = []
     covered: set[str] = set()
@@ -344,9 +352,76 @@ class InformationPlanner:
                 forms = list(dict.fromkeys([*joined, spaced]))
                 key = value_key("code", joined[0])
         thing = self.thing(key, piece.kind, forms)
+        split = self._across_turns(key, piece)
+        if thing is None:
+            thing = split
+        elif split is not None:  # said whole somewhere, and apart across two turns too
+            for item, spans in split.places.items():
+                thing.places.setdefault(item, spans)
         if thing is None:
             return Found(piece, NOT_FOUND, reason="value_not_found")
         return Found(piece, RESOLVED, [thing])
+
+    def _across_turns(self, key: str, piece: Piece) -> Thing | None:
+        """A value no one text holds, said in two consecutive turns of one session: its
+        head ends the first ("my number is 415-555") and its tail starts the next
+        ("0199, call after six"; "...the word is blue" / "heron, that is it"). It is
+        cut where it is written apart (a space, a hyphen, a dot, a slash; anywhere in
+        Chinese), and each side must be long enough for the mention lookup. Only that
+        pair is planned, each side redacted as written there: nowhere else says it."""
+        value = piece.text.strip()
+        cuts = [(m.start(), m.end()) for m in re.finditer(r"[\s./-]+", value)]
+        cuts += [(i, i) for i in range(2, len(value) - 1) if _CJK.match(value[i - 1 : i + 1])]
+        if piece.kind not in ("quoted", "phone", "code", "name", "text"):
+            return None  # an amount, a time, an e-mail address: one token, never apart
+        for a, b in cuts:
+            head, tail = value[:a], value[b:]
+            if min(len(head.encode()), len(tail.encode())) < MIN_NEEDLE_BYTES:
+                continue
+            found = self.where([head, tail])
+            heads, tails = found[head], found[tail]
+            if not heads or not tails:
+                continue
+            self.pool.extend([*heads, *tails])
+            texts = self.pool.texts([*heads, *tails])
+            for first, second in self._consecutive(list(heads), list(tails)):
+                said_head = _at_edge(texts.get(first), head, piece.kind, end=True)
+                said_tail = _at_edge(texts.get(second), tail, piece.kind, end=False)
+                if said_head and said_tail:
+                    rows = [self.pool.by_id[first], self.pool.by_id[second]]
+                    return Thing(
+                        key, piece.kind, [value], 0, {first: [said_head], second: [said_tail]},
+                        first_seen=rows[0].written_at, face=first,
+                    )  # fmt: skip
+        return None
+
+    def _consecutive(self, firsts: list[str], seconds: list[str]) -> list[tuple[str, str]]:
+        """The pairs (a turn, the next turn of its session) among these items."""
+        rows = self.pool.by_id
+        out = []
+        for first in firsts:
+            a = rows.get(first)
+            if a is None or a.kind != "turn" or a.session_id is None:
+                continue
+            c = catalog.c
+            query = (
+                select(c.item_id)
+                .where(
+                    c.namespace == self.namespace,
+                    c.session_id == a.session_id,
+                    c.kind == "turn",
+                    c.written_at >= a.written_at,
+                )
+                .order_by(c.written_at, c.position)
+                .limit(MAX_OPTIONS)  # the turn and those said with or after it
+            )
+            between = list(self.conn.execute(query).scalars())
+            if first in between:
+                at = between.index(first)
+                after = between[at + 1] if at + 1 < len(between) else None
+                if after in seconds:
+                    out.append((first, after))
+        return out
 
     def _text(self, piece: Piece, keeping: bool) -> Found:
         """Chinese text without quotes: a value if the memory holds it and it is not a
@@ -1299,6 +1374,24 @@ def _groups(linked: dict[str, set[str]]) -> list[set[str]]:
                     frontier.append(other)
         out.append(group)
     return out
+
+
+def _at_edge(text: str | None, part: str, kind: str, *, end: bool) -> str:
+    """`part` as written at the end (or the start) of `text`, with only spaces and
+    punctuation beyond it; "" when it is said elsewhere in the text or not at all.
+    Written forms count as the mention lookup counts them (same `value_key`)."""
+    if not text:
+        return ""
+    pattern = mention_pattern([part])
+    spans = pattern.spans(text) if pattern is not None else []
+    if not spans:
+        return ""
+    a, b = spans[-1] if end else spans[0]
+    beyond = text[b:] if end else text[:a]
+    said = text[a:b]
+    if re.fullmatch(r"[\W_]*", beyond) and value_key(kind, said) == value_key(kind, part):
+        return said
+    return ""
 
 
 def _code_like(word: str) -> bool:

@@ -113,6 +113,8 @@ class InformationWords:
     separators: re.Pattern[str]
     keep: re.Pattern[str]
     keep_only: tuple[re.Pattern[str], ...]
+    #: "the phrase copper finch", "短语青石小桥": a literal named without quotes.
+    named_literal: tuple[re.Pattern[str], ...]
     filler: Phrases
     sentence_words: frozenset[str]
     not_names: frozenset[str]
@@ -147,6 +149,7 @@ class InformationWords:
             separators=re.compile(raw["separators"]),
             keep=re.compile(raw["keep"]),
             keep_only=tuple(re.compile(p) for p in raw["keep_only"]),
+            named_literal=tuple(re.compile(p) for p in raw["named_literal"]),
             filler=Phrases({"filler": list(raw["filler"])}),
             sentence_words=frozenset(raw["sentence_words"]),
             not_names=frozenset(raw["not_names"]),

@@ -4,7 +4,9 @@ People ask to forget information, not items: "Delete the old gate code 7142", "t
 value relay-17 should not be restated", "Delete Birch Lodge, delete 206-555-0148, and
 delete the nickname Wren", "把备用口令删掉". A request is read here into
 
-- **literal pieces**: what it quotes ('copper finch', “青石小桥”), and the values it
+- **literal pieces**: what it quotes ('copper finch', “青石小桥”) or names as words
+  to find without quotes ("the phrase copper finch", "短语青石小桥": the lexicon's
+  `named_literal`), and the values it
   names by their shape: e-mail addresses, amounts with their currency or unit (3,400
   EUR, €8,450, 12 kg, 4,150元), phone numbers in any format, times, codes and
   identifiers (7142, relay-17, B2-17, BK-U1371), names (capitalised words that are not
@@ -239,6 +241,13 @@ class InformationReader:
                 inner = m.group(1).strip()
                 if inner and free(m.start(), m.end()) and not self._quoted_words(inner):
                     taken.append(_Span(m.start(), m.end(), "quoted", inner))
+        low = lowered(text)  # one character for one: its offsets are the text's
+        for pattern in self.words.named_literal:  # "the phrase copper finch": as if quoted
+            for m in pattern.finditer(low):
+                a, b = m.span("value")
+                inner = text[a:b].strip()
+                if inner and free(a, b) and not self._quoted_words(inner):
+                    taken.append(_Span(a, b, "quoted", inner))
         shapes = (("email", EMAIL), ("amount", AMOUNT), ("time", TIME), ("phone", PHONE))
         for kind, pattern in shapes:
             for m in pattern.finditer(text):
