@@ -146,6 +146,10 @@ def test_bad_operations_are_refused_before_anything_is_stored(alice: MemoryLedge
     store = MemoryLedgerStore(alice)
     with pytest.raises(InvalidNamespaceError):
         store.put(("langgraph", "x"), "k", {"v": 1})
+    # ... but LangGraph's own stores take its reserved root from batch, and so does this
+    store.batch([PutOp(("langgraph", "x"), "k", {"v": 1})])
+    assert store.batch([GetOp(("langgraph", "x"), "k")])[0] is not None
+    store.batch([PutOp(("langgraph", "x"), "k", None)])
     with pytest.raises(InvalidNamespaceError):
         store.batch([PutOp((), "k", {"v": 1})])
     with pytest.raises(InvalidNamespaceError):

@@ -565,13 +565,11 @@ def _envelope(
 
 
 def _check_put_namespace(namespace: tuple[str, ...]) -> None:
-    """What BaseStore.put checks, for PutOps passed straight to batch."""
+    """An empty namespace, refused for PutOps passed straight to batch too. The reserved
+    root `langgraph` is refused by `BaseStore.put` (an app's put) but not here: LangGraph's
+    own stores accept it from `batch`, which is how LangGraph itself writes there."""
     if not namespace:
         raise InvalidNamespaceError("Namespace cannot be empty.")
-    if namespace[0] == "langgraph":
-        raise InvalidNamespaceError(
-            f'Root label for namespace cannot be "langgraph". Got: {namespace}'
-        )
 
 
 def _namespace_matches(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:
