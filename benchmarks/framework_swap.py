@@ -37,11 +37,13 @@ from memory_ledger.api import MemoryLedger, MemoryService
 from memory_ledger.principal import Principal
 from memory_ledger.retrieval.embedders import EMBEDDER_ENV
 
-#: The deterministic embedder (no model to load); a suite's own `embed` is used where
-#: its index config gives one.
-os.environ.setdefault(EMBEDDER_ENV, "hashing")
-
 PRINCIPAL = Principal("suite", "user")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The deterministic embedder (no model to load) for the ledgers of the run; a
+    suite's own `embed` is used where its index config gives one."""
+    os.environ.setdefault(EMBEDDER_ENV, "hashing")
 
 
 class _Ledgers:
@@ -157,8 +159,19 @@ STAND_INS: dict[str, Any] = {
 }
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Rebind the frameworks' classes to the stand-ins in every collected test module."""
+#: The tests that do not apply (node ids without parameters, one a line), from
+#: benchmarks/data/framework_suites.toml: deselected, every parametrisation.
+NOT_APPLICABLE_ENV = "ML_SUITE_NOT_APPLICABLE"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect the tests that do not apply, then rebind the frameworks' classes to the
+    stand-ins in every collected test module."""
+    skipped = set(filter(None, os.environ.get(NOT_APPLICABLE_ENV, "").splitlines()))
+    dropped = [item for item in items if item.nodeid.split("[")[0] in skipped]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = [item for item in items if item not in dropped]
     modules = {id(item.module): item.module for item in items if getattr(item, "module", None)}
     for module in modules.values():
         for name, stand_in in STAND_INS.items():
