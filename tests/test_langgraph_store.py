@@ -146,6 +146,10 @@ def test_bad_operations_are_refused_before_anything_is_stored(alice: MemoryLedge
     store = MemoryLedgerStore(alice)
     with pytest.raises(InvalidNamespaceError):
         store.put(("langgraph", "x"), "k", {"v": 1})
+    # ... but LangGraph's own stores take its reserved root from batch, and so does this
+    store.batch([PutOp(("langgraph", "x"), "k", {"v": 1})])
+    assert store.batch([GetOp(("langgraph", "x"), "k")])[0] is not None
+    store.batch([PutOp(("langgraph", "x"), "k", None)])
     with pytest.raises(InvalidNamespaceError):
         store.batch([PutOp((), "k", {"v": 1})])
     with pytest.raises(InvalidNamespaceError):
@@ -162,6 +166,68 @@ def test_bad_operations_are_refused_before_anything_is_stored(alice: MemoryLedge
     with pytest.raises(InvalidWrite):
         MemoryLedgerStore(alice, sensitivity="secret")  # type: ignore[arg-type]
     assert [s.key for s in store.search(())] == ["k"]
+
+
+def _letters(texts: list[str]) -> list[list[float]]:
+    """A deterministic embedding function (LangGraph's `embed` may be one): how often
+    each of 64 character classes occurs, so a text is closest to itself."""
+    rows = []
+    for text in texts:
+        row = [0.0] * 64
+        for char in text:
+            row[ord(char) % 64] += 1.0
+        rows.append(row)
+    return rows
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_a_query_is_compared_with_the_document_not_its_envelope(alice: MemoryLedger) -> None:
+    """The default index is LangGraph's: the whole document's text (with the service's
+    embedder), so each of five scripts finds its own document first."""
+    store = MemoryLedgerStore(alice)
+    texts = ["这是中文", "これは日本語です", "이건 한국어야", "Это русский", "यह रूसी है"]
+    for number, text in enumerate(texts):
+        store.put(("user_123", "memories"), str(number), {"text": text})
+    for number, text in enumerate(texts):
+        found = store.search(("user_123", "memories"), query=text)
+        assert found[0].key == str(number), (text, [(s.key, s.score) for s in found])
+        assert found[0].score is not None and found[0].score > 0.5
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_the_index_config_and_each_puts_index_decide_what_is_embedded(
+    alice: MemoryLedger,
+) -> None:
+    store = MemoryLedgerStore(alice, index={"dims": 64, "embed": _letters, "fields": ["title"]})
+    store.put(("docs",), "a", {"title": "qqqq", "body": "zzzz"})
+    store.put(("docs",), "b", {"title": "zzzz", "body": "qqqq"})
+    store.put(("docs",), "c", {"title": "wwww", "body": "qqqq"}, index=["body"])
+    store.put(("docs",), "d", {"title": "qqqq"}, index=False)
+    found = store.search(("docs",), query="qqqq")
+    assert [s.key for s in found[:2]] in (["a", "c"], ["c", "a"])  # title of a, body of c
+    assert found[0].score == pytest.approx(1.0) and found[1].score == pytest.approx(1.0)
+    assert [(s.key, s.score) for s in found[2:]] == [("b", pytest.approx(0.0)), ("d", None)]
+    assert store.get(("docs",), "d") is not None, "index=False is stored, not embedded"
+    store.put(("docs",), "a", {"title": "zzzz"})  # a new version is embedded anew
+    assert {s.key for s in store.search(("docs",), query="zzzz")[:2]} == {"a", "b"}
+    with pytest.raises(ValueError, match="Text fields"):
+        MemoryLedgerStore(alice, index={"fields": 3})  # type: ignore[typeddict-item]
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_filters_take_dotted_paths_and_refuse_what_the_sql_stores_refuse(
+    alice: MemoryLedger,
+) -> None:
+    store = MemoryLedgerStore(alice)
+    store.put(("docs",), "h", {"access-level": "public", "user": {"access-level": "nested"}})
+    store.put(("docs",), "d", {"123abc": "ok", "user": {"123abc": "ok2", "age": 30}})
+    assert [s.key for s in store.search(("docs",), filter={"user.access-level": "nested"})] == ["h"]
+    assert [s.key for s in store.search(("docs",), filter={"user.123abc": "ok2"})] == ["d"]
+    assert [s.key for s in store.search(("docs",), filter={"user.age": {"$gt": 20}})] == ["d"]
+    with pytest.raises(ValueError, match="Invalid filter key"):
+        store.search(("docs",), filter={"access') = 'public' OR '1'='1": "x"})
+    with pytest.raises(ValueError, match="Unsupported operator"):
+        store.search(("nothing-here",), filter={"n": {"$near": 1}})
 
 
 def test_a_delete_erases_what_reads_no_longer_show(alice: MemoryLedger) -> None:

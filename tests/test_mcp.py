@@ -44,8 +44,41 @@ def test_the_server_lists_every_tool_with_its_generated_schema() -> None:
         assert tool.annotations is not None
         assert tool.annotations.read_only_hint is spec.read_only
         assert tool.annotations.destructive_hint is spec.destructive
-    destructive = {d.name for d in definitions if d.annotations and d.annotations.destructive_hint}
-    assert destructive == {"forget", "execute_forget"}
+        assert tool.annotations.idempotent_hint is spec.idempotent
+        assert tool.annotations.open_world_hint is False
+
+
+#: (readOnlyHint, destructiveHint, idempotentHint) of each tool, as it behaves: the
+#: memory tool deletes and renames files, run_state's finish erases the run's scratch;
+#: execute_forget refuses a plan already executed, stop_using of a stopped item changes
+#: nothing, a second forget of the same ids files another request.
+HINTS = {
+    "remember": (False, False, False),
+    "context": (True, False, True),
+    "plan_forget": (False, False, False),
+    "execute_forget": (False, True, True),
+    "choose_forget_candidates": (False, False, False),
+    "forget": (False, True, False),
+    "stop_using": (False, False, True),
+    "update": (False, False, False),
+    "list_memories": (True, False, True),
+    "export": (True, False, True),
+    "memory": (False, True, False),
+    "run_state": (False, True, False),
+}
+
+
+def test_every_tool_carries_the_hints_it_truly_has() -> None:
+    hints = {
+        t.name: (
+            t.annotations.read_only_hint,
+            t.annotations.destructive_hint,
+            t.annotations.idempotent_hint,
+        )
+        for t in tool_definitions()
+        if t.annotations is not None
+    }
+    assert hints == HINTS
 
 
 # -- over stdio, with the SDK's client -------------------------------------------------
@@ -126,6 +159,9 @@ def test_list_remember_context_and_forget_over_stdio(tmp_path: Path) -> None:
         for spec, tool in zip(TOOLS, listed, strict=True):
             assert tool.input_schema == input_schema(spec.model)  # exactly, over the wire
             assert tool.description == spec.description
+            assert tool.annotations is not None  # the hints too, over the wire
+            assert tool.annotations.destructive_hint is spec.destructive
+            assert tool.annotations.idempotent_hint is spec.idempotent
             assert "namespace" not in json.dumps(tool.input_schema)
 
         city = await _call(session, "remember", _fact("home_city", "Hangzhou"))

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from agents import Agent, Model, ModelResponse, RunConfig, Runner, Usage
-from agents.memory import Session
+from agents.memory import Session, SessionSettings
 from conftest import ALICE, BOB
 from factories import fact, store_bytes_contain
 from openai.types.responses import ResponseOutputMessage, ResponseOutputText
@@ -334,6 +334,20 @@ def test_bad_settings_and_items_are_refused(alice: MemoryLedger) -> None:
     with pytest.raises(InvalidWrite):  # the ledger's turn limit, 64 KiB; nothing stored
         asyncio.run(session.add_items([_user("ok"), _user("x" * 70_000)]))
     assert asyncio.run(session.get_items()) == []
+
+
+def test_session_settings_limit_is_the_default_of_get_items(alice: MemoryLedger) -> None:
+    """As the SDK's own sessions: `session_settings.limit` when get_items names none,
+    an explicit limit over it, a dict accepted, 0 nothing and a negative limit all."""
+    session = MemoryLedgerSession("chat-1", alice, session_settings=SessionSettings(limit=3))
+    asyncio.run(session.add_items([_user(f"message {i}") for i in range(5)]))
+    texts = [item["content"] for item in asyncio.run(session.get_items())]
+    assert texts == ["message 2", "message 3", "message 4"]
+    assert len(asyncio.run(session.get_items(limit=4))) == 4
+    assert session.items(0) == [] and len(session.items(-1)) == 5
+    as_dict = MemoryLedgerSession("chat-1", alice, session_settings={"limit": 2})
+    assert as_dict.session_settings == SessionSettings(limit=2)
+    assert [i["content"] for i in as_dict.items()] == ["message 3", "message 4"]
 
 
 class _OfflineModel(Model):

@@ -46,15 +46,16 @@ are identifiers chosen by the app's configuration, never by a tuple.
   summary may include them, and a forget request of the principal (by source session,
   by category, the whole namespace) erases them with everything else.
 - A document is at most 16 KiB of UTF-8 once encoded (the ledger's value limit);
-  `index` and `ttl` are not supported: every item is indexed whole by the ledger's own
-  vector and keyword indexes, and how long it lives is the retention policy's decision
+  `ttl` is not supported: how long an item lives is the retention policy's decision
   (`supports_ttl` is False, so LangGraph refuses a `ttl` before it reaches here).
 
 **Search and how it scales.** A search recalls the store's items (one indexed query on
 the subject; each item's value is opened), keeps those under the prefix that match the
-filter, and, given a query, ranks them with the service's vector index restricted to
-those items (the same embedder and sealed vectors the context builder uses; nothing is
-re-embedded). So a search costs one pass over the principal's store items, at most
+filter (LangGraph's: equality, `$eq $ne $gt $gte $lt $lte`, dotted paths into nested
+objects as its SQL stores read them), and, given a query, ranks them by the fields the
+`index` config names, as LangGraph does (`langgraph_index`: one vector per text a path
+yields, the best one scores; `put(..., index=False)` is not embedded, `index=[paths]`
+embeds those). So a search costs one pass over the principal's store items, at most
 `MAX_RECALL_LIMIT` (10 000) of them, the most recently written first; beyond that, the
 oldest are not seen (a warning is logged). `list_namespaces` is the same pass. That
 suits a store of one user's memories; a store of millions of documents per principal
@@ -68,9 +69,10 @@ import hashlib
 import hmac
 import json
 import logging
+import re
 import threading
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, get_args
@@ -79,6 +81,7 @@ from langgraph.config import get_config
 from langgraph.store.base import (
     BaseStore,
     GetOp,
+    IndexConfig,
     InvalidNamespaceError,
     Item,
     ListNamespacesOp,
@@ -92,6 +95,7 @@ from langgraph.store.base import (
 )
 from sqlalchemy import select
 
+from memory_ledger.agents.langgraph_index import DocumentIndex, IndexSetting
 from memory_ledger.api import MemoryLedger
 from memory_ledger.errors import InvalidWrite
 from memory_ledger.forgetting.requests import RequestReport
@@ -121,6 +125,9 @@ PREDICATE_PREFIX = "lg_"
 REDACTED_FIELD = "__memory_ledger_redacted__"
 #: How many delete reports the store keeps in memory (the ledger keeps all of them).
 RECENT_REPORTS = 100
+#: A filter key, as LangGraph's SQL stores accept it: letters, digits, `_`, `-`, and
+#: dots between the steps of a path into nested objects (`user.access-level`).
+FILTER_KEY = re.compile(r"[a-zA-Z0-9_.-]+")
 
 
 @dataclass(frozen=True)
@@ -134,6 +141,8 @@ class _Stored:
     value: dict[str, Any]
     created_at: datetime
     updated_at: datetime
+    #: What the put said to embed: None (the store's fields), False, or its own paths.
+    index: IndexSetting = None
 
     def item(self) -> Item:
         return Item(
@@ -166,6 +175,10 @@ class MemoryLedgerStore(BaseStore):
     LangGraph run whose `thread_id` is an identifier (inside one, the thread id is used,
     so a source-scope forget of that thread erases what it stored). `origin` and
     `sensitivity` are recorded on every item (defaults: `observed`, `personal`).
+
+    `index` is LangGraph's `IndexConfig`: `fields` (default `["$"]`, the whole
+    document) are what a search query is compared with, embedded by `embed` (default:
+    the service's embedder; `langgraph_index` says where the vectors are kept).
     """
 
     supports_ttl: bool = False
@@ -180,6 +193,7 @@ class MemoryLedgerStore(BaseStore):
         category: str = "langgraph",
         origin: Origin = "observed",
         sensitivity: Sensitivity = "personal",
+        index: IndexConfig | None = None,
     ) -> None:
         for name, value in (
             ("subject", subject),
@@ -200,6 +214,11 @@ class MemoryLedgerStore(BaseStore):
         self.category = category
         self.origin = origin
         self.sensitivity = sensitivity
+        self._index = DocumentIndex(index, self._embed)
+        #: The config as given, and the embeddings made of its `embed`, under the names
+        #: LangGraph's own stores give them (None when not configured).
+        self.index_config = index
+        self.embeddings = self._index.embeddings
         #: The report of the last delete (a forget request), or None.
         self.last_report: RequestReport | None = None
         #: The reports of the most recent deletes, oldest first.
@@ -236,7 +255,7 @@ class MemoryLedgerStore(BaseStore):
             if op.value is None:
                 self.forget(op.namespace, op.key)
             else:
-                self._put(op.namespace, op.key, op.value)
+                self._put(op.namespace, op.key, op.value, op.index)
             return None
         if isinstance(op, SearchOp):
             return self._search(op)
@@ -260,6 +279,8 @@ class MemoryLedgerStore(BaseStore):
             if not ids:
                 return None
             report = self.ledger.forget(*ids)
+            erased = set(ids)
+            self._index.drop(lambda cached: cached[0] not in erased)  # type: ignore[index]
             self.last_report = report
             self.recent_reports.append(report)
             return report
@@ -284,11 +305,18 @@ class MemoryLedgerStore(BaseStore):
 
     # -- writes ------------------------------------------------------------------------
 
-    def _put(self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any]) -> None:
+    def _put(
+        self,
+        namespace: tuple[str, ...],
+        key: str,
+        value: Mapping[str, Any],
+        index: IndexSetting | list[str] = None,
+    ) -> None:
+        setting = _index_setting(index)
         now = self.ledger.service.clock()
         current = self._newest(namespace, key)
         created = current.created_at if current is not None else now
-        text = _envelope(namespace, key, dict(value), created, now)
+        text = _envelope(namespace, key, dict(value), created, now, setting)
         provenance = {
             "writer": self.writer,
             "written_at": now,
@@ -378,6 +406,8 @@ class MemoryLedgerStore(BaseStore):
         return sorted(out.values(), key=_order, reverse=True)
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
+        if op.filter:
+            _check_filter(op.filter)
         prefix = tuple(op.namespace_prefix)
         matching = [
             s
@@ -386,28 +416,25 @@ class MemoryLedgerStore(BaseStore):
             and (not op.filter or _matches_filter(s.value, op.filter))
         ]
         if op.query and matching:
-            scores = self._similarities(op.query, [s.item_id for s in matching])
-            scored = sorted(
-                (s for s in matching if s.item_id in scores),
-                key=lambda s: scores[s.item_id],
-                reverse=True,
+            keyed = {_vector_key(s, self._index.paths(s.index)): s for s in matching}
+            scores = self._index.scores(
+                op.query,
+                [(k, s.value, self._index.paths(s.index)) for k, s in keyed.items()],
             )
-            unscored = [s for s in matching if s.item_id not in scores]  # not indexed yet
-            ranked = [(s, scores.get(s.item_id)) for s in [*scored, *unscored]]
+            scored = sorted(
+                (k for k in keyed if k in scores), key=lambda k: scores[k], reverse=True
+            )
+            unscored = [k for k in keyed if k not in scores]  # index=False, or no field
+            ranked = [(keyed[k], scores.get(k)) for k in [*scored, *unscored]]
         else:
             ranked = [(s, None) for s in matching]
         window = ranked[op.offset : op.offset + op.limit]
         return [s.search_item(score) for s, score in window]
 
-    def _similarities(self, query: str, item_ids: Sequence[str]) -> dict[str, float]:
-        """Cosine similarity of each item to the query, from the service's vector index
-        (restricted to these items): the embedder and the sealed vectors the context
-        builder uses, so nothing is embedded again but the query."""
-        vectors = self.ledger.service.vectors
-        vectors.catch_up()
-        vector = vectors.embed_query(query)
-        hits = vectors.search(self.ledger.namespace, vector, len(item_ids), set(item_ids))
-        return {item_id: float(score) for item_id, score in hits}
+    def _embed(self, texts: list[str]) -> Any:
+        """The service's embedder (the one its vector index and context builder use):
+        what a store without an `embed` of its own embeds with."""
+        return self.ledger.service.vectors.embedder.embed(texts)
 
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
         spaces = {s.namespace for s in self._all()}
@@ -448,7 +475,12 @@ class MemoryLedgerStore(BaseStore):
             value = None
         if not isinstance(value, dict):
             value = {REDACTED_FIELD: document}
-        return _Stored(memory.item_id, memory.version, namespace, key, value, created, updated)
+        index = header.get("index")
+        if not (index is None or index is False or _is_paths(index)):
+            index = None
+        return _Stored(
+            memory.item_id, memory.version, namespace, key, value, created, updated, index
+        )
 
     def _predicate(self, namespace: tuple[str, ...], key: str) -> str:
         """`lg_` and the keyed hash of (subject, tuple, key): what a get looks up."""
@@ -469,6 +501,29 @@ class MemoryLedgerStore(BaseStore):
         return self._lookup_key
 
 
+def _index_setting(index: Any) -> IndexSetting:
+    """A put's `index`, checked: None or True (the store's fields), False, or paths."""
+    if index is None or index is True:
+        return None
+    if index is False:
+        return False
+    if isinstance(index, str):
+        return [index]
+    if _is_paths(index):
+        return list(index)
+    raise ValueError(f"index must be False, None or a list of field paths, not {index!r}")
+
+
+def _is_paths(index: Any) -> bool:
+    return isinstance(index, list | tuple) and all(isinstance(p, str) for p in index)
+
+
+def _vector_key(stored: _Stored, paths: list[str]) -> tuple[str, int, tuple[str, ...]]:
+    """What a document's vectors are cached under: a new version or other paths are
+    embedded anew."""
+    return (stored.item_id, stored.version, tuple(paths))
+
+
 def _order(stored: _Stored) -> tuple[datetime, str]:
     """Newest last: by the time of the last put, ties (two writers) by item id."""
     return (stored.updated_at, stored.item_id)
@@ -480,6 +535,7 @@ def _envelope(
     value: dict[str, Any],
     created: datetime,
     updated: datetime,
+    index: IndexSetting = None,
 ) -> str:
     """What the fact's value seals: a header line, then the document.
 
@@ -494,26 +550,26 @@ def _envelope(
     than across the document's structure; and it stays text, so the ledger's vector and
     keyword indexes find it, and forgetting a value elsewhere ("12 Main Street") redacts
     it here too."""
-    header = {
+    header: dict[str, Any] = {
         "format": ENVELOPE_FORMAT,
         "namespace": list(namespace),
         "key": key,
         "created_at": canonical_time(created),
         "updated_at": canonical_time(updated),
     }
+    if index is not None:  # what the put said to embed (the store's fields when absent)
+        header["index"] = index
     document = json.dumps(value, ensure_ascii=False, indent=1)
     encoded = json.dumps(header, ensure_ascii=False).encode("utf-8").hex()
     return f"{encoded}\n{document}"
 
 
 def _check_put_namespace(namespace: tuple[str, ...]) -> None:
-    """What BaseStore.put checks, for PutOps passed straight to batch."""
+    """An empty namespace, refused for PutOps passed straight to batch too. The reserved
+    root `langgraph` is refused by `BaseStore.put` (an app's put) but not here: LangGraph's
+    own stores accept it from `batch`, which is how LangGraph itself writes there."""
     if not namespace:
         raise InvalidNamespaceError("Namespace cannot be empty.")
-    if namespace[0] == "langgraph":
-        raise InvalidNamespaceError(
-            f'Root label for namespace cannot be "langgraph". Got: {namespace}'
-        )
 
 
 def _namespace_matches(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:
@@ -535,8 +591,34 @@ _OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")
 
 def _matches_filter(value: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
     """LangGraph's filter: every field equal, nested objects field by field, and the
-    comparison operators `$eq $ne $gt $gte $lt $lte` (as LangGraph's own stores)."""
-    return all(_matches_value(value.get(name), expected) for name, expected in wanted.items())
+    comparison operators `$eq $ne $gt $gte $lt $lte` (as LangGraph's own stores). A
+    key is a path, `user.city` the field `city` of the object `user`, and a key that is
+    not one (`FILTER_KEY`) is a ValueError, as in LangGraph's SQL stores."""
+    return all(_matches_value(_at_path(value, name), expected) for name, expected in wanted.items())
+
+
+def _check_filter(wanted: Mapping[str, Any]) -> None:
+    """Refuse, before anything is read, what LangGraph's SQL stores refuse: a filter key
+    that is not a path of letters, digits, `_`, `-` and dots, or an unknown operator."""
+    for name, expected in wanted.items():
+        if not isinstance(name, str) or not FILTER_KEY.fullmatch(name):
+            raise ValueError(
+                f"Invalid filter key: {name!r}. Filter keys must contain only alphanumeric "
+                "characters, underscores, dots, and hyphens."
+            )
+        if isinstance(expected, Mapping):
+            for operator in expected:
+                if str(operator).startswith("$") and operator not in _OPERATORS:
+                    raise ValueError(f"Unsupported operator: {operator}")
+
+
+def _at_path(value: Any, path: str) -> Any:
+    """The field a dotted path names (None when a step is missing)."""
+    for step in path.split("."):
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(step)
+    return value
 
 
 def _matches_value(actual: Any, expected: Any) -> bool:
@@ -555,14 +637,22 @@ def _matches_value(actual: Any, expected: Any) -> bool:
 
 def _apply(actual: Any, operator: str, operand: Any) -> bool:
     if operator not in _OPERATORS:
-        raise ValueError(f"unsupported filter operator: {operator}")
+        raise ValueError(f"Unsupported operator: {operator}")
     if operator == "$eq":
         return bool(actual == operand)
     if operator == "$ne":
         return bool(actual != operand)
+    if isinstance(actual, str) and isinstance(operand, str):
+        left_text, right_text = actual, operand  # text against text, as SQLite compares
+        return {
+            "$gt": left_text > right_text,
+            "$gte": left_text >= right_text,
+            "$lt": left_text < right_text,
+            "$lte": left_text <= right_text,
+        }[operator]
     try:
         left, right = float(actual), float(operand)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return False  # a missing or non-numeric field is outside every range
     return {
         "$gt": left > right,

@@ -65,6 +65,7 @@ def tool_definitions() -> list[Tool]:
             annotations=ToolAnnotations(
                 read_only_hint=spec.read_only,
                 destructive_hint=spec.destructive,
+                idempotent_hint=spec.idempotent,
                 open_world_hint=False,
             ),
         )

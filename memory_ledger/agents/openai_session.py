@@ -81,6 +81,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
+from agents.memory.session_settings import (
+    SessionSettings,
+    coerce_session_settings,
+    resolve_session_limit,
+)
 from sqlalchemy import select
 
 from memory_ledger.api import MemoryLedger
@@ -98,7 +103,6 @@ from projections.catalog import catalog
 
 if TYPE_CHECKING:
     from agents.items import TResponseInputItem
-    from agents.memory.session_settings import SessionSettings
 
 #: The speaker (subject) of a summary turn, and its category.
 SUMMARY_SPEAKER = "session_summary"
@@ -177,6 +181,8 @@ class MemoryLedgerSession:
     (default `max_turns // 2`, at least 1) drive the rolling summary; `line_chars` and
     `summary_bytes` bound it. `retention_basis` is recorded on every turn (`session`
     makes `ledger.end_session` erase them); `sensitivity` too (default `personal`).
+    `session_settings` (the SDK's `SessionSettings`, or a dict of its fields) gives
+    `get_items` its default `limit`, as it does for the SDK's own sessions.
     """
 
     def __init__(
@@ -191,7 +197,7 @@ class MemoryLedgerSession:
         summary_bytes: int = 4096,
         sensitivity: Sensitivity = "personal",
         retention_basis: RetentionBasis = "indefinite",
-        session_settings: SessionSettings | None = None,
+        session_settings: SessionSettings | dict[str, Any] | None = None,
     ) -> None:
         for name, value in (("session_id", session_id), ("agent_name", agent_name)):
             if not is_identifier(value):
@@ -209,7 +215,13 @@ class MemoryLedgerSession:
         if not 256 <= summary_bytes <= MAX_TURN_BYTES:
             raise InvalidWrite(f"summary_bytes must be from 256 to {MAX_TURN_BYTES}")
         self.session_id = session_id
-        self.session_settings = session_settings
+        # Normalised as the SDK's own sessions do (a dict is accepted too), so that its
+        # `limit` is the default of `get_items` (the Runner reads the session with it).
+        self.session_settings = (
+            SessionSettings()
+            if session_settings is None
+            else coerce_session_settings(session_settings)
+        )
         self.ledger = ledger
         self.agent_name = agent_name
         self.max_turns = max_turns
@@ -244,9 +256,15 @@ class MemoryLedgerSession:
     # -- the same, synchronous -----------------------------------------------------------
 
     def items(self, limit: int | None = None) -> list[TResponseInputItem]:
+        """`get_items`, synchronous. `limit` None takes `session_settings.limit`, as the
+        SDK's sessions do; 0 returns nothing and a negative limit everything, as the
+        SDK's SQLite session does (its SQL `LIMIT`)."""
+        limit = resolve_session_limit(limit, self.session_settings)
+        if limit is not None and limit < 0:
+            limit = None
         with self._lock:
             state, shown = self._fold_if_needed()
-            if limit is not None and limit <= 0:
+            if limit is not None and limit == 0:
                 return []
             recent = shown if limit is None else shown[-limit:]
             out: list[Any] = [item for _, item in recent]
