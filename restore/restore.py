@@ -140,11 +140,13 @@ def plan(
         behind = audit.reason in ("truncated", "anchor_mismatch")
         if behind and manifest.store_id not in (None, ledger.store_id):
             raise ConfigurationError(
-                f"the backup {manifest.backup_id} was taken by another store "
-                f"({manifest.store_id}), whose lifecycle ledger is not this one (this ledger "
-                "does not hold the backup's ledger anchor). A restore replays erasures from "
-                "this store's ledger, which cannot vouch for that store's, so it cannot be "
-                "restored here, with --accept-foreign or without; nothing was changed"
+                f"the backup {manifest.backup_id} was taken by the store {manifest.store_id}, "
+                f"and the lifecycle ledger at {ledger.location} (store {ledger.store_id}) does "
+                "not hold its ledger anchor: either the backup is another store's, or this "
+                "store's ledger is missing, behind the backup or was replaced (a new ledger "
+                "gets a new store id). A restore replays erasures from this ledger, which "
+                "cannot vouch for that backup, so it cannot be restored here, with "
+                "--accept-foreign or without; nothing was changed"
             )
         why = (
             "it does not hold the entry that was its head when the backup was taken: it is "

@@ -69,7 +69,7 @@ def test_another_stores_backup_is_refused_before_anything_is_marked_unless_named
             restore(made.path, settings, master, ledger, now, force=True)
         with pytest.raises(ConfigurationError, match="another store"):  # naming this store
             restore(made.path, settings, master, ledger, now, force=True, accept_foreign=here)
-        with pytest.raises(ConfigurationError, match="ledger is not this one"):
+        with pytest.raises(ConfigurationError, match="does not hold its ledger anchor"):
             restore(unvouched.path, settings, master, ledger, now, force=True,
                     accept_foreign=foreign)  # fmt: skip
     assert RestoreMarker(settings).read() is None  # nothing marked: the store serves

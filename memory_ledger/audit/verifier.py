@@ -220,9 +220,12 @@ MARKDOWN_SIGNATURE_END = " -->"
 
 def load_document(text: str) -> Any:
     """A signed document from a file's text: JSON (a manifest, a drill's JSON report),
-    or a signed markdown file, read as the document its last line signs."""
+    or a signed markdown file, read as the document its last line signs. ValueError
+    when it is JSON nested too deeply to be read (unreadable, as for `load_json`)."""
     try:
         return json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deeply to be read") from None
     except ValueError:
         pass
     body, found, trailer = text.rpartition(MARKDOWN_SIGNATURE)
@@ -495,7 +498,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.document:
             with open(args.pack, encoding="utf-8") as handle:
-                given = load_document(handle.read())
+                text = handle.read()
+            try:
+                given: Any = load_document(text)
+            except Malformed as exc:  # reported as a failure below, as a bad pack's is
+                given = exc
         else:
             given = _load(args.pack)
         kept = _load(args.head) if args.head and not args.document else None
@@ -503,6 +510,8 @@ def main(argv: list[str] | None = None) -> int:
         print(printable(f"cannot read the input: {exc}"), file=sys.stderr)
         return EXIT_UNREADABLE
     try:
+        if isinstance(given, Malformed):
+            raise given
         if args.document:
             failures = check_document(given, args.key_id)
         else:

@@ -221,17 +221,19 @@ def audit_verify_document(
     file: the same check as `python verifier.py --document FILE`. Exit 9 names each
     failure."""
     try:
-        text = document_file.read_text(encoding="utf-8")
-    except (OSError, ValueError) as exc:
+        document: Any = verifier.load_document(document_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:  # not text, or JSON nested too deeply to read
         fail(InvalidWrite(f"cannot read {document_file}: {exc}"), as_json)
-    read: list[Any] = []  # the document, once `check` has read it (a bad one is Malformed)
+    except verifier.Malformed as exc:  # neither JSON nor signed markdown: a failure
+        document = exc
 
     def check() -> list[tuple[str, str]]:
-        read.append(verifier.load_document(text))
-        return verifier.check_document(read[0], key_id)
+        if isinstance(document, verifier.Malformed):
+            raise document
+        return verifier.check_document(document, key_id)
 
     def held() -> str:
-        signature = read[0]["signature"]
+        signature = document["signature"]
         return f"signed {signature['kind']} holds: signed by key {signature['key_id']}"
 
     _verdict(check, held, as_json)
