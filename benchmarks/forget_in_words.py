@@ -37,7 +37,9 @@ It never looks at how the planner reached its answer: only at the plan's status 
 the store afterwards. `python -m benchmarks.forget_in_words` runs every case (minutes);
 `--quick` runs 30 cases over 6 histories; `--cases ID,...` runs the named ones;
 `--json` prints the results on stdout instead of the table (by default they are written
-to `benchmarks/results/forget_in_words.json`).
+to `benchmarks/results/forget_in_words.json`); `--data DIR` runs another set of the same
+format, such as the two halves of `benchmarks/data/forget_outside/` (written outside the
+project: tune on `dev` only, report `heldout` beside it).
 """
 
 from __future__ import annotations
@@ -636,9 +638,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--embedder", help="MEMORY_LEDGER_EMBEDDER spec (default: the configured one)"
     )
     parser.add_argument("--keep-dir", type=Path, help="keep the stores under this directory")
+    parser.add_argument(
+        "--data",
+        type=Path,
+        help="a folder holding histories.json and cases.json (default: the project's own set); "
+        "e.g. benchmarks/data/forget_outside/dev",
+    )
     args = parser.parse_args(argv)
-    histories = load_histories()
-    cases = load_cases(histories=histories)
+    histories = load_histories(args.data / "histories.json" if args.data else None)
+    cases = load_cases(args.data / "cases.json" if args.data else None, histories=histories)
     if args.cases:
         wanted = [c.strip() for c in args.cases.split(",") if c.strip()]
         known = {c["id"] for c in cases}
