@@ -30,26 +30,42 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+#: How many free ports `serve_locally` tries when the server it started exits before it
+#: listens: another process (a parallel test worker, say) can take a port between
+#: `free_port()` closing its probe socket and the server binding it.
+PORT_TRIES = 5
+
+
 @contextmanager
 def serve_locally(
     data_dir: Path, *, port: int | None = None, env: Mapping[str, str] | None = None
 ) -> Iterator[str]:
     """The server's base URL while it runs; it is stopped (and waited for) afterwards.
-    `env` replaces the process's environment (default: this one's)."""
-    port = port or free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "memory_ledger.cli", "serve", "--port", str(port),
-         "--data-dir", str(data_dir)],
-        env=dict(os.environ if env is None else env),
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    base = f"http://127.0.0.1:{port}"
-    try:
-        wait_for_own_server(base, data_dir / INSTANCE_FILE, process)
-        yield base
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
+    `env` replaces the process's environment (default: this one's). Without `port`, a
+    free one is chosen, and another is tried if the server cannot have it."""
+    for attempt in range(1 if port else PORT_TRIES):
+        chosen = port or free_port()
+        process = subprocess.Popen(
+            [sys.executable, "-m", "memory_ledger.cli", "serve", "--port", str(chosen),
+             "--data-dir", str(data_dir)],
+            env=dict(os.environ if env is None else env),
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        base = f"http://127.0.0.1:{chosen}"
+        try:
+            wait_for_own_server(base, data_dir / INSTANCE_FILE, process)
+        except RuntimeError:
+            process.terminate()
+            process.wait(timeout=30)
+            if port or attempt + 1 == PORT_TRIES:
+                raise
+            continue
+        try:
+            yield base
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+        return
 
 
 def wait_for_own_server(base: str, instance_file: Path, process: subprocess.Popen[bytes]) -> None:
