@@ -1,0 +1,157 @@
+"""The model protocol: the store locates, the model reads (located.py).
+
+An agent driven by a model understands the user; what it cannot do is find every place
+a value is said in a memory of thousands of items, in every written form. What it
+relies on: `find_information` returns every place of each value it passes, grouped by
+value, with a snippet, and nothing of another principal's; `forget_information`
+returns a plan over every one of those places (the same plan, the same execution, the
+same receipts as a request in words), the keeps it passes are never cut, bad input is
+refused by name, and after execution no read returns the value and no file holds it.
+"""
+
+# ruff: noqa: F811 - `memory` is the fixture of test_forget_information, used by name
+from __future__ import annotations
+
+import pytest
+from factories import store_bytes_contain, turn
+from test_forget_information import _keys, _nowhere, _places, _text, memory  # noqa: F401
+
+from memory_ledger.api import MemoryLedger
+from memory_ledger.config import Settings
+from memory_ledger.errors import InvalidWrite
+from memory_ledger.forgetting.planning.located import MAX_VALUE_CHARS, MAX_VALUES
+
+
+def test_find_groups_every_place_of_each_value_in_every_form(
+    alice: MemoryLedger, memory: dict[str, str]
+) -> None:
+    """A phone number written three ways and stored as a fact is one group of four
+    places; a phrase with a hyphen is found by its spaced form; a value said nowhere is
+    reported, not dropped; snippets show the words around it."""
+    found = alice.find_information(["206-555-0148", "copper finch", "Larch House"])
+    phone, phrase, missing = found["values"]
+    assert phone["status"] == "found" and phone["count"] == 4
+    assert _keys(memory, [p["item_id"] for p in phone["places"]]) == {
+        "t_phone1", "t_phone2", "t_phone3", "fact_phone",
+    }  # fmt: skip
+    said = {s for p in phone["places"] for s in p["said_as"]}
+    assert said == {"(206) 555-0148", "206-555-0148", "206.555.0148"}
+    by_key = {_keys(memory, [p["item_id"]]).pop(): p for p in phone["places"]}
+    assert by_key["fact_phone"]["action"] == "erase"
+    assert by_key["t_phone1"]["action"] == "redact"
+    assert "(206) 555-0148" in by_key["t_phone1"]["snippet"]
+    assert _keys(memory, [p["item_id"] for p in phrase["places"]]) == {"t_phrase1", "t_phrase2"}
+    assert missing == {"value": "Larch House", "status": "not_found", "count": 0, "places": []}
+
+
+def test_find_is_the_principals_only(
+    alice: MemoryLedger, bob: MemoryLedger, memory: dict[str, str]
+) -> None:
+    bob.remember_many([turn("Bob's code is 7142.", turn_id="b1")])
+    assert bob.find_information(["7142"])["values"][0]["count"] == 1
+    mine = alice.find_information(["7142"])["values"][0]
+    assert set(p["item_id"] for p in mine["places"]) <= set(memory.values())
+    assert bob.find_information(["Birch Lodge"])["values"][0]["status"] == "not_found"
+
+
+def test_forget_plans_every_place_then_execution_leaves_no_read_and_no_byte(
+    alice: MemoryLedger, memory: dict[str, str], settings: Settings
+) -> None:
+    """The values a model passes are one plan over every place each is said (the fact
+    erased, the turns redacted), executed by the same path as a request in words; then
+    the values are in no item, no recall, no export and no file."""
+    plan = alice.forget_information(
+        ["206-555-0148", "copper finch"], reason="the user asked in chat"
+    )
+    assert plan.status == "planned" and plan.intent == "delete"
+    assert _places(memory, plan) == {
+        "fact_phone": "erase", "t_phone1": "redact", "t_phone2": "redact",
+        "t_phone3": "redact", "t_phrase1": "redact", "t_phrase2": "redact",
+    }  # fmt: skip
+    assert "the user asked in chat" in plan.note
+    outcome = alice.execute_plan(plan.plan_id)
+    assert outcome.status == "completed" and outcome.request_ids
+    _nowhere(alice, memory, "206-555-0148", "206.555.0148", "(206) 555-0148", "copper finch")
+    assert _nowhere_as_bytes(settings, "555-0148", "555.0148", "copper finch", "copper-finch")
+    one = _text(alice, memory["t_phone1"]) or ""
+    assert one.startswith("Call me at") and one.endswith("if the delivery is late.")
+
+
+def _nowhere_as_bytes(settings: Settings, *needles: str) -> bool:
+    held = {n: store_bytes_contain(settings, n) for n in needles}
+    assert not any(held.values()), held
+    return True
+
+
+def test_a_keep_is_shown_and_never_cut(alice: MemoryLedger, memory: dict[str, str]) -> None:
+    """The old deposit goes everywhere it is said; the new one, said in the same turn,
+    is kept and listed in the plan. A chosen place that holds a keep is not erased."""
+    plan = alice.forget_information(
+        ["3,400 EUR"],
+        keeps=["3,150 EUR"],
+        chosen=[{"description": "the deposit talk", "item_id": memory["t_amount4"]}],
+    )
+    assert plan.status == "partial_match"
+    first = plan.pieces[0]
+    assert _keys(memory, [p["item_id"] for p in first["places"]]) == {
+        "t_amount1", "t_amount2", "t_amount3",
+    }  # fmt: skip
+    assert plan.kept and _keys(memory, plan.kept[0]["item_ids"]) >= {"t_amount1", "t_amount4"}
+    assert plan.pieces[1]["status"] == "not_found"
+    assert "holds something to keep" in plan.note
+    alice.execute_plan(plan.plan_id)
+    revised = _text(alice, memory["t_amount1"]) or ""
+    assert "3,150 EUR" in revised and "3,400" not in revised
+    assert _text(alice, memory["t_amount4"]) == "So we agreed on 3,150 EUR for the deposit, right?"
+    _nowhere(alice, memory, "3,400 EUR", "€3,400")
+
+
+def test_a_chosen_place_for_a_description_is_erased(
+    alice: MemoryLedger, memory: dict[str, str]
+) -> None:
+    plan = alice.forget_information(
+        chosen=[{"description": "the note about the dog", "item_id": memory["f12"]}]
+    )
+    assert plan.status == "planned" and _keys(memory, plan.targets) == {"f12"}
+    alice.execute_plan(plan.plan_id)
+    assert alice.get(memory["f12"]).erased
+    assert _text(alice, memory["f13"]) is not None
+
+
+def test_a_value_said_nowhere_is_a_note_not_a_plan(
+    alice: MemoryLedger, memory: dict[str, str]
+) -> None:
+    plan = alice.forget_information(["Larch House"])
+    assert plan.status == "nothing_matched" and not plan.targets
+    assert "'Larch House' is said nowhere" in plan.note
+    assert "Larch House" not in str(plan.outline())  # the note is sealed
+
+
+@pytest.mark.parametrize(
+    ("call", "problem"),
+    [
+        (lambda a: a.find_information(), "values: empty"),
+        (lambda a: a.find_information("7142"), "values: not a list"),
+        (lambda a: a.find_information([7142]), "values[0]: type"),
+        (lambda a: a.find_information(["x" * (MAX_VALUE_CHARS + 1)]), "values[0]: too long"),
+        (lambda a: a.find_information([f"v{n}xx" for n in range(MAX_VALUES + 1)]),
+         "values: too many"),
+        (lambda a: a.find_information(description=3), "description: type"),
+        (lambda a: a.forget_information([]), "values: empty"),
+        (lambda a: a.forget_information(["7142"], keeps=["7142"]), "keeps: overlap"),
+        (lambda a: a.forget_information(chosen=[{"item_id": "x"}]), "chosen[0]: shape"),
+        (lambda a: a.forget_information(["7142"], reason=5), "reason: type"),
+    ],
+)  # fmt: skip
+def test_bad_input_is_refused_by_name(alice: MemoryLedger, call, problem: str) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(InvalidWrite) as refused:
+        call(alice)
+    assert problem in str(refused.value.problems)
+
+
+def test_a_value_too_short_to_look_for_is_said_so(
+    alice: MemoryLedger, memory: dict[str, str]
+) -> None:
+    assert alice.find_information(["ab"])["values"][0]["status"] == "too_short"
+    plan = alice.forget_information(["ab"])
+    assert plan.status == "nothing_matched" and "too short" in plan.note
