@@ -152,6 +152,33 @@ def test_bad_input_is_refused_by_name(alice: MemoryLedger, call, problem: str) -
 def test_a_value_too_short_to_look_for_is_said_so(
     alice: MemoryLedger, memory: dict[str, str]
 ) -> None:
-    assert alice.find_information(["ab"])["values"][0]["status"] == "too_short"
-    plan = alice.forget_information(["ab"])
+    assert alice.find_information(["a"])["values"][0]["status"] == "too_short"
+    plan = alice.forget_information(["a"])
     assert plan.status == "nothing_matched" and "too short" in plan.note
+
+
+def test_a_short_name_is_found_as_a_word_and_its_common_uses_are_kept(
+    bob: MemoryLedger,
+) -> None:
+    """"Art" is shorter than the mention index looks up: it is searched in every text,
+    as a word (not in "start"); the keep "art class" protects the ordinary use, and a
+    place where both are said keeps the name rather than cut the keep."""
+    said = [
+        "My cousin Art checked into rehab.",
+        "Tell Art I'm rooting for him.",
+        "I signed up for an art class at the start of May.",
+        "Art drove me to art class today.",
+        "Nothing about him here.",
+    ]
+    stored = bob.remember_many([turn(t, turn_id=f"a{n}") for n, t in enumerate(said)])
+    ids = [s.item_id for s in stored]
+    found = bob.find_information(["Art"])["values"][0]
+    assert {p["item_id"] for p in found["places"]} == set(ids[:4])
+    plan = bob.forget_information(["Art"], keeps=["art class"])
+    assert plan.status == "planned"
+    assert {p["item_id"] for p in plan.pieces[0]["places"]} == {ids[0], ids[1]}
+    assert plan.kept[0]["item_ids"] == sorted([ids[2], ids[3]])
+    bob.execute_plan(plan.plan_id)
+    texts = [bob.get(i).text or "" for i in ids]
+    assert "Art" not in texts[0] and "Art" not in texts[1]
+    assert texts[2:] == said[2:]

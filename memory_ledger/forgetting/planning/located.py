@@ -37,12 +37,17 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from memory_ledger.errors import InvalidWrite
+from memory_ledger.forgetting.mentions import MentionPattern, find_mentions
 from memory_ledger.forgetting.planning.information import (
+    NOT_FOUND,
     RESOLVED,
+    VALUE_KINDS,
     Found,
     InformationPlanner,
     Thing,
+    _same,
     _shape,
+    value_key,
 )
 from memory_ledger.forgetting.planning.pieces import EMAIL, Piece
 from memory_ledger.forgetting.planning.reading import Reading
@@ -71,6 +76,12 @@ MAX_PLACES_SHOWN = 50
 MAX_NEAREST = 12
 #: Characters of text shown each side of a span in a snippet.
 SNIPPET_SIDE = 40
+#: A value shorter than the mention index can look up (MIN_NEEDLE_BYTES: "Art", "702",
+#: "86k") is searched in every text of the namespace, with the same matcher: the model
+#: named it, so it is looked for, but each costs a pass over the namespace's cells, so
+#: a call may name only this many, and none shorter than MIN_SHORT_CHARS.
+MAX_SHORT_VALUES = 3
+MIN_SHORT_CHARS = 2
 
 _CJK = re.compile(r"[\u3400-\u9fff]")
 
@@ -201,14 +212,68 @@ class LocatedPlanner:
         self.planner = planner
 
     def found(self, value: str) -> Found:
-        return self.info.resolve(piece_of(value))
+        """Every place the value is said: the information planner's lookup (with a
+        value said apart across two turns), or, for a value too short for the mention
+        index, the same matcher over every text of the namespace."""
+        piece = piece_of(value)
+        if _searchable(value):
+            return self.info.resolve(piece)
+        places = self._short_places(value)
+        if not places:
+            return Found(piece, NOT_FOUND, reason="value_not_found")
+        thing = Thing(value_key(piece.kind, value), piece.kind, [value], places=places)
+        facts = [i for i in places if self.pool.by_id[i].kind in VALUE_KINDS]
+        texts = self.pool.texts(facts)
+        thing.erase = {i for i in facts if any(_same(texts.get(i) or "", s) for s in places[i])}
+        return Found(piece, RESOLVED, [thing])
+
+    def _short_places(self, value: str) -> dict[str, list[str]]:
+        info = self.info
+        pattern = MentionPattern({value})
+        items = find_mentions(info.conn, info.cells, info.projections, info.namespace, pattern, ())
+        found: dict[str, list[str]] = {}
+        for projection in info.projections:
+            for item in items:
+                for text in projection.texts_of(info.conn, info.cells, [item]):
+                    known = found.setdefault(item, [])
+                    spans = [text[a:b] for a, b in pattern.spans(text)]
+                    known.extend(x for x in spans if x not in known)
+        self.pool.extend(list(found))
+        return {i: s for i, s in found.items() if s and i in self.pool.by_id}
+
+    def guard(self, pieces: list[Found], keeps: list[str]) -> None:
+        """A keep is never cut: in each place, a value's span that overlaps a keep said
+        there without holding it whole ("Bill" in "water bill", "小雨" in "明天有小雨")
+        is left, since the redaction takes every occurrence of the span in the item. A
+        keep the named value holds whole ("Mr. Hale" in "Mr. Hale's retirement party")
+        goes with the value: the user named the value whole. An item whose whole value
+        is the value is erased (its keeps are the value's own)."""
+        keeping = span_pattern(keeps)
+        if keeping is None:
+            return
+        items = sorted({i for f in pieces for t in f.things for i in t.places})
+        texts = self.pool.texts(items)
+        for found in pieces:
+            for thing in found.things:
+                for item in list(thing.places):
+                    text = texts.get(item) or ""
+                    kept = keeping.spans(text)
+                    if not kept or item in thing.erase:
+                        continue
+                    spans = [s for s in thing.places[item] if not _cuts(text, s, kept)]
+                    if spans:
+                        thing.places[item] = spans
+                    else:
+                        del thing.places[item]
+            if found.status == RESOLVED and not any(t.places for t in found.things):
+                found.status, found.reason = NOT_FOUND, "only_in_keeps"
 
     # -- find ---------------------------------------------------------------------------
 
     def find(self, values: list[str], description: str) -> dict[str, Any]:
         groups = []
         for value in values:
-            if not _searchable(value):
+            if not self._may_search(value, values):
                 groups.append({"value": value, "status": "too_short", "count": 0, "places": []})
                 continue
             found = self.found(value)
@@ -243,6 +308,13 @@ class LocatedPlanner:
             )
         return out
 
+    def _may_search(self, value: str, values: list[str]) -> bool:
+        """Long enough for the lookup, or one of the few short values a call may name."""
+        if _searchable(value):
+            return True
+        short = [v for v in values if not _searchable(v)]
+        return len(value) >= MIN_SHORT_CHARS and short.index(value) < MAX_SHORT_VALUES
+
     def _nearest(self, description: str) -> list[dict[str, Any]]:
         """The items closest in meaning to a description: for the model to read."""
         vectors = self.planner.vectors
@@ -271,34 +343,33 @@ class LocatedPlanner:
         """The plan over every place of each value, and the notes on what it did."""
         language = located.language
         said: list[str] = []
-        keeping = span_pattern(located.keeps)
         kept: list[Found] = []
         for keep in located.keeps:
-            found = self.found(keep) if _searchable(keep) else None
-            if found is None or found.status != RESOLVED:
+            places: dict[str, list[str]] = {}
+            if self._may_search(keep, located.keeps):
+                found = self.found(keep)
+                places = {i: [] for i in found.places} if found.status == RESOLVED else {}
+            if not places:
                 said.append(note(language, "keep_not_found", value=keep))
-                found = Found(Piece(keep, "quoted", said=keep), RESOLVED, [Thing("kept", "")])
-            kept.append(found)
+            # listed with no spans: `guard` protects them, place by place
+            kept.append(
+                Found(
+                    Piece(keep, "quoted", said=keep), RESOLVED, [Thing("kept", "", places=places)]
+                )
+            )
         pieces: list[Found] = []
         for value in located.values:
-            if not _searchable(value):
+            if not self._may_search(value, located.values):
                 said.append(note(language, "too_short", value=value))
-                pieces.append(Found(piece_of(value), "not_found", reason="value_too_short"))
+                pieces.append(Found(piece_of(value), NOT_FOUND, reason="value_too_short"))
                 continue
             found = self.found(value)
             if found.status != RESOLVED:
                 said.append(note(language, "not_found", value=value))
             pieces.append(found)
+        self.guard(pieces, located.keeps)
         for chosen in located.chosen:
             pieces.append(self._chosen(chosen, located.keeps, language, said))
-        if keeping is not None:  # an item holding a keep is never erased whole
-            texts = self.pool.texts(sorted({i for f in pieces for i in f.erase}))
-            for found in pieces:
-                for thing in found.things:
-                    for item in [i for i in thing.erase if keeping.search(texts.get(i) or "")]:
-                        thing.erase.discard(item)
-                        if not [s for s in thing.places.get(item, []) if not keeping.search(s)]:
-                            thing.places.pop(item, None)
         reading = Reading(language=language, intent="delete")  # type: ignore[arg-type]
         draft = self.info.draft(reading, pieces, kept, 0)
         if located.reason:
@@ -310,15 +381,26 @@ class LocatedPlanner:
         self.pool.extend([chosen.item_id])
         if chosen.item_id not in self.pool.by_id:
             said.append(note(language, "chosen_unknown", item=chosen.item_id))
-            return Found(piece, "not_found", reason="chosen_item_unknown")
+            return Found(piece, NOT_FOUND, reason="chosen_item_unknown")
         text = self.pool.texts([chosen.item_id]).get(chosen.item_id) or ""
         keeping = span_pattern(keeps)
         if keeping is not None and keeping.search(text):
             said.append(note(language, "chosen_keeps", item=chosen.item_id))
-            return Found(piece, "not_found", reason="chosen_item_holds_keep")
+            return Found(piece, NOT_FOUND, reason="chosen_item_holds_keep")
         thing = Thing(f"item:{chosen.item_id}", "description", places={chosen.item_id: []})
         thing.erase.add(chosen.item_id)
         return Found(piece, RESOLVED, [thing])
+
+
+def _cuts(text: str, span: str, kept: list[tuple[int, int]]) -> bool:
+    """Whether redacting `span` in `text` (every occurrence, as the redaction does)
+    cuts into a keep said there without taking it whole."""
+    pattern = span_pattern([span])
+    if pattern is None:
+        return False
+    return any(
+        a < d and c < b and not (a <= c and d <= b) for a, b in pattern.spans(text) for c, d in kept
+    )
 
 
 def note(language: str, code: str, **values: str) -> str:
