@@ -12,14 +12,21 @@ refused by name, and after execution no read returns the value and no file holds
 # ruff: noqa: F811 - `memory` is the fixture of test_forget_information, used by name
 from __future__ import annotations
 
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import httpx
 import pytest
 from factories import store_bytes_contain, turn
+from http_server import server_on_scratch_store
 from test_forget_information import _keys, _nowhere, _places, _text, memory  # noqa: F401
 
+from memory_ledger.access import TokenStore
 from memory_ledger.api import MemoryLedger
 from memory_ledger.config import Settings
 from memory_ledger.errors import InvalidWrite
 from memory_ledger.forgetting.planning.located import MAX_VALUE_CHARS, MAX_VALUES
+from memory_ledger.times import now
 
 
 def test_find_groups_every_place_of_each_value_in_every_form(
@@ -160,7 +167,7 @@ def test_a_value_too_short_to_look_for_is_said_so(
 def test_a_short_name_is_found_as_a_word_and_its_common_uses_are_kept(
     bob: MemoryLedger,
 ) -> None:
-    """"Art" is shorter than the mention index looks up: it is searched in every text,
+    """ "Art" is shorter than the mention index looks up: it is searched in every text,
     as a word (not in "start"); the keep "art class" protects the ordinary use, and a
     place where both are said keeps the name rather than cut the keep."""
     said = [
@@ -182,3 +189,71 @@ def test_a_short_name_is_found_as_a_word_and_its_common_uses_are_kept(
     texts = [bob.get(i).text or "" for i in ids]
     assert "Art" not in texts[0] and "Art" not in texts[1]
     assert texts[2:] == said[2:]
+
+
+# -- over HTTP -------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str]]]:
+    with server_on_scratch_store(tmp_path_factory, "located") as (base, settings):
+        store = TokenStore(settings, now)
+        tokens = {
+            "alice": store.create("acme/alice", "agent")[1],
+            "alice_forget": store.create("acme/alice", "agent", ["forget"])[1],
+            "bob": store.create("acme/bob", "agent", ["forget"])[1],
+        }
+        yield base, tokens
+        store.close()
+
+
+def _said(base: str, token: str, text: str) -> str:
+    body = {
+        "kind": "turn", "subject": "user", "content": text, "origin": "explicit",
+        "sensitivity": "personal",
+        "provenance": {"writer": "http-agent", "written_at": datetime.now(UTC).isoformat(),
+                       "session_id": "s1", "turn_id": "t1"},
+    }  # fmt: skip
+    made = httpx.post(f"{base}/v1/memories", json=body, headers=_auth(token))
+    assert made.status_code in (200, 201), made.text
+    return str(made.json()["memories"][0]["item_id"])
+
+
+def _auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def test_find_and_forget_over_http(served: tuple[str, dict[str, str]]) -> None:
+    """find reads with any agent token of the namespace; forget needs the forget grant;
+    the namespace is the token's (a body naming one is refused); the plan executes
+    through the same endpoint as any plan."""
+    base, tokens = served
+    one = _said(base, tokens["alice"], "Call Harriet Vell at 503-555-0118.")
+    two = _said(base, tokens["alice"], "Ms. Vell said (503) 555-0118 is her office line.")
+    _said(base, tokens["bob"], "Bob's lawyer is Harriet Vell too.")
+    alice, eraser = _auth(tokens["alice"]), _auth(tokens["alice_forget"])
+    found = httpx.post(f"{base}/v1/information/find", json={"values": ["503-555-0118"]},
+                       headers=alice)  # fmt: skip
+    assert found.status_code == 200, found.text
+    group = found.json()["values"][0]
+    assert group["count"] == 2 and {p["item_id"] for p in group["places"]} == {one, two}
+    body = {"values": ["Harriet Vell", "Ms. Vell", "503-555-0118"], "keeps": ["office line"]}
+    refused = httpx.post(f"{base}/v1/information/forget", json=body, headers=alice)
+    assert refused.status_code == 403, refused.text
+    named = httpx.post(f"{base}/v1/information/forget", json={**body, "namespace": "acme/bob"},
+                       headers=eraser)  # fmt: skip
+    assert named.status_code == 422, named.text
+    bad = httpx.post(f"{base}/v1/information/forget", json={"values": [7]}, headers=eraser)
+    assert bad.status_code == 422 and bad.headers["content-type"].startswith(
+        "application/problem+json"
+    )
+    plan = httpx.post(f"{base}/v1/information/forget", json=body, headers=eraser)
+    assert plan.status_code == 201 and plan.json()["status"] == "planned", plan.text
+    done = httpx.post(f"{base}/v1/forget-plans/{plan.json()['plan_id']}/execute", headers=eraser)
+    assert done.status_code == 200 and done.json()["status"] == "completed", done.text
+    texts = [httpx.get(f"{base}/v1/memories/{i}", headers=alice).json()["text"] for i in (one, two)]
+    assert all("Vell" not in t and "0118" not in t for t in texts), texts
+    assert "office line" in texts[1]
+    bobs = httpx.post(f"{base}/v1/information/find", json={"values": ["Harriet Vell"]},
+                      headers=_auth(tokens["bob"])).json()  # fmt: skip
+    assert bobs["values"][0]["count"] == 1  # another principal's memory is untouched
