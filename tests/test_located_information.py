@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
+import anyio
 import httpx
 import pytest
 from factories import store_bytes_contain, turn
@@ -23,6 +24,14 @@ from test_forget_information import _keys, _nowhere, _places, _text, memory  # n
 
 from memory_ledger.access import TokenStore
 from memory_ledger.api import MemoryLedger
+from memory_ledger.client import (
+    AsyncMemoryLedgerClient,
+    Forbidden,
+    ForgetPlan,
+    FoundInformation,
+    FoundValue,
+    MemoryLedgerClient,
+)
 from memory_ledger.config import Settings
 from memory_ledger.errors import InvalidWrite
 from memory_ledger.forgetting.planning.located import MAX_VALUE_CHARS, MAX_VALUES
@@ -257,3 +266,30 @@ def test_find_and_forget_over_http(served: tuple[str, dict[str, str]]) -> None:
     bobs = httpx.post(f"{base}/v1/information/find", json={"values": ["Harriet Vell"]},
                       headers=_auth(tokens["bob"])).json()  # fmt: skip
     assert bobs["values"][0]["count"] == 1  # another principal's memory is untouched
+
+
+def test_the_clients_sync_and_async_speak_the_protocol(
+    served: tuple[str, dict[str, str]],
+) -> None:
+    """Typed results from both clients: the places of a value, then a plan over them
+    (which a token without the forget grant may not make)."""
+    base, tokens = served
+    made = _said(
+        base, tokens["alice"], "The front desk is 503-555-0177, or 5035550177 from the lobby phone."
+    )
+    with MemoryLedgerClient(base, tokens["alice_forget"]) as client:
+        found = client.find_information(["(503) 555-0177"])
+        assert isinstance(found, FoundInformation) and isinstance(found.values[0], FoundValue)
+        assert found.values[0].count == 1 and found.values[0].places[0]["item_id"] == made
+        assert set(found.values[0].places[0]["said_as"]) == {"503-555-0177", "5035550177"}
+
+    async def plan_async() -> ForgetPlan:
+        async with AsyncMemoryLedgerClient(base, tokens["alice"]) as reader:
+            with pytest.raises(Forbidden):
+                await reader.forget_information(["503-555-0177"])
+        async with AsyncMemoryLedgerClient(base, tokens["alice_forget"]) as client:
+            return await client.forget_information(["503-555-0177"], reason="changed the code")
+
+    plan = anyio.run(plan_async)
+    assert plan.status == "planned" and plan.pieces[0]["places"][0]["item_id"] == made
+    assert "changed the code" in plan.note
