@@ -47,7 +47,7 @@ from memory_ledger.errors import (
     StaleDerivation,
 )
 from memory_ledger.forgetting.planning.flow import MAX_REQUEST_CHARS
-from memory_ledger.forgetting.planning.located import MAX_VALUE_CHARS, MAX_VALUES
+from memory_ledger.forgetting.planning.located import MAX_CHOSEN, MAX_VALUE_CHARS, MAX_VALUES
 from memory_ledger.forgetting.scope import MAX_SCOPE_ITEMS
 from memory_ledger.identifiers import IDENTIFIER_PATTERN, PLAN_ID, ItemId, is_identifier
 from memory_ledger.retrieval.context import (
@@ -274,7 +274,7 @@ class ForgetInformationArgs(StrictModel):
         "(find_information shows them). It is redacted wherever it is said; a stored "
         "fact that is exactly this value is erased.",
     )
-    chosen: Annotated[tuple[ChosenPlace, ...], Field(max_length=MAX_VALUES)] = Field(
+    chosen: Annotated[tuple[ChosenPlace, ...], Field(max_length=MAX_CHOSEN)] = Field(
         (),
         description="Things the user described without a value: the item to erase "
         "whole for each, chosen from find_information's results.",

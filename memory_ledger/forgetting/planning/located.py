@@ -61,9 +61,12 @@ if TYPE_CHECKING:
 # -- bounds ---------------------------------------------------------------------------
 # A model may pass anything: these keep one call's work and answer small whatever it
 # passes (they are the information reader's own bounds where one exists).
-#: Values (and, separately, keeps and chosen places) one call may name: a request in
-#: words names at most as many pieces (pieces.MAX_PIECES).
-MAX_VALUES = 12
+#: Values (and, separately, keeps) one call may name: a request in words names at most
+#: 12 pieces (pieces.MAX_PIECES), and a model passes each in the few wordings the user
+#: and the memory use ("Harriet Vell", "Ms. Vell"; a phone number in three formats).
+MAX_VALUES = 32
+#: Places chosen for descriptions, per call: as many as a request has pieces.
+MAX_CHOSEN = 12
 #: A value's length: longer is a passage, not a value (pieces.MAX_PIECE_CHARS).
 MAX_VALUE_CHARS = 200
 #: A description's length (for find): a sentence or two.
@@ -157,8 +160,8 @@ def check_forget(values: object, chosen: object, keeps: object, reason: object) 
     if chosen is not None:
         if isinstance(chosen, str) or not isinstance(chosen, Sequence):
             raise InvalidWrite("chosen must be a list of {description, item_id}", ["chosen: type"])
-        if len(chosen) > MAX_VALUES:
-            raise InvalidWrite(f"chosen: at most {MAX_VALUES} per call", ["chosen: too many"])
+        if len(chosen) > MAX_CHOSEN:
+            raise InvalidWrite(f"chosen: at most {MAX_CHOSEN} per call", ["chosen: too many"])
         for n, entry in enumerate(chosen):
             if isinstance(entry, Chosen):
                 entry = {"description": entry.description, "item_id": entry.item_id}

@@ -11,6 +11,7 @@ from fastapi import APIRouter, status
 from pydantic import Field, StrictStr
 
 from memory_ledger.forgetting.planning.located import (
+    MAX_CHOSEN,
     MAX_DESCRIPTION_CHARS,
     MAX_REASON_CHARS,
     MAX_VALUE_CHARS,
@@ -44,7 +45,7 @@ class ForgetBody(StrictModel):
     """Values to forget everywhere, places chosen for descriptions, what stays, why."""
 
     values: Values = ()
-    chosen: Annotated[tuple[Chosen, ...], Field(max_length=MAX_VALUES)] = ()
+    chosen: Annotated[tuple[Chosen, ...], Field(max_length=MAX_CHOSEN)] = ()
     keeps: Values = ()
     reason: Annotated[StrictStr, Field(min_length=1, max_length=MAX_REASON_CHARS)] | None = None
 
