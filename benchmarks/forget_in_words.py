@@ -250,11 +250,22 @@ def _leak_forms(case: Mapping[str, Any]) -> list[str]:
     return sorted({f for n in case["named"] if n.get("stored", True) for f in n["forms"]})
 
 
+def beyond_keeps(text: str, forms: Sequence[str], keeps: Sequence[str]) -> bool:
+    """Whether `text` says a form outside the case's keep strings: "bill" in a kept
+    "water bill", or "Rose" in a kept "rose bushes", is the keep, not a leak of the
+    name (a form that holds a keep whole, "Mr. Hale's retirement party", still is)."""
+    kept = {k.lower() for k in keeps}
+    return any(text[i:j].lower() not in kept for i, j in find_spans(text, [*forms, *keeps]))
+
+
 def read_surfaces(ledger: Any, case: Mapping[str, Any]) -> dict[str, Any]:
-    """Where the named values could still be returned: each channel's hits."""
+    """Where the named values could still be returned: each channel's hits, and
+    (`beyond_keeps`) whether any is outside the case's keep strings."""
     forms = _leak_forms(case)
+    keeps = [k["text"] for k in case["expected"]["keeps"]]
     hits: dict[str, Any] = {}
     context_hits = []
+    beyond: list[str] = []
     for n, query in enumerate(case["attack_queries"]):
         try:
             text = ledger.context(query).render()
@@ -263,13 +274,22 @@ def read_surfaces(ledger: Any, case: Mapping[str, Any]) -> dict[str, Any]:
             hits.setdefault("errors", []).append(f"context: {type(exc).__name__}")
         if contains(text, forms):
             context_hits.append(n)
+            if beyond_keeps(text, forms, keeps):
+                beyond.append("context")
     hits["context"] = context_hits
-    recalled = ledger.recall(limit=RECALL_LIMIT)
-    hits["recall"] = sum(1 for m in recalled if m.text and contains(m.text, forms))
+    recalled = [m.text for m in ledger.recall(limit=RECALL_LIMIT) if m.text]
+    hits["recall"] = sum(1 for t in recalled if contains(t, forms))
+    if any(beyond_keeps(t, forms, keeps) for t in recalled):
+        beyond.append("recall")
     summary = ledger.summary()
     hits["summary"] = bool(summary is not None and contains(summary.text, forms))
+    if summary is not None and beyond_keeps(summary.text, forms, keeps):
+        beyond.append("summary")
     exported = json.dumps(ledger.export(), ensure_ascii=False, default=str)
     hits["export"] = contains(exported, forms)
+    if beyond_keeps(exported, forms, keeps):
+        beyond.append("export")
+    hits["beyond_keeps"] = sorted(set(beyond))
     return hits
 
 
@@ -402,12 +422,33 @@ def score(
 # -- running ---------------------------------------------------------------------------
 
 
+def model_call(case: Mapping[str, Any]) -> dict[str, list[str]] | None:
+    """What a model would pass to `forget_information` for this case: every written form
+    of each value the case names (the staff notes' "Ms. Vell" as well as "Harriet
+    Vell"), and the keep strings. None when the case names no value (a request about
+    everything, or one the model would ask about or refuse: the words go to
+    `plan_forget`, the fallback behind the same plans)."""
+    values = list(dict.fromkeys(f for n in case["named"] for f in n["forms"]))
+    if not values:
+        return None
+    keeps = list(dict.fromkeys(k["text"] for k in case["expected"]["keeps"]))
+    return {"values": values, "keeps": [k for k in keeps if k not in values]}
+
+
+def _plan(ledger: Any, case: Mapping[str, Any], history: Mapping[str, Any], protocol: str) -> Any:
+    call = model_call(case) if protocol == "model" else None
+    if call is None:
+        return ledger.plan_forget(case["request"], timezone=history["timezone"])
+    return ledger.forget_information(call["values"], keeps=call["keeps"])
+
+
 def run_case(
     case: Mapping[str, Any],
     history: Mapping[str, Any],
     prepared: Prepared,
     root: Path,
     embedder: Any,
+    protocol: str = "words",
 ) -> dict[str, Any]:
     started = time.perf_counter()
     data_dir = root / "cases" / case["id"]
@@ -424,13 +465,15 @@ def run_case(
         "executed": False,
         "outcome_status": None,
         "error": None,
+        # which call planned it: the model protocol's, or the words' (a case naming no value)
+        "path": "model" if protocol == "model" and model_call(case) is not None else "words",
     }
     leaks: dict[str, Any] | None = None
     try:
         with _open(data_dir, embedder, history) as service:
             ledger = service.for_principal(_principal(history))
             try:
-                plan = ledger.plan_forget(case["request"], timezone=history["timezone"])
+                plan = _plan(ledger, case, history, protocol)
                 result |= {
                     "status": plan.status,
                     "intent": plan.intent,
@@ -470,6 +513,7 @@ def run(
     embedder_spec: str | None = None,
     keep_dir: Path | None = None,
     progress: Callable[[str], None] | None = None,
+    protocol: str = "words",
 ) -> dict[str, Any]:
     """Run `cases` (each in a fresh copy of its history's store); the results document."""
     from memory_ledger.retrieval.embedders import load_embedder
@@ -486,7 +530,9 @@ def run(
             if history["id"] not in prepared:
                 prepared[history["id"]] = prepare(history, root, embedder)
                 prepare_seconds += prepared[history["id"]].seconds
-            results.append(run_case(case, history, prepared[history["id"]], root, embedder))
+            results.append(
+                run_case(case, history, prepared[history["id"]], root, embedder, protocol)
+            )
             if progress is not None and (n % 25 == 0 or n == len(cases)):
                 progress(f"{n}/{len(cases)} cases, {time.perf_counter() - started:.0f} s")
     finally:
@@ -503,6 +549,7 @@ def run(
             "cases_run": len(results),
             "histories_prepared": len(prepared),
             "embedder": getattr(embedder, "name", str(embedder_spec)),
+            "protocol": protocol,
             "python": platform.python_version(),
             "machine": platform.machine(),
         },
@@ -522,6 +569,11 @@ def run(
             for shape in SHAPES
             if any(shape in r["shapes"] for r in results)
         },
+        "by_path": {
+            path: summarise([r for r in results if r.get("path", "words") == path])
+            for path in ("model", "words")
+            if any(r.get("path", "words") == path for r in results)
+        },
         "by_expected_status": {
             status: summarise([r for r in results if r["expected_status"] == status])
             for status in STATUSES
@@ -540,6 +592,9 @@ def _leak_totals(rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
     for channel in CHANNELS:
         out[channel] = sum(1 for r in rows if r["leaks"][channel])
     out["any"] = sum(1 for r in rows if r["leaks"]["any"])
+    out["beyond_keeps"] = sum(
+        1 for r in rows if r["leaks"].get("beyond_keeps") or r["leaks"]["files"]
+    )
     return out
 
 
@@ -595,7 +650,8 @@ def table(results: Mapping[str, Any]) -> str:
     run_info = results["run"]
     lines = [
         f"forget in words: {run_info['cases_run']} cases, {run_info['histories_prepared']} "
-        f"histories, {run_info['seconds']} s (writing histories {run_info['prepare_seconds']} s), "
+        f"histories, protocol {run_info.get('protocol', 'words')}, {run_info['seconds']} s "
+        f"(writing histories {run_info['prepare_seconds']} s), "
         f"embedder {run_info['embedder']}",
         "",
         head,
@@ -607,6 +663,9 @@ def table(results: Mapping[str, Any]) -> str:
     lines += [row(k, v) for k, v in results["by_shape"].items()]
     lines.append("")
     lines += [row(f"expect {k}", v) for k, v in results["by_expected_status"].items()]
+    if results["run"].get("protocol") == "model":
+        lines.append("")
+        lines += [row(f"via {k}", v) for k, v in results.get("by_path", {}).items()]
     t = results["totals"]
     leaks, after = t["leaks"], t["leaks_after_execution"]
     lines += [
@@ -619,6 +678,8 @@ def table(results: Mapping[str, Any]) -> str:
         f"leaks by channel (of {leaks['cases_checked']} cases expecting a plan; "
         f"{after['cases_checked']} executed): "
         + ", ".join(f"{c} {leaks[c]} ({after[c]})" for c in CHANNELS),
+        f"cases with a named value returned or stored outside the case's keep strings: "
+        f"{leaks['beyond_keeps']} ({after['beyond_keeps']} executed)",
         f"items changed that no place names: {t['items_changed_outside']}; "
         f"non-plan cases that changed the store: {t['damaging']}",
     ]
@@ -644,6 +705,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="a folder holding histories.json and cases.json (default: the project's own set); "
         "e.g. benchmarks/data/forget_outside/dev",
     )
+    parser.add_argument(
+        "--protocol",
+        choices=("words", "model"),
+        default="words",
+        help="words: plan_forget(request), the offline reader; model: forget_information "
+        "given the values (every form) and keeps the case states, as a model would pass "
+        "them (cases naming no value fall back to the words)",
+    )
     args = parser.parse_args(argv)
     histories = load_histories(args.data / "histories.json" if args.data else None)
     cases = load_cases(args.data / "cases.json" if args.data else None, histories=histories)
@@ -662,7 +731,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(line, file=sys.stderr, flush=True)
 
     results = run(
-        cases, histories, embedder_spec=args.embedder, keep_dir=args.keep_dir, progress=progress
+        cases,
+        histories,
+        embedder_spec=args.embedder,
+        keep_dir=args.keep_dir,
+        progress=progress,
+        protocol=args.protocol,
     )
     text = json.dumps(results, ensure_ascii=False, indent=1)
     if args.json:

@@ -640,6 +640,30 @@ class MemoryLedger:
             self, text, session_id=session_id, turn_id=turn_id, timezone=timezone
         )
 
+    def find_information(
+        self, values: Sequence[str] | None = None, *, description: str | None = None
+    ) -> dict[str, Any]:
+        """The model protocol, first call: every place each value is said in this
+        principal's memory, in every written form, grouped by value with counts and a
+        snippet each (`values[]`), and the items nearest a description (`nearest[]`), for
+        the model to read. Changes nothing. Wrong types or sizes: InvalidWrite."""
+        return self.service.planning.find_information(self, values, description)
+
+    def forget_information(
+        self,
+        values: Sequence[str] | None = None,
+        *,
+        chosen: Sequence[dict[str, str]] | None = None,
+        keeps: Sequence[str] | None = None,
+        reason: str | None = None,
+    ) -> ForgetPlan:
+        """The model protocol, second call: a plan (not yet executed) over every place
+        each value is said, redacting the value there (erasing a fact whose whole value
+        it is), and erasing each `chosen` place ({description, item_id} from
+        find_information); `keeps` are shown and never cut. Execute it with
+        `execute_plan` once the user confirmed. Wrong types or sizes: InvalidWrite."""
+        return self.service.planning.forget_information(self, values, chosen, keeps, reason)
+
     def choose_candidates(self, plan_id: str, item_ids: Sequence[str | UUID]) -> ForgetPlan:
         """Answer a plan's clarification: a new plan for some of its candidates only."""
         return self.service.planning.choose(self, plan_id, _listed(item_ids, UUID))

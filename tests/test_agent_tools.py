@@ -98,6 +98,8 @@ def test_every_tool_is_defined_in_all_three_shapes() -> None:
         "remember",
         "context",
         "plan_forget",
+        "find_information",
+        "forget_information",
         "execute_forget",
         "choose_forget_candidates",
         "forget",

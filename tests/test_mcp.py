@@ -56,6 +56,8 @@ HINTS = {
     "remember": (False, False, False),
     "context": (True, False, True),
     "plan_forget": (False, False, False),
+    "find_information": (True, False, True),
+    "forget_information": (False, False, False),
     "execute_forget": (False, True, True),
     "choose_forget_candidates": (False, False, False),
     "forget": (False, True, False),
@@ -244,6 +246,56 @@ def test_list_remember_context_and_forget_over_stdio(tmp_path: Path) -> None:
         assert bob.recall() == []
         with pytest.raises(NotFound):
             bob.get(seen["seat"])
+
+
+def _turn(content: str, turn_id: str) -> dict[str, Any]:
+    return {"kind": "turn", "content": content, "origin": "explicit", "session_id": "s1",
+            "turn_id": turn_id}  # fmt: skip
+
+
+@pytest.mark.slow
+def test_the_model_protocol_over_stdio(tmp_path: Path) -> None:
+    """What a model does when it understands the request: find every place of the
+    values (in every wording), show the user, forget them with the keep it confirmed,
+    execute once the user says yes, and report the receipt. Afterwards no tool returns
+    the values, and the keep is intact."""
+    data_dir = tmp_path / "data"
+    params = _server(data_dir, "--namespace", "acme/alice")
+
+    async def body(session: ClientSession) -> None:
+        init = await session.initialize()
+        assert init.instructions and "find_information" in init.instructions
+        said = [
+            "My sister's lawyer is Harriet Vell, call her at 503-555-0118.",
+            "Staff note: Ms. Vell phoned back from (503) 555-0118.",
+            "The water bill is due Friday.",
+        ]
+        ids = [(await _call(session, "remember", _turn(t, f"t{n}")))["item_id"]
+               for n, t in enumerate(said)]  # fmt: skip
+        found = await _call(
+            session, "find_information", {"values": ["Harriet Vell", "Ms. Vell", "503-555-0118"]}
+        )
+        counts = [(g["value"], g["count"]) for g in found["values"]]
+        assert counts == [("Harriet Vell", 1), ("Ms. Vell", 1), ("503-555-0118", 2)]
+        assert "call her at 503-555-0118" in found["values"][2]["places"][0]["snippet"]
+        plan = await _call(session, "forget_information", {
+            "values": ["Harriet Vell", "Ms. Vell", "503-555-0118"],
+            "keeps": ["Staff note"], "reason": "the user asked to forget the lawyer",
+        })  # fmt: skip
+        assert plan["status"] == "planned" and plan["kept"][0]["item_ids"] == [ids[1]]
+        assert "Harriet Vell" in plan["message"]  # what the user is shown to confirm
+        done = await _call(session, "execute_forget", {"plan_id": plan["plan_id"]})
+        assert done["status"] == "completed" and done["request_ids"]
+        assert done["request_id"].startswith("req-")  # the receipt, for the user
+        listed = json.dumps(await _call(session, "list_memories", {}))
+        assert "Vell" not in listed and "0118" not in listed
+        assert "Staff note:" in listed and "The water bill is due Friday." in listed
+        again = await _call(session, "find_information", {"values": ["Harriet Vell"]})
+        assert again["values"][0]["count"] == 0
+        bad = await _call(session, "forget_information", {"values": ["x" * 201]})
+        assert bad["error"]["code"] == "invalid_input"
+
+    _run(params, tmp_path / "server.log", body)
 
 
 @pytest.mark.slow

@@ -47,6 +47,7 @@ from memory_ledger.errors import (
     StaleDerivation,
 )
 from memory_ledger.forgetting.planning.flow import MAX_REQUEST_CHARS
+from memory_ledger.forgetting.planning.located import MAX_CHOSEN, MAX_VALUE_CHARS, MAX_VALUES
 from memory_ledger.forgetting.scope import MAX_SCOPE_ITEMS
 from memory_ledger.identifiers import IDENTIFIER_PATTERN, PLAN_ID, ItemId, is_identifier
 from memory_ledger.retrieval.context import (
@@ -234,6 +235,60 @@ class PlanForgetArgs(StrictModel):
     )
 
 
+#: A value a model passes to find or forget (located.py's bounds).
+Value = Annotated[str, Strict(), Field(min_length=1, max_length=MAX_VALUE_CHARS)]
+Values = Annotated[tuple[Value, ...], Field(max_length=MAX_VALUES)]
+
+
+class FindInformationArgs(StrictModel):
+    """Where values are said, or what is near a description; changes nothing."""
+
+    values: Values = Field(
+        (),
+        description="Each value exactly as the user or the memory says it: a name, a "
+        "number, a code, a phrase ('Harriet Vell', '503-555-0118', 'copper finch'). Every "
+        "written form is found (case, hyphens, spacing, phone and amount formats); pass "
+        "other wordings the user used too ('Ms. Vell').",
+    )
+    description: Annotated[str, Strict(), Field(min_length=1, max_length=500)] | None = Field(
+        None,
+        description="What the user means when they name no value ('my sister's lawyer'): "
+        "returns the memories nearest in meaning, for you to read and pick values or an "
+        "item_id from.",
+    )
+
+
+class ChosenPlace(StrictModel):
+    """A thing described without a value, and the item it is in (from find_information)."""
+
+    description: Value = Field(description="What the user called it, in a few words.")
+    item_id: Ident = Field(description="The item_id find_information returned for it.")
+
+
+class ForgetInformationArgs(StrictModel):
+    """Plan forgetting values everywhere they are said; nothing is destroyed yet."""
+
+    values: Values = Field(
+        (),
+        description="Each value to forget, in every wording the user or the memory uses "
+        "(find_information shows them). It is redacted wherever it is said; a stored "
+        "fact that is exactly this value is erased.",
+    )
+    chosen: Annotated[tuple[ChosenPlace, ...], Field(max_length=MAX_CHOSEN)] = Field(
+        (),
+        description="Things the user described without a value: the item to erase "
+        "whole for each, chosen from find_information's results.",
+    )
+    keeps: Values = Field(
+        (),
+        description="What the user said must stay ('the new code 5830', a person's name "
+        "when only their number goes): never cut, listed in the plan.",
+    )
+    reason: Annotated[str, Strict(), Field(min_length=1, max_length=500)] | None = Field(
+        None, description="Why, in the user's words (shown back in the plan)."
+    )
+
+
 class ExecuteForgetArgs(StrictModel):
     """Carry out a plan the user confirmed."""
 
@@ -412,8 +467,33 @@ TOOLS: tuple[ToolSpec, ...] = (
         "nothing was planned",
     ),
     ToolSpec(
+        "find_information",
+        "Step 1 of forgetting when you understand what the user wants gone: pass the "
+        "values (names, numbers, codes, phrases, in every wording the user used) or a "
+        "description. Returns, per value, every place it is said in this user's memory "
+        "(count, item_id, kind, a snippet, erase or redact), and for a description the "
+        "nearest memories. Changes nothing. Next: show the user what was found, ask them "
+        "to confirm what goes and what stays, then call forget_information.",
+        FindInformationArgs,
+        "nothing was read",
+        read_only=True,
+        idempotent=True,
+    ),
+    ToolSpec(
+        "forget_information",
+        "Step 2, after the user confirmed what find_information showed: plan forgetting "
+        "the values everywhere they are said (and the chosen items of things described "
+        "without a value), keeping what the user said stays. Returns a plan (`pieces` "
+        "with their places, `kept`, `note`); nothing is destroyed. Tell the user the "
+        "plan's message, call execute_forget with its plan_id once they say yes, and "
+        "report the receipt (its request ids) back to them.",
+        ForgetInformationArgs,
+        "nothing was planned",
+    ),
+    ToolSpec(
         "execute_forget",
-        "Carry out a plan from plan_forget after the user confirmed it. Erasure is "
+        "Carry out a plan from plan_forget or forget_information after the user "
+        "confirmed it. Erasure is "
         "final: the memories cannot be recovered.",
         ExecuteForgetArgs,
         "nothing was changed",
@@ -655,6 +735,8 @@ class AgentTools:
             "remember": self._remember,
             "context": self._context,
             "plan_forget": self._plan_forget,
+            "find_information": self._find_information,
+            "forget_information": self._forget_information,
             "execute_forget": self._execute_forget,
             "choose_forget_candidates": self._choose_forget_candidates,
             "forget": self._forget,
@@ -735,6 +817,18 @@ class AgentTools:
     def _plan_forget(self, args: PlanForgetArgs) -> dict[str, Any]:
         plan = self.ledger.plan_forget(
             args.text, session_id=args.session_id, turn_id=args.turn_id, timezone=args.timezone
+        )
+        return plan.to_dict()
+
+    def _find_information(self, args: FindInformationArgs) -> dict[str, Any]:
+        return self.ledger.find_information(list(args.values), description=args.description)
+
+    def _forget_information(self, args: ForgetInformationArgs) -> dict[str, Any]:
+        plan = self.ledger.forget_information(
+            list(args.values),
+            chosen=[c.model_dump() for c in args.chosen],
+            keeps=list(args.keeps),
+            reason=args.reason,
         )
         return plan.to_dict()
 

@@ -13,6 +13,7 @@ from memory_ledger.client.models import (
     Added,
     Context,
     ForgetPlan,
+    FoundInformation,
     ItemState,
     Memory,
     MemoryPage,
@@ -176,6 +177,27 @@ def plan_forget(
         if value is not None:
             body[name] = value
     return Call("POST", "/v1/forget-plans", ForgetPlan.from_dict, json=body)
+
+
+def find_information(values: Sequence[str], description: str | None) -> Call:
+    body: dict[str, Any] = {"values": list(values)}
+    if description is not None:
+        body["description"] = description
+    return Call("POST", "/v1/information/find", FoundInformation.from_dict, json=body)
+
+
+def forget_information(
+    values: Sequence[str],
+    chosen: Sequence[dict[str, str]],
+    keeps: Sequence[str],
+    reason: str | None,
+    idempotency_key: str | None,
+) -> Call:
+    body: dict[str, Any] = {"values": list(values), "chosen": list(chosen), "keeps": list(keeps)}
+    if reason is not None:
+        body["reason"] = reason
+    return Call("POST", "/v1/information/forget", ForgetPlan.from_dict, json=body,
+                headers=_keyed(idempotency_key))  # fmt: skip
 
 
 def forget_plan(plan_id: str) -> Call:

@@ -14,6 +14,7 @@ from memory_ledger.client.models import (
     Added,
     Context,
     ForgetPlan,
+    FoundInformation,
     ItemState,
     Memory,
     MemoryPage,
@@ -206,6 +207,27 @@ class MemoryLedgerClient:
     ) -> ForgetPlan:
         """Plan a forget request said in words; nothing is erased yet."""
         return self._run(_calls.plan_forget(text, session_id, turn_id, timezone))
+
+    def find_information(
+        self, values: Sequence[str] = (), *, description: str | None = None
+    ) -> FoundInformation:
+        """The model protocol, step 1: every place each value is said (every written
+        form), or the memories nearest a description. Reads only."""
+        return self._run(_calls.find_information(values, description))
+
+    def forget_information(
+        self,
+        values: Sequence[str] = (),
+        *,
+        chosen: Sequence[dict[str, str]] = (),
+        keeps: Sequence[str] = (),
+        reason: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> ForgetPlan:
+        """The model protocol, step 2: a plan over every place each value is said, the
+        keeps never cut (the forget grant). Execute it with execute_plan once the user
+        confirmed."""
+        return self._run(_calls.forget_information(values, chosen, keeps, reason, idempotency_key))
 
     def forget_plan(self, plan_id: str) -> ForgetPlan:
         return self._run(_calls.forget_plan(plan_id))

@@ -271,7 +271,39 @@ class ForgetPlan(_Model):
     expires_at: str | None = None
     state: str = ""
     request_id: str | None = None
+    #: A plan of information (in words, or from values: forget_information): each piece
+    #: with its places, what it keeps, and what the model protocol noted.
+    pieces: list[dict[str, Any]] = field(default_factory=list)
+    kept: list[dict[str, Any]] = field(default_factory=list)
+    note: str = ""
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class FoundValue(_Model):
+    """One value find_information looked for: `status` found | not_found | too_short,
+    how many places say it (`count`), and the first of them (`places`: item_id, kind,
+    written_at, said_as, action erase | redact, snippet). The user's data."""
+
+    value: str
+    status: str
+    count: int
+    places: list[dict[str, Any]] = field(default_factory=list)
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class FoundInformation(_Model):
+    """What find_information answered: each value's places, and the memories nearest
+    a description (item_id, kind, written_at, score, snippet)."""
+
+    values: list[FoundValue]
+    nearest: list[dict[str, Any]] = field(default_factory=list)
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def _nested(cls, data: dict[str, Any]) -> dict[str, Any]:
+        return {"values": [FoundValue.from_dict(v) for v in data["values"]]}
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from memory_ledger.errors import InvalidTransition, InvalidWrite, NotFound
 from memory_ledger.event_log import ERASED
 from memory_ledger.forgetting.planning.information import InformationPlanner
 from memory_ledger.forgetting.planning.lexicon import lexicon
+from memory_ledger.forgetting.planning.located import LocatedPlanner, check_find, check_forget
 from memory_ledger.forgetting.planning.pieces import (
     KINDS as PIECE_KINDS,
 )
@@ -256,6 +257,49 @@ class ForgetPlanning:
             spans_by_item=draft.spans_by_item,
             redactions=len(_batches(draft.spans_by_item)) if executable else 0,
         )
+
+    def find_information(
+        self, ledger: MemoryLedger, values: object = None, description: object = None
+    ) -> dict[str, Any]:
+        """The model protocol's first call (located.py): where each value is said, and
+        the items nearest a description. Reads only; nothing is planned or kept."""
+        checked, said = check_find(values, description)
+        service = ledger.service
+        service.runner.catch_up()
+        with service.engine.connect() as conn:
+            planner = Planner(
+                conn, service.log, service.vectors, ledger.namespace,
+                projections=service.runner.projections, kept=self._rows,
+            )  # fmt: skip
+            return LocatedPlanner(planner).find(checked, said)
+
+    def forget_information(
+        self,
+        ledger: MemoryLedger,
+        values: object = None,
+        chosen: object = None,
+        keeps: object = None,
+        reason: object = None,
+    ) -> ForgetPlan:
+        """The model protocol's second call (located.py): a plan over every place each
+        value is said, stored like any plan, executed by `execute` after the user said
+        yes."""
+        located = check_forget(values, chosen, keeps, reason)
+        service = ledger.service
+        now = self.clock()
+        service.runner.catch_up()
+        self.plans.expire_due(ledger.namespace, now)
+        with service.engine.connect() as conn:
+            planner = Planner(
+                conn, service.log, service.vectors, ledger.namespace,
+                projections=service.runner.projections, kept=self._rows,
+            )  # fmt: skip
+            draft, notes = LocatedPlanner(planner).draft(located)
+        reading = Reading(located.language, "delete")  # type: ignore[arg-type]
+        plan = self._plan(ledger, draft, reading, now, None, None)
+        plan.note = " ".join(notes)
+        self.plans.save(plan, now, ledger.namespace)
+        return plan
 
     @staticmethod
     def _stores(ledger: MemoryLedger, intent: str | None) -> list[str]:

@@ -117,6 +117,9 @@ class ForgetPlan:
     #: A plan whose question was answered (`choose_candidates`): the plan that answered
     #: it, the one to execute instead (an id, in clear).
     replaced_by: str | None = None
+    #: What the model protocol (located.py) did beyond the plan: a value said nowhere, a
+    #: chosen item that holds a keep, the reason given. Names values: sealed.
+    note: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -124,7 +127,9 @@ class ForgetPlan:
     def outline(self) -> dict[str, Any]:
         """What is stored in clear: ids, codes, the scope as the ledger records it."""
         body = self.to_dict()
-        for name in ("labels", "question", "spans", "new_value", "message", "spans_by_item"):
+        for name in (
+            "labels", "question", "spans", "new_value", "message", "spans_by_item", "note"
+        ):  # fmt: skip
             body.pop(name)
         body["candidates"] = [c["item_id"] for c in self.candidates]
         body["parts"] = [
@@ -146,6 +151,7 @@ class ForgetPlan:
             "pieces_said": [p.get("said", "") for p in self.pieces],
             "kept_said": [p.get("said", "") for p in self.kept],
             "spans_by_item": self.spans_by_item,
+            "note": self.note,
         }
 
 
@@ -224,6 +230,7 @@ class PlanStore:
                 for kept, said in zip(plan.kept, secret.get("kept_said", []), strict=False):
                     kept["said"] = said
                 plan.spans_by_item = secret.get("spans_by_item", {})
+                plan.note = secret.get("note", "")
         return plan
 
     def claim(self, plan_id: str, request_id: str) -> bool:
@@ -303,7 +310,9 @@ def _from_outline(outline: dict[str, Any]) -> dict[str, Any]:
     body["parts"] = [{"said": "", **p} for p in outline.get("parts", [])]
     body["pieces"] = [{"said": "", **p} for p in outline.get("pieces", [])]
     body["kept"] = [{"said": "", **p} for p in outline.get("kept", [])]
-    body.update(labels={}, question=None, spans=[], new_value=None, message="", spans_by_item={})
+    body.update(
+        labels={}, question=None, spans=[], new_value=None, message="", spans_by_item={}, note=""
+    )
     return body
 
 
