@@ -62,7 +62,8 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from functools import cache
 
 from sqlalchemy import Connection, select
 
@@ -219,11 +220,15 @@ class MentionPattern:
         # match at a position is the longest literal there, which the loop tries first.
         self._first: re.Pattern[str] | None = None
 
-    def spans(self, text: str) -> list[tuple[int, int]]:
-        """Where the text mentions a value, left to right and never overlapping."""
+    def spans(
+        self, text: str, atoms_of: Callable[[str], list[tuple[int, int]]] = atomic_spans
+    ) -> list[tuple[int, int]]:
+        """Where the text mentions a value, left to right and never overlapping.
+        `atoms_of`: `atomic_spans`, or a memo of it for a caller that searches the
+        same texts for many values."""
         if self._any().search(text) is None:
             return []  # the common case: nothing to check
-        atoms = atomic_spans(text)
+        atoms = atoms_of(text)
         found: list[tuple[int, int]] = []
         for candidate in self._any().finditer(text):
             start = candidate.start()
@@ -333,12 +338,15 @@ def where_mentioned(
     projections: Sequence[Projection],
     namespace: str,
     values: Sequence[str],
+    atoms_of: Callable[[str], list[tuple[int, int]]] | None = None,
 ) -> dict[str, dict[str, list[str]]]:
     """For each value, the items of the namespace whose text (any version) mentions it,
     in any of its written forms, each with the spans as they are written there (for a
     redaction of exactly those words): what a request in words that names a value
     resolves to. A value too short to search for maps to no items. The spans are the
-    user's data: for their eyes (a plan's sealed part), never for a log.
+    user's data: for their eyes (a plan's sealed part), never for a log. `atoms_of`: a
+    memo of `atomic_spans` kept by a caller that looks up several times over the same
+    texts (one plan); by default one for this call.
 
     All the values are looked up together: one mention-index lookup for every value
     (`candidates_each`) and one read of the candidates' cells, each opened once, however
@@ -363,6 +371,7 @@ def where_mentioned(
     sealed = [p for p in projections if p.sealed_field is not None]
     everyone = sorted({i for ids in narrowed.values() if ids for i in ids})
     texts = {id(p): _texts_by_item(conn, cells, p, namespace, everyone) for p in sealed}
+    atoms_of = atoms_of or cache(atomic_spans)  # a text is cut into words once
     out: dict[str, dict[str, list[str]]] = {}
     for value in values:
         if value in out:
@@ -377,17 +386,19 @@ def where_mentioned(
             items = find_mentions(conn, cells, projections, namespace, pattern, ())
             by_item = {id(p): _texts_by_item(conn, cells, p, None, items) for p in projections}
         else:
-            items = sorted(
-                i
-                for i in ids
-                if any(pattern.search(t) for p in sealed for t in texts[id(p)].get(i, ()))
-            )
+            items = sorted(ids)
             by_item = texts
-        for projection in projections:
-            kept = by_item.get(id(projection), {})
+        spans_in = {
+            (id(p), item_id): [
+                [text[a:b] for a, b in pattern.spans(text, atoms_of)]
+                for text in by_item.get(id(p), {}).get(item_id, ())
+            ]
+            for p in projections
+            for item_id in items
+        }
+        for projection in projections:  # items in order, each as its texts are read
             for item_id in items:
-                for text in kept.get(item_id, ()):
-                    spans = [text[a:b] for a, b in pattern.spans(text)]
+                for spans in spans_in[(id(projection), item_id)]:
                     if spans:
                         known = found.setdefault(item_id, [])
                         known.extend(s for s in spans if s not in known)

@@ -42,11 +42,12 @@ import re
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, select
 
-from memory_ledger.forgetting.mentions import mention_pattern, where_mentioned
+from memory_ledger.forgetting.mentions import atomic_spans, mention_pattern, where_mentioned
 from memory_ledger.forgetting.planning.lexicon import Lexicon
 from memory_ledger.forgetting.planning.pieces import (
     AMOUNT,
@@ -260,6 +261,7 @@ class InformationPlanner:
         self.cells = Cells(planner.log)
         self.pool = Pool(planner.conn, planner.log, planner.namespace, only=[])
         self._where: dict[str, dict[str, list[str]]] = {}
+        self._atoms = cache(atomic_spans)  # each text cut into words once per plan
 
     # -- lookups ---------------------------------------------------------------------
 
@@ -268,7 +270,9 @@ class InformationPlanner:
         wanted = [v for v in dict.fromkeys(values) if v.strip()]
         new = [v for v in wanted if v not in self._where]
         if new:
-            found = where_mentioned(self.conn, self.cells, self.projections, self.namespace, new)
+            found = where_mentioned(
+                self.conn, self.cells, self.projections, self.namespace, new, self._atoms
+            )
             for value in new:
                 self._where[value] = found.get(value, {})
         return {v: self._where[v] for v in wanted}
