@@ -219,9 +219,12 @@ def plan_digest(plan: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def worker(data_dir: str, history_name: str) -> None:
+def worker(data_dir: str, history_name: str, after_write: bool = False) -> None:
     """Plan the scale requests once per line read on stdin; one JSON line per round:
-    each request's CPU and wall milliseconds, status, target count and digest."""
+    each request's CPU and wall milliseconds, status, target count and digest. With
+    `after_write`, a turn ("ok", dated years back, so no plan's answer changes) is
+    written before each plan, untimed: as an agent does, which writes the user's turn
+    and then plans the request it holds."""
     import memory_ledger
 
     spec = json.loads(SCALE_DATA.read_text())
@@ -229,10 +232,19 @@ def worker(data_dir: str, history_name: str) -> None:
     now = parse_time(history["now"])
     ledger = _open(data_dir, now)
     print(json.dumps({"code": str(Path(memory_ledger.__file__).parent.parent)}), flush=True)
+    written = 0
     try:
         for _ in sys.stdin:
             out = {}
             for text in spec["requests"]:
+                if after_write:
+                    written += 1
+                    source = {"writer": "bench", "session_id": "w", "turn_id": f"w{written}",
+                              "written_at": "2015-01-01T00:00:00+00:00"}  # fmt: skip
+                    ledger.remember({"kind": "turn", "subject": "user", "content": "ok",
+                                     "origin": "explicit", "sensitivity": "personal",
+                                     "provenance": source})  # fmt: skip
+                    ledger.service.runner.catch_up()  # the write's own cost, not the plan's
                 cpu, wall = time.process_time(), time.perf_counter()
                 plan = ledger.plan_forget(text, timezone=history.get("timezone"))
                 out[text] = {
@@ -247,7 +259,9 @@ def worker(data_dir: str, history_name: str) -> None:
         ledger.close()
 
 
-def scale(history_name: str, extra: int, rounds: int, base: Path | None) -> dict[str, Any]:
+def scale(
+    history_name: str, extra: int, rounds: int, base: Path | None, after_write: bool = False
+) -> dict[str, Any]:
     """Both codes' plans, interleaved round by round (see the module docstring)."""
     here = Path(__file__).resolve().parent.parent
     codes = {"new": here} | ({"base": base.resolve()} if base else {})
@@ -264,7 +278,7 @@ def scale(history_name: str, extra: int, rounds: int, base: Path | None) -> dict
             env = dict(os.environ, PYTHONPATH=str(code))
             procs[name] = subprocess.Popen(
                 [sys.executable, str(Path(__file__).resolve()), "--worker", copy,
-                 "--scale-history", history_name],
+                 "--scale-history", history_name, *(["--after-write"] if after_write else [])],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=code, env=env,
             )  # fmt: skip
         seen: dict[str, dict[str, list[dict[str, Any]]]] = {name: {} for name in codes}
@@ -307,6 +321,7 @@ def scale(history_name: str, extra: int, rounds: int, base: Path | None) -> dict
     return {
         "items": len(load_histories()[history_name]["items"]) + extra,
         "rounds": rounds,
+        "after_write": after_write,
         "build_s": round(built_s, 1),
         "code": loaded,
         "median_of_p50_cpu_ms": summary,
@@ -317,7 +332,8 @@ def scale(history_name: str, extra: int, rounds: int, base: Path | None) -> dict
 
 def render_scale(results: dict[str, Any], console: Console) -> None:
     names = list(results["code"])
-    table = Table(title=f"plans from words at {results['items']} items, CPU ms p50 (p99)")
+    when = ", each after a write" if results["after_write"] else ""
+    table = Table(title=f"plans from words at {results['items']} items{when}, CPU ms p50 (p99)")
     table.add_column("request")
     table.add_column("status, targets")
     for name in names:
@@ -386,13 +402,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale-history", default="tom")
     parser.add_argument("--base", type=Path, default=None, help="other code to compare with")
     parser.add_argument("--scale-out", type=Path, default=SCALE_OUT)
+    parser.add_argument("--after-write", action="store_true", help="a write before each plan")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        worker(args.worker, args.scale_history)
+        worker(args.worker, args.scale_history, args.after_write)
         return 0
     if args.scale:
-        found = scale(args.scale_history, args.heavy, args.rounds, args.base)
+        found = scale(args.scale_history, args.heavy, args.rounds, args.base, args.after_write)
         render_scale(found, Console(width=160))
         args.scale_out.parent.mkdir(parents=True, exist_ok=True)
         args.scale_out.write_text(json.dumps(found, indent=2, ensure_ascii=False) + "\n")
