@@ -32,6 +32,7 @@ class People:
         #: Each third party's names, once `named` has run.
         self.aliases: dict[str, set[str]] = {}
         self._carriers: dict[str, str] | None = None
+        self._relation_facts: list[str] | None = None
 
     def named(self) -> list[str] | None:
         """The third parties the request names (None: it names none, so it is about the
@@ -88,10 +89,7 @@ class People:
                 found.append(word)
         known = {  # names the user's facts give people ("朋友: 刘洋")
             normalise(v)
-            for v in self.pool.texts(
-                [r.item_id for r in self.pool.rows if r.subject == "user" and r.kind != "turn"
-                 and r.predicate in self.lex.all_relation_predicates]
-            ).values()
+            for v in self.pool.texts(self._relation_fact_ids()).values()
             if v
         }  # fmt: skip
         for m in re.finditer(r"([\u4e00-\u9fff]{2,3})的", self.text):
@@ -131,15 +129,25 @@ class People:
         for subject, text in carriers.items():
             out[subject] |= {n for n in asked if n in text}
             tokens = [t for t in re.split(r"[_.:-]+", subject) if len(t) >= 3]
-            relation_values = self.pool.texts(
-                [r.item_id for r in self.pool.rows if r.subject == "user" and r.kind != "turn"
-                 and r.predicate in self.lex.all_relation_predicates]
-            )  # fmt: skip
+            relation_values = self.pool.texts(self._relation_fact_ids())
             for value in relation_values.values():
                 v = normalise(value or "")
                 if len(v) >= 2 and (v in text or any(mentions(v, t) for t in tokens)):
                     out[subject].add(v)
         return out
+
+    def _relation_fact_ids(self) -> list[str]:
+        """The user's facts that name people ("朋友: 刘洋"), found once per request: a
+        scan of a heavy user's 10,000 rows, asked for once per third party before."""
+        if self._relation_facts is None:
+            self._relation_facts = [
+                r.item_id
+                for r in self.pool.rows
+                if r.subject == "user"
+                and r.kind != "turn"
+                and r.predicate in self.lex.all_relation_predicates
+            ]
+        return self._relation_facts
 
     def _carrier_texts(self, rows: list[Row]) -> dict[str, str]:
         """For each third party, the text of the turns its facts were taken from: how the

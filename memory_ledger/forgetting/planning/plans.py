@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -125,8 +125,10 @@ class ForgetPlan:
         return asdict(self)
 
     def outline(self) -> dict[str, Any]:
-        """What is stored in clear: ids, codes, the scope as the ledger records it."""
-        body = self.to_dict()
+        """What is stored in clear: ids, codes, the scope as the ledger records it.
+        Read from the fields as they are, for `json.dumps` (nothing here changes them):
+        `to_dict` deep-copies every place of a plan, 100 ms for a plan of 700 turns."""
+        body = {f.name: getattr(self, f.name) for f in fields(self)}
         for name in (
             "labels", "question", "spans", "new_value", "message", "spans_by_item", "note"
         ):  # fmt: skip

@@ -15,6 +15,7 @@ from sqlalchemy import Connection, select
 from memory_ledger.event_log import ERASED
 from projections.catalog import catalog
 from projections.facts import facts
+from projections.runner import tracking
 
 if TYPE_CHECKING:
     from memory_ledger.event_log import EventLog
@@ -51,14 +52,20 @@ class Row:
 
 
 class PoolRows:
-    """The clear attributes of a few namespaces' items, kept between plans and valid
-    while the log has not moved: a heavy user's 10,000 rows cost a plan 100-300 ms to
-    read and build, the same for every plan until something is written. Keyed by the
-    log's last position (read after the projections caught up): any write, erasure,
-    suppression or change, in this process or another, moves it, and the rows are read
-    again. Attributes only (kinds, predicates, times, sessions): no content."""
+    """The clear attributes of a few namespaces' items, kept between plans: a heavy
+    user's 10,000 rows cost a plan 200-300 ms to read and build, the same for every plan.
+    Kept with the position the catalog and facts projections had reached when read
+    (their tracking rows, read in the same transaction as the rows). When they have
+    moved on since, only the items the events in between touched are read again (and
+    the other facts of a touched fact's key, whose standing a new version changes): an
+    agent that writes a turn and then asks to forget something pays for that turn, not
+    for the namespace. Read whole again when the position moved backwards (a rebuild
+    under way) or moved more than `MAX_STEP` events. Attributes only (kinds, predicates,
+    times, sessions): no content."""
 
     MAX_NAMESPACES = 8
+    #: Events read to bring a namespace's rows forward; more, and they are read again.
+    MAX_STEP = 5_000
 
     def __init__(self) -> None:
         self._kept: dict[str, tuple[int, list[Row]]] = {}
@@ -67,11 +74,26 @@ class PoolRows:
         kept = self._kept.get(namespace)
         return kept[1] if kept is not None and kept[0] == position else None
 
+    def behind(self, namespace: str, position: int) -> tuple[int, list[Row]] | None:
+        """Rows kept at an earlier position, close enough to bring forward."""
+        kept = self._kept.get(namespace)
+        if kept is None or not kept[0] < position <= kept[0] + self.MAX_STEP:
+            return None
+        return kept
+
     def put(self, namespace: str, position: int, rows: list[Row]) -> None:
         self._kept.pop(namespace, None)
         while len(self._kept) >= self.MAX_NAMESPACES:
             self._kept.pop(next(iter(self._kept)))  # the least recently stored
         self._kept[namespace] = (position, rows)
+
+
+def projected_position(conn: Connection) -> int:
+    """How far the projections the pool reads (catalog, facts) have read the log."""
+    names = ("catalog", "facts")
+    found = conn.execute(select(tracking.c.position).where(tracking.c.name.in_(names))).scalars()
+    positions = [int(p) for p in found]
+    return min(positions) if len(positions) == len(names) else -1
 
 
 class Pool:
@@ -97,16 +119,47 @@ class Pool:
         self._texts: dict[str, str | None] = {}
         self.partial = only is not None
         if only is None and kept is not None:
-            position = log.max_position()
-            rows = kept.get(namespace, position)
+            position = projected_position(conn)
+            rows = kept.get(namespace, position) if position >= 0 else None
             if rows is None:
-                self._load(None)
-                kept.put(namespace, position, self.rows)
+                earlier = kept.behind(namespace, position) if position >= 0 else None
+                if earlier is None:
+                    self._load(None)
+                else:
+                    self._forward(*earlier, position)
+                if position >= 0:
+                    kept.put(namespace, position, self.rows)
             else:
                 self.rows = rows  # never changed: a whole pool is not extended
                 self.by_id = {row.item_id: row for row in rows}
             return
         self._load(None if only is None else list(only))
+
+    def _forward(self, since: int, rows: list[Row], position: int) -> None:
+        """The rows kept at `since`, with the items the log's events after it touched
+        (up to `position`) read again: changed, added, or gone when no longer in the
+        catalog; and every kept fact of a key a touched fact has, for its standing."""
+        touched: set[str] = set()
+        after = since
+        while after < position:
+            batch = self.log.notifications(after, min(1000, position - after))
+            if not batch:
+                break
+            touched.update(str(n.originator_id) for n in batch)
+            after = max(int(n.id) for n in batch)
+        keys = {(r.subject, r.predicate) for r in rows if r.item_id in touched and r.kind != "turn"}
+        self._load(sorted(touched))  # the touched items as they are now
+        keys |= {(r.subject, r.predicate) for r in self.rows if r.kind != "turn"}
+        again = [
+            r.item_id
+            for r in rows
+            if r.kind != "turn" and (r.subject, r.predicate) in keys and r.item_id not in touched
+        ]
+        self._load(sorted(again))
+        fresh = {r.item_id for r in self.rows}
+        self.rows.extend(r for r in rows if r.item_id not in touched and r.item_id not in fresh)
+        self.rows.sort(key=lambda row: (row.written_at, row.item_id))
+        self.by_id = {row.item_id: row for row in self.rows}
 
     def extend(self, item_ids: Sequence[str]) -> None:
         """Add these items to a pool of some items only."""
