@@ -26,8 +26,10 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from memory_ledger.errors import InvalidTransition, InvalidWrite, NotFound
 from memory_ledger.event_log import ERASED
+from memory_ledger.forgetting.planning.blast import checked
 from memory_ledger.forgetting.planning.information import InformationPlanner
 from memory_ledger.forgetting.planning.lexicon import lexicon
+from memory_ledger.forgetting.planning.locations import without_locations
 from memory_ledger.forgetting.planning.pieces import (
     KINDS as PIECE_KINDS,
 )
@@ -188,6 +190,7 @@ class ForgetPlanning:
         timezone: str | None = None,
     ) -> ForgetPlan:
         text = check_request_text(text)
+        words = without_locations(text)  # "from the shared memory" says where, not what
         for name, value in (("session_id", session_id), ("turn_id", turn_id)):
             if value is not None and not is_identifier(value):
                 raise InvalidWrite(f"invalid {name}: use {IDENTIFIER_RULE}", [f"{name}: invalid"])
@@ -196,10 +199,10 @@ class ForgetPlanning:
         now = self.clock()
         service.runner.catch_up()
         self.plans.expire_due(ledger.namespace, now)
-        reading = check_reading(self.reader.read(text, now, zone), text)
+        reading = check_reading(self.reader.read(words, now, zone), words)
         if reading.everything and self.reader is not self._lexicon_reader:
             # A whole-user scope only where the words say so, whoever read them.
-            reading.everything = self._lexicon_reader.read(text, now, zone).everything
+            reading.everything = self._lexicon_reader.read(words, now, zone).everything
         for part in reading.parts:  # and never in a part of words that do not say so
             part.reading.everything = part.reading.everything and reading.everything
         with service.engine.connect() as conn:
@@ -207,7 +210,7 @@ class ForgetPlanning:
                 conn, service.log, service.vectors, ledger.namespace,
                 projections=service.runner.projections, kept=self._rows,
             )  # fmt: skip
-            draft = planner.plan(reading, text, session_id)
+            draft = checked(planner, planner.plan(reading, words, session_id), reading)
             versions = planner.pool_versions(draft.targets) if draft.intent == "update" else {}
         plan = self._plan(ledger, draft, reading, now, session_id, turn_id)
         plan.versions = versions
@@ -255,6 +258,7 @@ class ForgetPlanning:
             kept=draft.kept,
             spans_by_item=draft.spans_by_item,
             redactions=len(_batches(draft.spans_by_item)) if executable else 0,
+            blast=draft.blast.to_dict() if draft.blast is not None else None,
         )
 
     @staticmethod
@@ -301,6 +305,7 @@ class ForgetPlanning:
                 draft = InformationPlanner(planner).chosen(asked, chosen)
             else:
                 draft = planner.chosen(reading, chosen, asked.parts)
+            draft = checked(planner, draft, reading)
             versions = planner.pool_versions(draft.targets) if draft.intent == "update" else {}
         draft.new_value = asked.new_value
         plan = self._plan(ledger, draft, reading, now, asked.session_id, asked.turn_id)

@@ -358,6 +358,8 @@ class InformationPlanner:
         elif split is not None:  # said whole somewhere, and apart across two turns too
             for item, spans in split.places.items():
                 thing.places.setdefault(item, spans)
+        if thing is not None and piece.kind == "name":
+            thing = _as_a_name(thing, piece.text)
         if thing is None:
             return Found(piece, NOT_FOUND, reason="value_not_found")
         return Found(piece, RESOLVED, [thing])
@@ -1392,6 +1394,24 @@ def _at_edge(text: str | None, part: str, kind: str, *, end: bool) -> str:
     if re.fullmatch(r"[\W_]*", beyond) and value_key(kind, said) == value_key(kind, part):
         return said
     return ""
+
+
+def _as_a_name(thing: Thing, name: str) -> Thing | None:
+    """A capitalised name is found where it is written as a name: "Bill" the person,
+    not the "water bill"; "May" the alias, not "may". The mention lookup folds case,
+    so the places where only the common word is said are dropped here."""
+    if not name[:1].isupper() or not name.isascii():
+        return thing
+    places = {}
+    for item, spans in thing.places.items():
+        named = [s for s in spans if s[:1].isupper() or not s[:1].isalpha()]
+        if named:
+            places[item] = named
+    if not places:
+        return None
+    thing.places = places
+    thing.erase &= set(places)
+    return thing
 
 
 def _code_like(word: str) -> bool:

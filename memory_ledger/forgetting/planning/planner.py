@@ -59,6 +59,7 @@ from memory_ledger.times import canonical_time
 
 if TYPE_CHECKING:
     from memory_ledger.event_log import EventLog
+    from memory_ledger.forgetting.planning.blast import Blast
     from projections.base import Projection
     from projections.vector_index import VectorIndex
 
@@ -107,6 +108,8 @@ class Draft:
     spans_by_item: dict[str, list[str]] = field(default_factory=dict)
     #: Planned by the information it names (information.py), not by items.
     information: bool = False
+    #: What it touches (blast.py): set on every plan made from words before it is stored.
+    blast: Blast | None = None
 
 
 class Planner:

@@ -117,6 +117,10 @@ class ForgetPlan:
     #: A plan whose question was answered (`choose_candidates`): the plan that answered
     #: it, the one to execute instead (an id, in clear).
     replaced_by: str | None = None
+    #: What it would touch, in counts (blast.py): `places`, `items`, `namespace_items`,
+    #: `share` of the namespace, and `scope` when it is not a list of items. Every plan
+    #: made from words has one; the user sees the size before confirming.
+    blast: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
