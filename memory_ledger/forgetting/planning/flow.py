@@ -55,6 +55,7 @@ from memory_ledger.forgetting.planning.plans import (
 )
 from memory_ledger.forgetting.planning.pool import PoolRows
 from memory_ledger.forgetting.planning.reading import LexiconReader, Reader, Reading
+from memory_ledger.forgetting.planning.statements import without_statements
 from memory_ledger.forgetting.redaction import MAX_ITEMS, MAX_SPANS, span_pattern
 from memory_ledger.forgetting.scope import parse_scope, resolve
 from memory_ledger.identifiers import IDENTIFIER_RULE, is_identifier, new_plan_id, new_request_id
@@ -190,7 +191,9 @@ class ForgetPlanning:
         timezone: str | None = None,
     ) -> ForgetPlan:
         text = check_request_text(text)
-        words = without_locations(text)  # "from the shared memory" says where, not what
+        # "from the shared memory" says where, "I am out of Grey Pine now." says why:
+        # neither says what to forget, and read as content both widen a plan
+        words = without_statements(without_locations(text))
         for name, value in (("session_id", session_id), ("turn_id", turn_id)):
             if value is not None and not is_identifier(value):
                 raise InvalidWrite(f"invalid {name}: use {IDENTIFIER_RULE}", [f"{name}: invalid"])

@@ -324,8 +324,8 @@ class InformationPlanner:
                 and before.piece.kind == "description"
                 and before.piece.label == piece.apposition
                 and found.status == RESOLVED
-                and (before.status == NOT_FOUND or self._said_with(piece.apposition, found))
-            ):
+            ):  # the value said is the lead: the description only names it, and planned
+                # on its own it may find another version ("my old salary, $86,000")
                 out.pop()
                 piece.label, piece.which = before.piece.label, before.piece.which
                 piece.said = f"{before.piece.said}, {piece.said}"
@@ -337,6 +337,10 @@ class InformationPlanner:
         return bool(set(places) & set(found.places))
 
     def resolve(self, piece: Piece, keeping: bool = False) -> Found:
+        if piece.kind == "name" and piece.label and not keeping:
+            # "the Sunbeam callback line": the name says whose line, the line is the
+            # value; the name is kept (it is never redacted unless asked for by name)
+            return self._of_name(piece)
         if piece.kind == "description":
             return self._description(piece)
         if piece.kind == "text":
@@ -363,6 +367,19 @@ class InformationPlanner:
         if thing is None:
             return Found(piece, NOT_FOUND, reason="value_not_found")
         return Found(piece, RESOLVED, [thing])
+
+    def _of_name(self, piece: Piece) -> Found:
+        """The value a label names among those said where the name is said: "the
+        Sunbeam callback line" is the callback number said with "Sunbeam"."""
+        label = piece.label
+        found = self._description(Piece(label, "description", label, piece.which, piece.said))
+        named = set(self.where([piece.text])[piece.text])
+        things = [t for t in [*found.things, *found.options] if set(t.places) & named]
+        if len(things) == 1:
+            return Found(piece, RESOLVED, things)
+        if things:
+            return self._choose(piece, things)
+        return Found(piece, NOT_FOUND, reason="value_not_found")
 
     def _across_turns(self, key: str, piece: Piece) -> Thing | None:
         """A value no one text holds, said in two consecutive turns of one session: its

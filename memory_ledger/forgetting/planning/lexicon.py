@@ -119,6 +119,8 @@ class InformationWords:
     sentence_words: frozenset[str]
     not_names: frozenset[str]
     not_prefixes: frozenset[str]
+    #: Short labels that name one place ("room 9", "bay 6"): a literal, as said.
+    short_labels: tuple[re.Pattern[str], ...]
     generic: frozenset[str]
     #: Chinese function words trimmed from either end of a label ("我的", "都").
     trim_zh: Phrases
@@ -154,6 +156,7 @@ class InformationWords:
             sentence_words=frozenset(raw["sentence_words"]),
             not_names=frozenset(raw["not_names"]),
             not_prefixes=frozenset(raw["not_prefixes"]),
+            short_labels=tuple(re.compile(p) for p in raw["short_labels"]),
             generic=frozenset(raw["generic"]),
             trim_zh=Phrases({"trim": list(raw["trim_zh"])}),
             restate=Phrases({"restate": list(raw["restate"])}),
