@@ -337,12 +337,21 @@ class InformationPlanner:
         return bool(set(places) & set(found.places))
 
     def resolve(self, piece: Piece, keeping: bool = False) -> Found:
-        if piece.kind == "name" and piece.label and not keeping:
+        if (
+            piece.kind == "name"
+            and piece.label
+            and not keeping
+            and lowered(f"{piece.text} {piece.label}") in lowered(piece.said)
+        ):
             # "the Sunbeam callback line": the name says whose line, the line is the
             # value; the name is kept (it is never redacted unless asked for by name)
             return self._of_name(piece)
         if piece.kind == "description":
             return self._description(piece)
+        if piece.kind == "quoted" and _MAPPING.search(piece.text):
+            mapped = self._mapping(piece)
+            if mapped is not None:
+                return mapped
         if piece.kind == "text":
             return self._text(piece, keeping)
         key = value_key(piece.kind, piece.text)
@@ -366,6 +375,36 @@ class InformationPlanner:
             thing = _as_a_name(thing, piece.text)
         if thing is None:
             return Found(piece, NOT_FOUND, reason="value_not_found")
+        return Found(piece, RESOLVED, [thing])
+
+    def _mapping(self, piece: Piece) -> Found | None:
+        """A quoted mapping ("'Teapot = my move-out plan'", "'青鸟计划=收购华岳物流'"):
+        each side where it is said, redacted there (a note that holds the whole mapping
+        loses both sides, and nothing else). The meaning is also found without its
+        article ("the move-out plan") where the code name is said with it."""
+        sides = [s.strip(" '\"") for s in _MAPPING.split(piece.text, maxsplit=1)]
+        if len(sides) != 2 or not all(len(s.encode()) >= MIN_NEEDLE_BYTES for s in sides):
+            return None
+        name, meaning = sides
+        first = self.thing(value_key("quoted", name), "quoted", [name])
+        second = self.thing(value_key("quoted", meaning), "quoted", [meaning])
+        bare = re.sub(r"^(?:my|the|our|his|her|their)\s+", "", meaning, flags=re.IGNORECASE)
+        if first is None and second is None:
+            return None
+        places: dict[str, list[str]] = {}
+        for thing in (first, second):
+            for item, spans in (thing.places if thing else {}).items():
+                known = places.setdefault(item, [])
+                known.extend(x for x in spans if x not in known)
+        if bare != meaning and first is not None:
+            for item, spans in self.places_of([bare]).items():
+                if item in first.places:
+                    known = places.setdefault(item, [])
+                    known.extend(x for x in spans if x not in known)
+        thing = Thing(value_key("quoted", piece.text), "quoted", [name, meaning], 0, places)
+        rows = [self.pool.by_id[i] for i in places if i in self.pool.by_id]
+        thing.first_seen = min((r.written_at for r in rows), default="")
+        thing.face = _face(rows, set()) if rows else next(iter(places))
         return Found(piece, RESOLVED, [thing])
 
     def _of_name(self, piece: Piece) -> Found:
@@ -1411,6 +1450,10 @@ def _at_edge(text: str | None, part: str, kind: str, *, end: bool) -> str:
     if re.fullmatch(r"[\W_]*", beyond) and value_key(kind, said) == value_key(kind, part):
         return said
     return ""
+
+
+#: How a quoted mapping joins its sides: "A = B", "A: B", "A is B", "A→B".
+_MAPPING = re.compile(r"\s*(?:=|＝|:|：|→|->)\s*|\s+is\s+")
 
 
 def _as_a_name(thing: Thing, name: str) -> Thing | None:
