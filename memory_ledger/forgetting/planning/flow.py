@@ -59,6 +59,7 @@ from memory_ledger.forgetting.planning.statements import without_statements
 from memory_ledger.forgetting.redaction import MAX_ITEMS, MAX_SPANS, span_pattern
 from memory_ledger.forgetting.scope import parse_scope, resolve
 from memory_ledger.identifiers import IDENTIFIER_RULE, is_identifier, new_plan_id, new_request_id
+from memory_ledger.phrases import normalise
 from memory_ledger.times import canonical_time
 
 if TYPE_CHECKING:
@@ -206,6 +207,8 @@ class ForgetPlanning:
         if reading.everything and self.reader is not self._lexicon_reader:
             # A whole-user scope only where the words say so, whoever read them.
             reading.everything = self._lexicon_reader.read(words, now, zone).everything
+        # "I moved." may be cut as a statement; it still says the old one is the one on file
+        reading.moved = lexicon().moved.any(normalise(text))
         for part in reading.parts:  # and never in a part of words that do not say so
             part.reading.everything = part.reading.everything and reading.everything
         with service.engine.connect() as conn:

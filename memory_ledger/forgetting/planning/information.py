@@ -258,6 +258,8 @@ class InformationPlanner:
         self.cells = Cells(planner.log)
         self.pool = Pool(planner.conn, planner.log, planner.namespace, only=[])
         self._where: dict[str, dict[str, list[str]]] = {}
+        #: The request says the thing moved or changed: "old" may be the one on file.
+        self.moved = False
 
     # -- lookups ---------------------------------------------------------------------
 
@@ -303,6 +305,7 @@ class InformationPlanner:
     def plan(self, reading: Reading, info: Information) -> Draft | None:
         """The plan of the pieces; None when the request names nothing this planner
         can find and the words are better read as a request about items."""
+        self.moved = reading.moved
         found = self._resolve_all(info.pieces)
         kept = [self.resolve(k, keeping=True) for k in info.kept]
         shaped = any(p.literal and p.kind not in ("name", "text") for p in info.pieces)
@@ -850,6 +853,12 @@ class InformationPlanner:
                 options = [self._fact_thing([r.item_id]) for r in old]
                 return Found(piece, AMBIGUOUS, reason="several_things",
                              options=[o for o in options if o is not None])  # fmt: skip
+            if not old and not piece.every and not self.moved:
+                live = [r for r in rows if r.status in ("current", "conflict")]
+                if len(live) == 1:  # "my old X", one X on file: asked, naming it
+                    one = self._fact_thing([live[0].item_id])
+                    if one is not None:
+                        return Found(piece, AMBIGUOUS, reason="only_one", options=[one])
             return old or ([] if piece.every else rows)
         if piece.which == "current":
             return [r for r in rows if r.status in ("current", "conflict")] or rows
@@ -1097,6 +1106,9 @@ class InformationPlanner:
         said with the label, or asked."""
         things = sorted(things, key=lambda t: (t.first_seen, t.key))
         if piece.which == "previous":
+            if len(things) == 1 and not piece.every and not self.moved:
+                # "my old X" and one X said: asked, naming it, never taken at a guess
+                return Found(piece, AMBIGUOUS, reason="only_one", options=things)
             old = things[:-1] if len(things) > 1 else things
             if piece.every or len(old) == 1:
                 return Found(piece, RESOLVED, old)

@@ -175,6 +175,8 @@ class Lexicon:
     not_a_request: Phrases
     which: Phrases
     everything: Phrases
+    #: The request says the thing moved or changed ("old" may be the one on file).
+    moved: Phrases
     sessions: Phrases
     vague: Phrases
     said: Phrases
@@ -265,6 +267,7 @@ def lexicon() -> Lexicon:
         not_a_request=Phrases({"not_a_request": raw["not_a_request"]["words"]}),
         which=_group(raw, "which"),
         everything=Phrases({"everything": raw["everything"]["words"]}),
+        moved=Phrases({"moved": raw["moved"]["words"]}),
         sessions=_group(raw, "sessions"),
         vague=_group(raw, "vague"),
         said=Phrases({"said": raw["said"]["words"]}),
