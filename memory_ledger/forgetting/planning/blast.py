@@ -151,6 +151,7 @@ def _ask_pieces(
     planned again as they are when the user answers."""
     from memory_ledger.forgetting.planning.planner import Draft
 
+    blast = blast_of(draft, total)  # before its pieces become questions
     language = reading.language
     words = lexicon().questions[f"{language}_too_wide"]
     options: list[dict[str, Any]] = []
@@ -197,5 +198,5 @@ def _ask_pieces(
         information=True,
     )
     asked.spans_by_item = draft.spans_by_item
-    asked.blast = blast_of(draft, total)
+    asked.blast = blast
     return asked

@@ -69,8 +69,11 @@ def without_statements(text: str) -> str:
     cut = []
     for sentence in parts:
         for clause in clauses:
-            shorter = clause.sub("", sentence)
-            if shorter != sentence and asks(shorter):
+            match = clause.search(sentence)
+            if match is None or asks(match.group(0)):
+                continue  # a clause that asks something is never cut
+            shorter = (sentence[: match.start()] + sentence[match.end() :]).strip()
+            if asks(shorter):
                 sentence = shorter
         cut.append(sentence)
     joined = " ".join(cut).strip()
