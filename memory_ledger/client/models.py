@@ -271,6 +271,8 @@ class ForgetPlan(_Model):
     expires_at: str | None = None
     state: str = ""
     request_id: str | None = None
+    #: What it would touch, in counts: places, items, namespace_items, share, scope.
+    blast: dict[str, Any] | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
 
