@@ -98,6 +98,10 @@ def checked(planner: Planner, draft: Draft, reading: Reading) -> Draft:
         ]  # fmt: skip
         if wide:
             return _ask_pieces(planner, draft, reading, wide, total)
+    elif reading.topic and kind == "item":
+        # "what I said about the window repairs": turns that share words with a topic
+        # are a guess, with no value to lead to them; the user picks
+        return _ask_whole(planner, draft, reading, blast, template="candidates")
     elif kind not in ("category", "source", "time_range") and too_wide(blast.places, total):
         # items chosen by the reader (not a scope the words named): too many to guess
         return _ask_whole(planner, draft, reading, blast, template="too_many")
@@ -126,6 +130,7 @@ def _ask_whole(
     _, options = _examples(planner, [*draft.targets, *draft.history], language)
     words = lexicon().questions[f"{language}_{template}"]
     question = words.format(
+        count=len(options),
         places=blast.places,
         total=blast.namespace_items,
         share=round(100 * blast.share),

@@ -376,9 +376,42 @@ class InformationPlanner:
                 thing.places.setdefault(item, spans)
         if thing is not None and piece.kind == "name":
             thing = _as_a_name(thing, piece.text)
+            if thing is not None:
+                thing = self._not_a_common_phrase(thing, piece.text)
         if thing is None:
             return Found(piece, NOT_FOUND, reason="value_not_found")
         return Found(piece, RESOLVED, [thing])
+
+    def _not_a_common_phrase(self, thing: Thing, name: str) -> Thing | None:
+        """A name that starts a sentence may be a common word ("Rose bushes need
+        water." beside "the rose bushes"): a place whose every "Rose" is followed by a
+        word the memory also says after it in lower case is not a place of the name."""
+        if not name.isascii() or " " in name:
+            return thing
+        texts = self.pool.texts(list(thing.places))
+        places = {}
+        for item, spans in thing.places.items():
+            text = texts.get(item) or ""
+            found = list(re.finditer(rf"\b{re.escape(name)}\b(?:\s+([a-z]+))?", text))
+            if not found:
+                places[item] = spans
+                continue
+            phrases = [f"{name.lower()} {m.group(1)}" for m in found if m.group(1)]
+            lower = self.where(phrases) if phrases else {}
+            common = 0
+            for m in found:
+                after = m.group(1)
+                phrase = f"{name.lower()} {after}" if after else ""
+                said = lower.get(phrase, {}) if phrase else {}
+                if any(sp[:1].islower() for v in said.values() for sp in v):
+                    common += 1
+            if common < len(found):
+                places[item] = spans
+        if not places:
+            return None
+        thing.places = places
+        thing.erase &= set(places)
+        return thing
 
     def _mapping(self, piece: Piece) -> Found | None:
         """A quoted mapping ("'Teapot = my move-out plan'", "'青鸟计划=收购华岳物流'"):
