@@ -16,6 +16,7 @@ check runs on the plan before it is stored (`flow.plan`), so no reader can slip 
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +36,8 @@ WHOLE_SCOPES = frozenset({"namespace", "subtree"})
 EXECUTABLE = ("planned", "partial_match")
 AMBIGUOUS = "ambiguous"
 TOO_WIDE = "too_wide"
+#: "the nanny one", "那个保姆的": words that say which of several a description means.
+_QUALIFIER = re.compile(r"^(?:the|that)\s.+\sone$|^那个.+的$", re.IGNORECASE)
 
 
 @dataclass
@@ -98,6 +101,9 @@ def checked(planner: Planner, draft: Draft, reading: Reading) -> Draft:
         ]  # fmt: skip
         if wide:
             return _ask_pieces(planner, draft, reading, wide, total)
+        unsure = _qualified(draft)
+        if unsure:
+            return _ask_pieces(planner, draft, reading, unsure, total, "which_one")
     elif reading.topic and kind == "item":
         # "what I said about the window repairs": turns that share words with a topic
         # are a guess, with no value to lead to them; the user picks
@@ -148,8 +154,30 @@ def _ask_whole(
     return asked
 
 
+def _qualified(draft: Draft) -> list[dict[str, Any]]:
+    """Descriptions the request narrows with words that matched nothing ("June's phone
+    number, the nanny one"): what the description found may be another's, so it is
+    asked about, not planned without the words that said which."""
+    out = []
+    for before, after in zip(draft.pieces, draft.pieces[1:], strict=False):
+        if (
+            before["status"] == "resolved"
+            and before["kind"] == "description"
+            and after["status"] == "not_found"
+            and after["kind"] == "description"
+            and _QUALIFIER.search(after.get("said", ""))
+        ):
+            out.append(before)
+    return out
+
+
 def _ask_pieces(
-    planner: Planner, draft: Draft, reading: Reading, wide: list[dict[str, Any]], total: int
+    planner: Planner,
+    draft: Draft,
+    reading: Reading,
+    wide: list[dict[str, Any]],
+    total: int,
+    template: str = "too_wide",
 ) -> Draft:
     """A plan of information with pieces said in too many places: those pieces become
     questions (a few example places each, to choose from); the others stay resolved,
@@ -157,8 +185,9 @@ def _ask_pieces(
     from memory_ledger.forgetting.planning.planner import Draft
 
     blast = blast_of(draft, total)  # before its pieces become questions
+    reason = TOO_WIDE if template == "too_wide" else template
     language = reading.language
-    words = lexicon().questions[f"{language}_too_wide"]
+    words = lexicon().questions[f"{language}_{template}"]
     options: list[dict[str, Any]] = []
     questions = []
     for entry in wide:
@@ -185,18 +214,18 @@ def _ask_pieces(
                 options=listing,
             )
         )
-        entry["status"], entry["reason"] = AMBIGUOUS, TOO_WIDE
+        entry["status"], entry["reason"] = AMBIGUOUS, reason
         entry["options"] = [o["item_id"] for o in mine]
     for part in draft.parts:
         for entry in wide:
             if part["said"] == entry["said"]:
-                part["status"], part["reason"] = AMBIGUOUS, TOO_WIDE
+                part["status"], part["reason"] = AMBIGUOUS, reason
     asked = Draft(
         "needs_clarification",
         draft.intent,
         candidates=options,
         question=" ".join(questions),
-        reason=TOO_WIDE,
+        reason=reason,
         pieces=draft.pieces,
         kept=draft.kept,
         parts=draft.parts,
