@@ -567,6 +567,13 @@ def _print_plan(plan: ForgetPlan, namespace: str) -> None:
                 shown(part.get("reason", "")),
             )
         out.print(table)
+    if plan.blast:  # the size before the yes: places, items, share of the namespace
+        blast = plan.blast
+        scope = f", scope {blast['scope']}" if blast.get("scope") else ""
+        out.print(
+            f"blast radius: {blast['places']} place(s), {blast['items']} item(s) of "
+            f"{blast['namespace_items']} ({100 * blast['share']:.1f}%){markup_safe(scope)}"
+        )
     if plan.question or plan.message:
         out.print(shown(plan.question or plan.message))
     ns = terminal_safe(namespace)

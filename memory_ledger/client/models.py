@@ -276,6 +276,8 @@ class ForgetPlan(_Model):
     pieces: list[dict[str, Any]] = field(default_factory=list)
     kept: list[dict[str, Any]] = field(default_factory=list)
     note: str = ""
+    #: What it would touch, in counts: places, items, namespace_items, share, scope.
+    blast: dict[str, Any] | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
 

@@ -26,9 +26,11 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from memory_ledger.errors import InvalidTransition, InvalidWrite, NotFound
 from memory_ledger.event_log import ERASED
+from memory_ledger.forgetting.planning.blast import checked
 from memory_ledger.forgetting.planning.information import InformationPlanner
 from memory_ledger.forgetting.planning.lexicon import lexicon
 from memory_ledger.forgetting.planning.located import LocatedPlanner, check_find, check_forget
+from memory_ledger.forgetting.planning.locations import without_locations
 from memory_ledger.forgetting.planning.pieces import (
     KINDS as PIECE_KINDS,
 )
@@ -54,9 +56,11 @@ from memory_ledger.forgetting.planning.plans import (
 )
 from memory_ledger.forgetting.planning.pool import PoolRows
 from memory_ledger.forgetting.planning.reading import LexiconReader, Reader, Reading
+from memory_ledger.forgetting.planning.statements import without_statements
 from memory_ledger.forgetting.redaction import MAX_ITEMS, MAX_SPANS, span_pattern
 from memory_ledger.forgetting.scope import parse_scope, resolve
 from memory_ledger.identifiers import IDENTIFIER_RULE, is_identifier, new_plan_id, new_request_id
+from memory_ledger.phrases import normalise
 from memory_ledger.times import canonical_time
 
 if TYPE_CHECKING:
@@ -189,6 +193,9 @@ class ForgetPlanning:
         timezone: str | None = None,
     ) -> ForgetPlan:
         text = check_request_text(text)
+        # "from the shared memory" says where, "I am out of Grey Pine now." says why:
+        # neither says what to forget, and read as content both widen a plan
+        words = without_statements(without_locations(text))
         for name, value in (("session_id", session_id), ("turn_id", turn_id)):
             if value is not None and not is_identifier(value):
                 raise InvalidWrite(f"invalid {name}: use {IDENTIFIER_RULE}", [f"{name}: invalid"])
@@ -197,10 +204,12 @@ class ForgetPlanning:
         now = self.clock()
         service.runner.catch_up()
         self.plans.expire_due(ledger.namespace, now)
-        reading = check_reading(self.reader.read(text, now, zone), text)
+        reading = check_reading(self.reader.read(words, now, zone), words)
         if reading.everything and self.reader is not self._lexicon_reader:
             # A whole-user scope only where the words say so, whoever read them.
-            reading.everything = self._lexicon_reader.read(text, now, zone).everything
+            reading.everything = self._lexicon_reader.read(words, now, zone).everything
+        # "I moved." may be cut as a statement; it still says the old one is the one on file
+        reading.moved = lexicon().moved.any(normalise(text))
         for part in reading.parts:  # and never in a part of words that do not say so
             part.reading.everything = part.reading.everything and reading.everything
         with service.engine.connect() as conn:
@@ -208,7 +217,7 @@ class ForgetPlanning:
                 conn, service.log, service.vectors, ledger.namespace,
                 projections=service.runner.projections, kept=self._rows,
             )  # fmt: skip
-            draft = planner.plan(reading, text, session_id)
+            draft = checked(planner, planner.plan(reading, words, session_id), reading)
             versions = planner.pool_versions(draft.targets) if draft.intent == "update" else {}
         plan = self._plan(ledger, draft, reading, now, session_id, turn_id)
         plan.versions = versions
@@ -256,6 +265,7 @@ class ForgetPlanning:
             kept=draft.kept,
             spans_by_item=draft.spans_by_item,
             redactions=len(_batches(draft.spans_by_item)) if executable else 0,
+            blast=draft.blast.to_dict() if draft.blast is not None else None,
         )
 
     def find_information(
@@ -263,7 +273,7 @@ class ForgetPlanning:
     ) -> dict[str, Any]:
         """The model protocol's first call (located.py): where each value is said, and
         the items nearest a description. Reads only; nothing is planned or kept."""
-        checked, said = check_find(values, description)
+        asked, said = check_find(values, description)
         service = ledger.service
         service.runner.catch_up()
         with service.engine.connect() as conn:
@@ -271,7 +281,7 @@ class ForgetPlanning:
                 conn, service.log, service.vectors, ledger.namespace,
                 projections=service.runner.projections, kept=self._rows,
             )  # fmt: skip
-            return LocatedPlanner(planner).find(checked, said)
+            return LocatedPlanner(planner).find(asked, said)
 
     def forget_information(
         self,
@@ -345,6 +355,7 @@ class ForgetPlanning:
                 draft = InformationPlanner(planner).chosen(asked, chosen)
             else:
                 draft = planner.chosen(reading, chosen, asked.parts)
+            draft = checked(planner, draft, reading)
             versions = planner.pool_versions(draft.targets) if draft.intent == "update" else {}
         draft.new_value = asked.new_value
         plan = self._plan(ledger, draft, reading, now, asked.session_id, asked.turn_id)

@@ -262,6 +262,8 @@ class InformationPlanner:
         self.pool = Pool(planner.conn, planner.log, planner.namespace, only=[])
         self._where: dict[str, dict[str, list[str]]] = {}
         self._atoms = cache(atomic_spans)  # each text cut into words once per plan
+        #: The request says the thing moved or changed: "old" may be the one on file.
+        self.moved = False
 
     # -- lookups ---------------------------------------------------------------------
 
@@ -309,6 +311,7 @@ class InformationPlanner:
     def plan(self, reading: Reading, info: Information) -> Draft | None:
         """The plan of the pieces; None when the request names nothing this planner
         can find and the words are better read as a request about items."""
+        self.moved = reading.moved
         found = self._resolve_all(info.pieces)
         kept = [self.resolve(k, keeping=True) for k in info.kept]
         shaped = any(p.literal and p.kind not in ("name", "text") for p in info.pieces)
@@ -330,8 +333,8 @@ class InformationPlanner:
                 and before.piece.kind == "description"
                 and before.piece.label == piece.apposition
                 and found.status == RESOLVED
-                and (before.status == NOT_FOUND or self._said_with(piece.apposition, found))
-            ):
+            ):  # the value said is the lead: the description only names it, and planned
+                # on its own it may find another version ("my old salary, $86,000")
                 out.pop()
                 piece.label, piece.which = before.piece.label, before.piece.which
                 piece.said = f"{before.piece.said}, {piece.said}"
@@ -343,8 +346,21 @@ class InformationPlanner:
         return bool(set(places) & set(found.places))
 
     def resolve(self, piece: Piece, keeping: bool = False) -> Found:
+        if (
+            piece.kind == "name"
+            and piece.label
+            and not keeping
+            and lowered(f"{piece.text} {piece.label}") in lowered(piece.said)
+        ):
+            # "the Sunbeam callback line": the name says whose line, the line is the
+            # value; the name is kept (it is never redacted unless asked for by name)
+            return self._of_name(piece)
         if piece.kind == "description":
             return self._description(piece)
+        if piece.kind == "quoted" and _MAPPING.search(piece.text):
+            mapped = self._mapping(piece)
+            if mapped is not None:
+                return mapped
         if piece.kind == "text":
             return self._text(piece, keeping)
         key = value_key(piece.kind, piece.text)
@@ -364,9 +380,87 @@ class InformationPlanner:
         elif split is not None:  # said whole somewhere, and apart across two turns too
             for item, spans in split.places.items():
                 thing.places.setdefault(item, spans)
+        if thing is not None and piece.kind == "name":
+            thing = _as_a_name(thing, piece.text)
+            if thing is not None:
+                thing = self._not_a_common_phrase(thing, piece.text)
         if thing is None:
             return Found(piece, NOT_FOUND, reason="value_not_found")
         return Found(piece, RESOLVED, [thing])
+
+    def _not_a_common_phrase(self, thing: Thing, name: str) -> Thing | None:
+        """A name that starts a sentence may be a common word ("Rose bushes need
+        water." beside "the rose bushes"): a place whose every "Rose" is followed by a
+        word the memory also says after it in lower case is not a place of the name."""
+        if not name.isascii() or " " in name:
+            return thing
+        texts = self.pool.texts(list(thing.places))
+        places = {}
+        for item, spans in thing.places.items():
+            text = texts.get(item) or ""
+            found = list(re.finditer(rf"\b{re.escape(name)}\b(?:\s+([a-z]+))?", text))
+            if not found:
+                places[item] = spans
+                continue
+            phrases = [f"{name.lower()} {m.group(1)}" for m in found if m.group(1)]
+            lower = self.where(phrases) if phrases else {}
+            common = 0
+            for m in found:
+                after = m.group(1)
+                phrase = f"{name.lower()} {after}" if after else ""
+                said = lower.get(phrase, {}) if phrase else {}
+                if any(sp[:1].islower() for v in said.values() for sp in v):
+                    common += 1
+            if common < len(found):
+                places[item] = spans
+        if not places:
+            return None
+        thing.places = places
+        thing.erase &= set(places)
+        return thing
+
+    def _mapping(self, piece: Piece) -> Found | None:
+        """A quoted mapping ("'Teapot = my move-out plan'", "'青鸟计划=收购华岳物流'"):
+        each side where it is said, redacted there (a note that holds the whole mapping
+        loses both sides, and nothing else). The meaning is also found without its
+        article ("the move-out plan") where the code name is said with it."""
+        sides = [s.strip(" '\"") for s in _MAPPING.split(piece.text, maxsplit=1)]
+        if len(sides) != 2 or not all(len(s.encode()) >= MIN_NEEDLE_BYTES for s in sides):
+            return None
+        name, meaning = sides
+        first = self.thing(value_key("quoted", name), "quoted", [name])
+        second = self.thing(value_key("quoted", meaning), "quoted", [meaning])
+        bare = re.sub(r"^(?:my|the|our|his|her|their)\s+", "", meaning, flags=re.IGNORECASE)
+        if first is None and second is None:
+            return None
+        places: dict[str, list[str]] = {}
+        for thing in (first, second):
+            for item, spans in (thing.places if thing else {}).items():
+                known = places.setdefault(item, [])
+                known.extend(x for x in spans if x not in known)
+        if bare != meaning and first is not None:
+            for item, spans in self.places_of([bare]).items():
+                if item in first.places:
+                    known = places.setdefault(item, [])
+                    known.extend(x for x in spans if x not in known)
+        thing = Thing(value_key("quoted", piece.text), "quoted", [name, meaning], 0, places)
+        rows = [self.pool.by_id[i] for i in places if i in self.pool.by_id]
+        thing.first_seen = min((r.written_at for r in rows), default="")
+        thing.face = _face(rows, set()) if rows else next(iter(places))
+        return Found(piece, RESOLVED, [thing])
+
+    def _of_name(self, piece: Piece) -> Found:
+        """The value a label names among those said where the name is said: "the
+        Sunbeam callback line" is the callback number said with "Sunbeam"."""
+        label = piece.label
+        found = self._description(Piece(label, "description", label, piece.which, piece.said))
+        named = set(self.where([piece.text])[piece.text])
+        things = [t for t in [*found.things, *found.options] if set(t.places) & named]
+        if len(things) == 1:
+            return Found(piece, RESOLVED, things)
+        if things:
+            return self._choose(piece, things)
+        return Found(piece, NOT_FOUND, reason="value_not_found")
 
     def _across_turns(self, key: str, piece: Piece) -> Thing | None:
         """A value no one text holds, said in two consecutive turns of one session: its
@@ -809,6 +903,12 @@ class InformationPlanner:
                 options = [self._fact_thing([r.item_id]) for r in old]
                 return Found(piece, AMBIGUOUS, reason="several_things",
                              options=[o for o in options if o is not None])  # fmt: skip
+            if not old and not piece.every and not self.moved:
+                live = [r for r in rows if r.status in ("current", "conflict")]
+                if len(live) == 1:  # "my old X", one X on file: asked, naming it
+                    one = self._fact_thing([live[0].item_id])
+                    if one is not None:
+                        return Found(piece, AMBIGUOUS, reason="only_one", options=[one])
             return old or ([] if piece.every else rows)
         if piece.which == "current":
             return [r for r in rows if r.status in ("current", "conflict")] or rows
@@ -1056,6 +1156,9 @@ class InformationPlanner:
         said with the label, or asked."""
         things = sorted(things, key=lambda t: (t.first_seen, t.key))
         if piece.which == "previous":
+            if len(things) == 1 and not piece.every and not self.moved:
+                # "my old X" and one X said: asked, naming it, never taken at a guess
+                return Found(piece, AMBIGUOUS, reason="only_one", options=things)
             old = things[:-1] if len(things) > 1 else things
             if piece.every or len(old) == 1:
                 return Found(piece, RESOLVED, old)
@@ -1409,6 +1512,28 @@ def _at_edge(text: str | None, part: str, kind: str, *, end: bool) -> str:
     if re.fullmatch(r"[\W_]*", beyond) and value_key(kind, said) == value_key(kind, part):
         return said
     return ""
+
+
+#: How a quoted mapping joins its sides: "A = B", "A: B", "A is B", "A→B".
+_MAPPING = re.compile(r"\s*(?:=|＝|:|：|→|->)\s*|\s+is\s+")
+
+
+def _as_a_name(thing: Thing, name: str) -> Thing | None:
+    """A capitalised name is found where it is written as a name: "Bill" the person,
+    not the "water bill"; "May" the alias, not "may". The mention lookup folds case,
+    so the places where only the common word is said are dropped here."""
+    if not name[:1].isupper() or not name.isascii():
+        return thing
+    places = {}
+    for item, spans in thing.places.items():
+        named = [s for s in spans if s[:1].isupper() or not s[:1].isalpha()]
+        if named:
+            places[item] = named
+    if not places:
+        return None
+    thing.places = places
+    thing.erase &= set(places)
+    return thing
 
 
 def _code_like(word: str) -> bool:

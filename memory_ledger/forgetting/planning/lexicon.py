@@ -119,6 +119,8 @@ class InformationWords:
     sentence_words: frozenset[str]
     not_names: frozenset[str]
     not_prefixes: frozenset[str]
+    #: Short labels that name one place ("room 9", "bay 6"): a literal, as said.
+    short_labels: tuple[re.Pattern[str], ...]
     generic: frozenset[str]
     #: Chinese function words trimmed from either end of a label ("我的", "都").
     trim_zh: Phrases
@@ -154,6 +156,7 @@ class InformationWords:
             sentence_words=frozenset(raw["sentence_words"]),
             not_names=frozenset(raw["not_names"]),
             not_prefixes=frozenset(raw["not_prefixes"]),
+            short_labels=tuple(re.compile(p) for p in raw["short_labels"]),
             generic=frozenset(raw["generic"]),
             trim_zh=Phrases({"trim": list(raw["trim_zh"])}),
             restate=Phrases({"restate": list(raw["restate"])}),
@@ -172,6 +175,8 @@ class Lexicon:
     not_a_request: Phrases
     which: Phrases
     everything: Phrases
+    #: The request says the thing moved or changed ("old" may be the one on file).
+    moved: Phrases
     sessions: Phrases
     vague: Phrases
     said: Phrases
@@ -262,6 +267,7 @@ def lexicon() -> Lexicon:
         not_a_request=Phrases({"not_a_request": raw["not_a_request"]["words"]}),
         which=_group(raw, "which"),
         everything=Phrases({"everything": raw["everything"]["words"]}),
+        moved=Phrases({"moved": raw["moved"]["words"]}),
         sessions=_group(raw, "sessions"),
         vague=_group(raw, "vague"),
         said=Phrases({"said": raw["said"]["words"]}),

@@ -248,6 +248,10 @@ class InformationReader:
                 inner = text[a:b].strip()
                 if inner and free(a, b) and not self._quoted_words(inner):
                     taken.append(_Span(a, b, "quoted", inner))
+        for pattern in self.words.short_labels:  # "room 9": one place, as said
+            for m in pattern.finditer(low):
+                if free(m.start(), m.end()):
+                    taken.append(_Span(m.start(), m.end(), "quoted", text[m.start() : m.end()]))
         shapes = (("email", EMAIL), ("amount", AMOUNT), ("time", TIME), ("phone", PHONE))
         for kind, pattern in shapes:
             for m in pattern.finditer(text):

@@ -59,6 +59,7 @@ from memory_ledger.times import canonical_time
 
 if TYPE_CHECKING:
     from memory_ledger.event_log import EventLog
+    from memory_ledger.forgetting.planning.blast import Blast
     from projections.base import Projection
     from projections.vector_index import VectorIndex
 
@@ -107,6 +108,8 @@ class Draft:
     spans_by_item: dict[str, list[str]] = field(default_factory=dict)
     #: Planned by the information it names (information.py), not by items.
     information: bool = False
+    #: What it touches (blast.py): set on every plan made from words before it is stored.
+    blast: Blast | None = None
 
 
 class Planner:
@@ -591,7 +594,11 @@ class Planner:
             old = [r for r in rows if r.status == "superseded"]
             if len(old) > 1 and self.reading.number != "all":
                 return self._clarify(old)
-            rows = old
+            if not old and len(rows) == 1 and not self.reading.moved:
+                # "my old address" with one address on file: asked, naming it (the
+                # seed's own example); planned when the request says it moved
+                return self._clarify(rows, "old_only_one")
+            rows = old or (rows if len(rows) == 1 else [])
         if not rows:
             return Draft("nothing_matched", self.reading.intent, reason="no_such_version")
         return rows
@@ -789,6 +796,19 @@ class Planner:
                     if c.item_id in self.pool.by_id
                 ]
             )
+        if (
+            found.status == "nothing_matched"
+            and scope.kind == "predicate"
+            and (scope.which == "previous")
+        ):  # "my old address" with no older one: the one on file, asked about
+            now = resolve(
+                self.conn, self.namespace, scope.model_copy(update={"which": "current"}), self.log
+            )
+            one = [self.pool.by_id[i] for i in now.targets if i in self.pool.by_id]
+            if now.status == "resolved" and len(one) == 1:
+                return self._explicit(one) if self.reading.moved else (
+                    self._clarify(one, "old_only_one")
+                )  # fmt: skip
         if found.status == "nothing_matched":
             return Draft("nothing_matched", self.reading.intent, reason="no_such_version")
         return Draft(
@@ -941,12 +961,12 @@ class Planner:
 
     # -- answers ------------------------------------------------------------------------
 
-    def _clarify(self, rows: list[Row]) -> Draft:
+    def _clarify(self, rows: list[Row], question: str = "candidates") -> Draft:
         chosen = sorted(rows, key=lambda r: (r.written_at, r.item_id))[-MAX_CANDIDATES:]
         language = self.reading.language
         options = [candidate(self.pool, r.item_id, language) for r in chosen]
         listing = "; ".join(f"({n}) {o['label']}" for n, o in enumerate(options, 1))
-        template = self.lex.questions[f"{language}_candidates"]
+        template = self.lex.questions[f"{language}_{question}"]
         return Draft(
             "needs_clarification",
             self.reading.intent,

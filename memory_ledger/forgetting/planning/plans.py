@@ -120,6 +120,10 @@ class ForgetPlan:
     #: What the model protocol (located.py) did beyond the plan: a value said nowhere, a
     #: chosen item that holds a keep, the reason given. Names values: sealed.
     note: str = ""
+    #: What it would touch, in counts (blast.py): `places`, `items`, `namespace_items`,
+    #: `share` of the namespace, and `scope` when it is not a list of items. Every plan
+    #: made from words has one; the user sees the size before confirming.
+    blast: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

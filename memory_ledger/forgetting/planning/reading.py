@@ -48,6 +48,9 @@ class Reading:
     window: Window | None = None
     session: Literal["this", "last"] | None = None
     everything: bool = False
+    #: The request says the thing moved or changed ("I moved, forget my old address"):
+    #: "old" may then be the only one on file (without it, that one is asked about).
+    moved: bool = False
     vague_one: bool = False
     said: bool = False
     spans: list[str] = field(default_factory=list)  # span kinds, for a redaction
