@@ -85,6 +85,8 @@ def test_forget_plans_every_place_then_execution_leaves_no_read_and_no_byte(
         "t_phone3": "redact", "t_phrase1": "redact", "t_phrase2": "redact",
     }  # fmt: skip
     assert "the user asked in chat" in plan.note
+    blast = plan.blast or {}
+    assert (blast["places"], blast["items"]) == (6, 6) and blast["namespace_items"] >= 6
     outcome = alice.execute_plan(plan.plan_id)
     assert outcome.status == "completed" and outcome.request_ids
     _nowhere(alice, memory, "206-555-0148", "206.555.0148", "(206) 555-0148", "copper finch")

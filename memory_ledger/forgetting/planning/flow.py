@@ -26,7 +26,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from memory_ledger.errors import InvalidTransition, InvalidWrite, NotFound
 from memory_ledger.event_log import ERASED
-from memory_ledger.forgetting.planning.blast import checked
+from memory_ledger.forgetting.planning.blast import blast_of, checked, namespace_items
 from memory_ledger.forgetting.planning.information import InformationPlanner
 from memory_ledger.forgetting.planning.lexicon import lexicon
 from memory_ledger.forgetting.planning.located import LocatedPlanner, check_find, check_forget
@@ -305,6 +305,9 @@ class ForgetPlanning:
                 projections=service.runner.projections, kept=self._rows,
             )  # fmt: skip
             draft, notes = LocatedPlanner(planner).draft(located)
+            # the model named the values and the user confirms: no bound turns it into
+            # a question, but the plan states its size like every other plan
+            draft.blast = blast_of(draft, namespace_items(planner))
         reading = Reading(located.language, "delete")  # type: ignore[arg-type]
         plan = self._plan(ledger, draft, reading, now, None, None)
         plan.note = " ".join(notes)
