@@ -120,6 +120,11 @@ def test_a_value_said_across_two_consecutive_turns_is_planned_for_both(
     # middle of a turn, nor the halves said in two sessions (s4, s5)
     assert _planned(alice, said, "delete the phrase blue heron") == {"word_a", "word_b", "boat"}
     plan = alice.plan_forget("forget my number 415-555-0199")
+    [piece] = plan.pieces  # reported as said apart, with its two turns in order
+    assert piece["said_apart"] == [[said["number_a"], said["number_b"]]]
+    whole = alice.plan_forget("delete the phrase blue heron").pieces[0]
+    assert whole["said_apart"] == [[said["word_a"], said["word_b"]]]  # and whole in "boat"
+    assert "said_apart" not in alice.plan_forget("forget 415-555-0100").pieces[0]
     assert alice.execute_plan(plan.plan_id).status == "completed"
     after = _texts(alice, said)
     assert (after["number_a"], after["number_b"]) == (

@@ -125,6 +125,9 @@ class Thing:
     #: When it was first and last said (for "old": the superseded one is said first).
     first_seen: str = ""
     face: str = ""  # the item that stands for it in a question
+    #: The two consecutive turns it is said across (its head ends the first, its tail
+    #: starts the second), when it is: the plan reports them as such.
+    apart: tuple[str, str] | None = None
 
 
 @dataclass
@@ -380,6 +383,7 @@ class InformationPlanner:
         elif split is not None:  # said whole somewhere, and apart across two turns too
             for item, spans in split.places.items():
                 thing.places.setdefault(item, spans)
+            thing.apart = split.apart
         if thing is not None and piece.kind == "name":
             thing = _as_a_name(thing, piece.text)
             if thing is not None:
@@ -491,7 +495,7 @@ class InformationPlanner:
                     rows = [self.pool.by_id[first], self.pool.by_id[second]]
                     return Thing(
                         key, piece.kind, [value], 0, {first: [said_head], second: [said_tail]},
-                        first_seen=rows[0].written_at, face=first,
+                        first_seen=rows[0].written_at, face=first, apart=(first, second),
                     )  # fmt: skip
         return None
 
@@ -1379,6 +1383,9 @@ class InformationPlanner:
                         "spans": 0 if item in erase else len(spans),
                     }
                 )
+            apart = [list(t.apart) for t in found.things if t.apart is not None]
+            if apart:  # reported as such: the value no one turn holds, and where its parts are
+                entry["said_apart"] = apart
         if found.status == AMBIGUOUS:
             entry["options"] = [t.face for t in found.options[:MAX_OPTIONS]]
         return entry
