@@ -143,6 +143,31 @@ def test_a_name_is_found_as_a_name_not_as_the_common_word(ledger: MemoryLedger) 
     assert ids["Bill from the board called about the leak."] in _touched(plan)
 
 
+@pytest.mark.parametrize(
+    "request_text", ["Delete 415-555-0199 and the alias May", "forget the name May"]
+)
+def test_a_short_name_that_is_a_month_is_found_where_it_names_someone(
+    ledger: MemoryLedger, request_text: str
+) -> None:
+    """"May" is too short for the mention index and is also a month: named as a
+    literal, it is looked up as said (never read as a date first, never "nothing
+    matched"), and the places that use it as a date are not its places."""
+    ids = _remember(
+        ledger,
+        [
+            "If the front desk calls, ask for May.",
+            "Ask for May at reception, she has the keys. My cell is 415-555-0199.",
+            "The rent is due in May.",
+            "We drive to the coast on May 3 every year.",
+        ],
+    )
+    plan = ledger.plan_forget(request_text)
+    assert plan.status == "planned", plan.message
+    may = {i for t, i in ids.items() if "for May" in t}
+    months = {ids["The rent is due in May."], ids["We drive to the coast on May 3 every year."]}
+    assert may <= set(plan.spans_by_item) and not months & _touched(plan)
+
+
 def test_a_quoted_mapping_resolves_through_its_sides(ledger: MemoryLedger) -> None:
     ids = _remember(
         ledger,

@@ -47,7 +47,13 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, select
 
-from memory_ledger.forgetting.mentions import atomic_spans, mention_pattern, where_mentioned
+from memory_ledger.forgetting.mentions import (
+    MentionPattern,
+    atomic_spans,
+    find_mentions,
+    mention_pattern,
+    where_mentioned,
+)
 from memory_ledger.forgetting.planning.lexicon import Lexicon
 from memory_ledger.forgetting.planning.pieces import (
     AMOUNT,
@@ -57,6 +63,7 @@ from memory_ledger.forgetting.planning.pieces import (
     lowered,
 )
 from memory_ledger.forgetting.planning.pool import Pool, Row, candidate
+from memory_ledger.forgetting.planning.when import MONTHS_EN
 from memory_ledger.forgetting.redaction import span_pattern
 from memory_ledger.forgetting.residue import MIN_NEEDLE_BYTES
 from memory_ledger.forgetting.scope import erased_with
@@ -282,6 +289,22 @@ class InformationPlanner:
                 self._where[value] = found.get(value, {})
         return {v: self._where[v] for v in wanted}
 
+    def short_places(self, value: str) -> dict[str, list[str]]:
+        """The places of a value too short for the mention index ("May", "Art", "702"):
+        the same matcher over every text of the namespace (find_mentions). A pass over
+        the namespace's cells, so only for a value the request names as a literal."""
+        pattern = MentionPattern({value})
+        items = find_mentions(self.conn, self.cells, self.projections, self.namespace, pattern, ())
+        found: dict[str, list[str]] = {}
+        for projection in self.projections:
+            for item in items:
+                for text in projection.texts_of(self.conn, self.cells, [item]):
+                    known = found.setdefault(item, [])
+                    spans = [text[a:b] for a, b in pattern.spans(text)]
+                    known.extend(x for x in spans if x not in known)
+        self.pool.extend(list(found))
+        return {i: s for i, s in found.items() if s and i in self.pool.by_id}
+
     def places_of(self, forms: Iterable[str]) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {}
         for spans_by_item in self.where(forms).values():
@@ -377,6 +400,11 @@ class InformationPlanner:
                 forms = list(dict.fromkeys([*joined, spaced]))
                 key = value_key("code", joined[0])
         thing = self.thing(key, piece.kind, forms)
+        if thing is None and _too_short(piece):
+            # "the alias May": named as a literal, looked up as said before anything
+            # reads it as a month, a unit or a word
+            places = self.short_places(piece.text)
+            thing = Thing(key, piece.kind, forms, places=places) if places else None
         split = self._across_turns(key, piece)
         if thing is None:
             thing = split
@@ -384,13 +412,35 @@ class InformationPlanner:
             for item, spans in split.places.items():
                 thing.places.setdefault(item, spans)
             thing.apart = split.apart
-        if thing is not None and piece.kind == "name":
-            thing = _as_a_name(thing, piece.text)
+        if thing is not None and lowered(piece.text.strip()) in MONTHS_EN:
+            thing = self._not_as_a_date(thing, piece.text.strip())
+        one_name = piece.kind == "quoted" and re.fullmatch(r"[A-Z][a-z]+", piece.text.strip())
+        if thing is not None and (piece.kind == "name" or one_name):
+            # "the alias May", "the name Rose": one capitalised word named as a literal
+            # is a name, found where it is written as one
+            thing = _as_a_name(thing, piece.text.strip())
             if thing is not None:
                 thing = self._not_a_common_phrase(thing, piece.text)
         if thing is None:
             return Found(piece, NOT_FOUND, reason="value_not_found")
         return Found(piece, RESOLVED, [thing])
+
+    def _not_as_a_date(self, thing: Thing, name: str) -> Thing | None:
+        """A name that is also a month's ("May", "June"): a place where every use of it
+        reads as a date ("the rent is due in May", "May 3") is not a place of the name."""
+        as_date = re.compile(self.lex.information.date_use.replace("NAME", re.escape(name)), re.I)
+        word = re.compile(rf"\b{re.escape(name)}\b", re.I)
+        texts = self.pool.texts(list(thing.places))
+        places = {}
+        for item, spans in thing.places.items():
+            text = texts.get(item) or ""
+            # each date use holds the name once: a place of the name says it otherwise too
+            if len(word.findall(text)) > len(as_date.findall(text)) or item in thing.erase:
+                places[item] = spans
+        if not places:
+            return None
+        thing.places = places
+        return thing
 
     def _not_a_common_phrase(self, thing: Thing, name: str) -> Thing | None:
         """A name that starts a sentence may be a common word ("Rose bushes need
@@ -1563,6 +1613,13 @@ def _face(rows: list[Row], erase: set[str]) -> str:
 
 def _sentences(text: str) -> list[str]:
     return [s for s in _SENTENCES.split(text) if s.strip()]
+
+
+def _too_short(piece: Piece) -> bool:
+    """A literal the request names (quoted, "the alias …", a capitalised name) too short
+    for the mention index, but long enough to be a word of its own."""
+    size = len(piece.text.strip().encode())
+    return piece.kind in ("quoted", "name", "code") and 2 <= size < MIN_NEEDLE_BYTES
 
 
 def _shape(value: str) -> str:

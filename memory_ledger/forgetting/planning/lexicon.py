@@ -135,6 +135,9 @@ class InformationWords:
     concept_words: dict[str, tuple[str, ...]]
     #: The concepts that only say what kind of value a thing is ("door_code", "fee").
     concept_kinds: frozenset[str]
+    #: Where a month's name is said as a date ("in May", "May 3"): a regular expression
+    #: with NAME for the name; such a place is not one of the name ("ask for May").
+    date_use: str = ""
 
     @classmethod
     def load(cls, raw: dict[str, Any]) -> InformationWords:
@@ -165,6 +168,7 @@ class InformationWords:
             concepts=Phrases({k: list(v) for k, v in raw["concepts"].items()}),
             concept_words={k: tuple(v) for k, v in raw["concepts"].items()},
             concept_kinds=frozenset(raw["concept_kinds"]),
+            date_use=raw["date_use"],
         )
 
 

@@ -37,7 +37,6 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from memory_ledger.errors import InvalidWrite
-from memory_ledger.forgetting.mentions import MentionPattern, find_mentions
 from memory_ledger.forgetting.planning.information import (
     NOT_FOUND,
     RESOLVED,
@@ -221,7 +220,7 @@ class LocatedPlanner:
         piece = piece_of(value)
         if _searchable(value):
             return self.info.resolve(piece)
-        places = self._short_places(value)
+        places = self.info.short_places(value)
         if not places:
             return Found(piece, NOT_FOUND, reason="value_not_found")
         thing = Thing(value_key(piece.kind, value), piece.kind, [value], places=places)
@@ -229,20 +228,6 @@ class LocatedPlanner:
         texts = self.pool.texts(facts)
         thing.erase = {i for i in facts if any(_same(texts.get(i) or "", s) for s in places[i])}
         return Found(piece, RESOLVED, [thing])
-
-    def _short_places(self, value: str) -> dict[str, list[str]]:
-        info = self.info
-        pattern = MentionPattern({value})
-        items = find_mentions(info.conn, info.cells, info.projections, info.namespace, pattern, ())
-        found: dict[str, list[str]] = {}
-        for projection in info.projections:
-            for item in items:
-                for text in projection.texts_of(info.conn, info.cells, [item]):
-                    known = found.setdefault(item, [])
-                    spans = [text[a:b] for a, b in pattern.spans(text)]
-                    known.extend(x for x in spans if x not in known)
-        self.pool.extend(list(found))
-        return {i: s for i, s in found.items() if s and i in self.pool.by_id}
 
     def guard(self, pieces: list[Found], keeps: list[str]) -> None:
         """A keep is never cut: in each place, a value's span that overlaps a keep said
