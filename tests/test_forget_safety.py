@@ -149,7 +149,7 @@ def test_a_name_is_found_as_a_name_not_as_the_common_word(ledger: MemoryLedger) 
 def test_a_short_name_that_is_a_month_is_found_where_it_names_someone(
     ledger: MemoryLedger, request_text: str
 ) -> None:
-    """"May" is too short for the mention index and is also a month: named as a
+    """ "May" is too short for the mention index and is also a month: named as a
     literal, it is looked up as said (never read as a date first, never "nothing
     matched"), and the places that use it as a date are not its places."""
     ids = _remember(
