@@ -179,8 +179,9 @@ def test_a_short_name_is_found_as_a_word_and_its_common_uses_are_kept(
     bob: MemoryLedger,
 ) -> None:
     """ "Art" is shorter than the mention index looks up: it is searched in every text,
-    as a word (not in "start"); the keep "art class" protects the ordinary use, and a
-    place where both are said keeps the name rather than cut the keep."""
+    as a word (not in "start"); the keep "art class" protects the ordinary use, and in
+    a place where both are said the name goes and the lower-case keep stays (a
+    capitalised span never takes its lower-case namesake)."""
     said = [
         "My cousin Art checked into rehab.",
         "Tell Art I'm rooting for him.",
@@ -194,12 +195,13 @@ def test_a_short_name_is_found_as_a_word_and_its_common_uses_are_kept(
     assert {p["item_id"] for p in found["places"]} == set(ids[:4])
     plan = bob.forget_information(["Art"], keeps=["art class"])
     assert plan.status == "planned"
-    assert {p["item_id"] for p in plan.pieces[0]["places"]} == {ids[0], ids[1]}
+    assert {p["item_id"] for p in plan.pieces[0]["places"]} == {ids[0], ids[1], ids[3]}
     assert plan.kept[0]["item_ids"] == sorted([ids[2], ids[3]])
     bob.execute_plan(plan.plan_id)
     texts = [bob.get(i).text or "" for i in ids]
     assert "Art" not in texts[0] and "Art" not in texts[1]
-    assert texts[2:] == said[2:]
+    assert texts[3] == "[redacted] drove me to art class today."
+    assert (texts[2], texts[4]) == (said[2], said[4])
 
 
 # -- over HTTP -------------------------------------------------------------------------

@@ -45,6 +45,22 @@ def test_a_span_goes_and_the_rest_stays(
     assert alice.get(said).text.endswith("[redacted] on Tuesday")
 
 
+def test_a_capitalised_span_keeps_its_lower_case_namesake(
+    alice: MemoryLedger, service: MemoryService
+) -> None:
+    """"Rose" the witness goes; "the rose bushes" in the same turn stays (a span is as
+    written where it was found), and every store's check agrees; a lower-case span
+    still takes every case."""
+    said = alice.remember(turn("Rose saw it from the rose bushes, Rose said.")).item_id
+    report = alice.redact(said, spans=["Rose"])
+    assert report.status == "completed", report.failed_stores
+    assert alice.get(said).text == "[redacted] saw it from the rose bushes, [redacted] said."
+    assert service.requests.verify(report.request_id).failed_stores == []
+    other = alice.remember(turn("Grant approved the Grant form.", turn_id="t2")).item_id
+    assert alice.redact(other, spans=["grant"]).status == "completed"
+    assert alice.get(other).text == "[redacted] approved the [redacted] form."
+
+
 def test_derived_items_lose_the_span_too(alice: MemoryLedger) -> None:
     card_turn = alice.remember(turn(CARD, turn_id="t3")).item_id
     stated = alice.get(card_turn)

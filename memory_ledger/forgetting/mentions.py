@@ -202,9 +202,21 @@ class MentionPattern:
     """The forgotten values and their distinctive parts, as one matcher used both to
     find the items that mention them and to redact those items."""
 
-    def __init__(self, searched: Iterable[str], replacement: str = REPLACEMENT) -> None:
+    def __init__(
+        self, searched: Iterable[str], replacement: str = REPLACEMENT, names_keep_case: bool = False
+    ) -> None:
         self.replacement = replacement
         self.searched = sorted(set(searched))
+        # A redaction's spans are as written where they were found: a span written
+        # capitalised ("Rose", "Grant") is a name there, and its lower-case namesake in
+        # the same text ("the rose bushes", "the grant form") is another word, kept.
+        # A forgotten value (names_keep_case False) is matched in any case.
+        lower = {v.lower() for v in self.searched if not v[:1].isupper()}
+        self._capital_only = (
+            {v.lower() for v in self.searched if v[:1].isupper()} - lower
+            if names_keep_case
+            else set()
+        )
         # Longest first, so an overlap is replaced whole. Plain literals: the boundary
         # rule is checked on the spans of the text searched, which needs no lookaround
         # (a class of every word character takes milliseconds to compile, per value).
@@ -240,14 +252,21 @@ class MentionPattern:
                 self._first = re.compile("|".join(self._literals), re.IGNORECASE)
             longest = self._first.match(text, start)
             if longest and not _inside(atoms, longest.end()):
-                found.append(longest.span())
+                if not self._another_word(longest.group()):
+                    found.append(longest.span())
                 continue
             for single in self._compiled():  # a shorter literal may end on a boundary
                 match = single.match(text, start)
                 if match and not _inside(atoms, match.end()):
-                    found.append(match.span())
+                    if not self._another_word(match.group()):
+                        found.append(match.span())
                     break
         return found
+
+    def _another_word(self, said: str) -> bool:
+        """A lower-case namesake of a capitalised span (see `names_keep_case`)."""
+        capital_only = self._capital_only
+        return bool(capital_only) and said[:1].islower() and said.lower() in capital_only
 
     def _any(self) -> re.Pattern[str]:
         if self._any_pattern is None:

@@ -71,9 +71,10 @@ class RedactionRequest(StrictModel):
 
 def span_pattern(spans: Iterable[str]) -> MentionPattern | None:
     """The spans as one matcher, on the token boundaries a forget's mentions use (see
-    `mentions`), replacing with `[redacted]`. Whole spans only: never their parts."""
+    `mentions`), replacing with `[redacted]`. Whole spans only: never their parts; and a
+    capitalised span ("Rose") never takes its lower-case namesake ("the rose bushes")."""
     wanted = {s.strip() for s in spans if s.strip()}
-    return MentionPattern(wanted, replacement=REDACTED) if wanted else None
+    return MentionPattern(wanted, replacement=REDACTED, names_keep_case=True) if wanted else None
 
 
 def rewrite_items(
