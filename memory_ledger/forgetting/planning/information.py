@@ -419,11 +419,30 @@ class InformationPlanner:
             # "the alias May", "the name Rose": one capitalised word named as a literal
             # is a name, found where it is written as one
             thing = _as_a_name(thing, piece.text.strip())
+            if thing is not None and one_name:
+                thing = self._not_in_a_longer_name(thing, piece.text.strip())
             if thing is not None:
                 thing = self._not_a_common_phrase(thing, piece.text)
         if thing is None:
             return Found(piece, NOT_FOUND, reason="value_not_found")
         return Found(piece, RESOLVED, [thing])
+
+    def _not_in_a_longer_name(self, thing: Thing, name: str) -> Thing | None:
+        """ "the name Art" is not the "Art Walk": a place where the name is only ever
+        the start of a longer capitalised name is not one of its places (a redaction
+        would cut the longer name's first word)."""
+        longer = re.compile(rf"\b{re.escape(name)}\s+[A-Z]")
+        texts = self.pool.texts(list(thing.places))
+        places = {}
+        for item, spans in thing.places.items():
+            text = texts.get(item) or ""
+            if len(re.findall(rf"\b{re.escape(name)}\b", text)) > len(longer.findall(text)):
+                places[item] = spans
+        if not places:
+            return None
+        thing.places = places
+        thing.erase &= set(places)
+        return thing
 
     def _not_as_a_date(self, thing: Thing, name: str) -> Thing | None:
         """A name that is also a month's ("May", "June"): a place where every use of it
@@ -1616,10 +1635,11 @@ def _sentences(text: str) -> list[str]:
 
 
 def _too_short(piece: Piece) -> bool:
-    """A literal the request names (quoted, "the alias …", a capitalised name) too short
-    for the mention index, but long enough to be a word of its own."""
+    """A literal the request names as one (quoted, "the alias …", "the name …", a code)
+    too short for the mention index, but long enough to be a word of its own. A bare
+    name ("my cousin Art") is not: it says who, and is never looked for by itself."""
     size = len(piece.text.strip().encode())
-    return piece.kind in ("quoted", "name", "code") and 2 <= size < MIN_NEEDLE_BYTES
+    return piece.kind in ("quoted", "code") and 2 <= size < MIN_NEEDLE_BYTES
 
 
 def _shape(value: str) -> str:
