@@ -967,6 +967,8 @@ GOOD_ARGUMENTS: dict[str, Any] = {
     "path": "/memories/a.md", "source": None, "file_text": "hi", "old_str": "hi",
     "new_str": "ho", "insert_line": 1, "insert_text": "x", "old_path": "/memories/a.md",
     "new_path": "/memories/b.md", "version": 1, "view_range": None, "command": None,
+    # the model protocol (find_information, forget_information)
+    "values": ["Hangzhou"], "description": "where I live", "chosen": None, "keeps": None,
 }  # fmt: skip
 #: Methods that only pass a ledger along, or close it: nothing to refuse.
 NOT_INPUTS = {"close", "files", "runs", "execute"}
