@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any
@@ -427,39 +427,39 @@ class InformationPlanner:
             return Found(piece, NOT_FOUND, reason="value_not_found")
         return Found(piece, RESOLVED, [thing])
 
-    def _not_in_a_longer_name(self, thing: Thing, name: str) -> Thing | None:
-        """ "the name Art" is not the "Art Walk": a place where the name is only ever
-        the start of a longer capitalised name is not one of its places (a redaction
-        would cut the longer name's first word)."""
-        longer = re.compile(rf"\b{re.escape(name)}\s+[A-Z]")
+    def _only_places(self, thing: Thing, keep: Callable[[str, str], bool]) -> Thing | None:
+        """`thing` with only the places whose text `keep(item, text)` accepts; None when
+        no place is left (the value is not said, as meant, anywhere)."""
         texts = self.pool.texts(list(thing.places))
-        places = {}
-        for item, spans in thing.places.items():
-            text = texts.get(item) or ""
-            if len(re.findall(rf"\b{re.escape(name)}\b", text)) > len(longer.findall(text)):
-                places[item] = spans
+        places = {i: s for i, s in thing.places.items() if keep(i, texts.get(i) or "")}
         if not places:
             return None
         thing.places = places
         thing.erase &= set(places)
         return thing
 
+    def _not_in_a_longer_name(self, thing: Thing, name: str) -> Thing | None:
+        """ "the name Art" is not the "Art Walk": a place where the name is only ever
+        the start of a longer capitalised name is not one of its places (a redaction
+        would cut the longer name's first word)."""
+        word = re.compile(rf"\b{re.escape(name)}\b")
+        longer = re.compile(rf"\b{re.escape(name)}\s+[A-Z]")
+        return self._only_places(
+            thing, lambda _, text: len(word.findall(text)) > len(longer.findall(text))
+        )
+
     def _not_as_a_date(self, thing: Thing, name: str) -> Thing | None:
         """A name that is also a month's ("May", "June"): a place where every use of it
-        reads as a date ("the rent is due in May", "May 3") is not a place of the name."""
+        reads as a date ("the rent is due in May", "May 3") is not a place of the name
+        (each date use holds the name once)."""
         as_date = re.compile(self.lex.information.date_use.replace("NAME", re.escape(name)), re.I)
         word = re.compile(rf"\b{re.escape(name)}\b", re.I)
-        texts = self.pool.texts(list(thing.places))
-        places = {}
-        for item, spans in thing.places.items():
-            text = texts.get(item) or ""
-            # each date use holds the name once: a place of the name says it otherwise too
-            if len(word.findall(text)) > len(as_date.findall(text)) or item in thing.erase:
-                places[item] = spans
-        if not places:
-            return None
-        thing.places = places
-        return thing
+        return self._only_places(
+            thing,
+            lambda item, text: (
+                len(word.findall(text)) > len(as_date.findall(text)) or item in thing.erase
+            ),
+        )
 
     def _not_a_common_phrase(self, thing: Thing, name: str) -> Thing | None:
         """A name that starts a sentence may be a common word ("Rose bushes need
@@ -467,30 +467,22 @@ class InformationPlanner:
         word the memory also says after it in lower case is not a place of the name."""
         if not name.isascii() or " " in name:
             return thing
-        texts = self.pool.texts(list(thing.places))
-        places = {}
-        for item, spans in thing.places.items():
-            text = texts.get(item) or ""
+
+        def named_there(_: str, text: str) -> bool:
             found = list(re.finditer(rf"\b{re.escape(name)}\b(?:\s+([a-z]+))?", text))
             if not found:
-                places[item] = spans
-                continue
+                return True
             phrases = [f"{name.lower()} {m.group(1)}" for m in found if m.group(1)]
             lower = self.where(phrases) if phrases else {}
             common = 0
             for m in found:
                 after = m.group(1)
-                phrase = f"{name.lower()} {after}" if after else ""
-                said = lower.get(phrase, {}) if phrase else {}
+                said = lower.get(f"{name.lower()} {after}", {}) if after else {}
                 if any(sp[:1].islower() for v in said.values() for sp in v):
                     common += 1
-            if common < len(found):
-                places[item] = spans
-        if not places:
-            return None
-        thing.places = places
-        thing.erase &= set(places)
-        return thing
+            return common < len(found)
+
+        return self._only_places(thing, named_there)
 
     def _mapping(self, piece: Piece) -> Found | None:
         """A quoted mapping ("'Teapot = my move-out plan'", "'青鸟计划=收购华岳物流'"):
