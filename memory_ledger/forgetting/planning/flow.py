@@ -64,6 +64,8 @@ from memory_ledger.phrases import normalise
 from memory_ledger.times import canonical_time
 
 if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
     from memory_ledger.api import MemoryLedger
 
 MAX_REQUEST_CHARS = 2000
@@ -213,10 +215,7 @@ class ForgetPlanning:
         for part in reading.parts:  # and never in a part of words that do not say so
             part.reading.everything = part.reading.everything and reading.everything
         with service.engine.connect() as conn:
-            planner = Planner(
-                conn, service.log, service.vectors, ledger.namespace,
-                projections=service.runner.projections, kept=self._rows,
-            )  # fmt: skip
+            planner = self._planner(conn, ledger)
             draft = checked(planner, planner.plan(reading, words, session_id), reading)
             versions = planner.pool_versions(draft.targets) if draft.intent == "update" else {}
         plan = self._plan(ledger, draft, reading, now, session_id, turn_id)
@@ -277,10 +276,7 @@ class ForgetPlanning:
         service = ledger.service
         service.runner.catch_up()
         with service.engine.connect() as conn:
-            planner = Planner(
-                conn, service.log, service.vectors, ledger.namespace,
-                projections=service.runner.projections, kept=self._rows,
-            )  # fmt: skip
+            planner = self._planner(conn, ledger)
             return LocatedPlanner(planner).find(asked, said)
 
     def forget_information(
@@ -300,10 +296,7 @@ class ForgetPlanning:
         service.runner.catch_up()
         self.plans.expire_due(ledger.namespace, now)
         with service.engine.connect() as conn:
-            planner = Planner(
-                conn, service.log, service.vectors, ledger.namespace,
-                projections=service.runner.projections, kept=self._rows,
-            )  # fmt: skip
+            planner = self._planner(conn, ledger)
             draft, notes = LocatedPlanner(planner).draft(located)
             # the model named the values and the user confirms: no bound turns it into
             # a question, but the plan states its size like every other plan
@@ -313,6 +306,15 @@ class ForgetPlanning:
         plan.note = " ".join(notes)
         self.plans.save(plan, now, ledger.namespace)
         return plan
+
+    def _planner(self, conn: Connection, ledger: MemoryLedger) -> Planner:
+        """A planner over the principal's namespace on `conn`, with the clear rows kept
+        between plans (PoolRows): what every plan from words or values starts from."""
+        service = ledger.service
+        return Planner(
+            conn, service.log, service.vectors, ledger.namespace,
+            projections=service.runner.projections, kept=self._rows,
+        )  # fmt: skip
 
     @staticmethod
     def _stores(ledger: MemoryLedger, intent: str | None) -> list[str]:

@@ -325,7 +325,7 @@ class InformationPlanner:
         for item, spans in places.items():
             text = texts.get(item)
             row = self.pool.by_id[item]
-            if row.kind in VALUE_KINDS and text and any(_same(text, s) for s in spans):
+            if row.kind in VALUE_KINDS and text and any(is_whole_value(text, s) for s in spans):
                 thing.erase.add(item)
         rows = [self.pool.by_id[i] for i in places]
         thing.first_seen = min(r.written_at for r in rows)
@@ -893,7 +893,7 @@ class InformationPlanner:
         values = [t for t in texts.values() if t]
         if not values:
             return None
-        forms = [f for v in values for f in written_forms(_shape(v), v)]
+        forms = [f for v in values for f in written_forms(value_shape(v), v)]
         places = self.places_of(forms)
         thing = Thing("f:" + ",".join(sorted(ids)), "fact", forms, 1, places)
         for item in [*ids, *cascaded]:
@@ -1609,7 +1609,7 @@ def _code_like(word: str) -> bool:
     return bool(re.fullmatch(r"[A-Z][A-Z0-9]{0,4}", word))
 
 
-def _same(text: str, span: str) -> bool:
+def is_whole_value(text: str, span: str) -> bool:
     """Whether an item's whole value is the span (case and spacing aside)."""
     return " ".join(lowered(text).split()).strip(" .") == " ".join(lowered(span).split())
 
@@ -1634,7 +1634,7 @@ def _too_short(piece: Piece) -> bool:
     return piece.kind in ("quoted", "code") and 2 <= size < MIN_NEEDLE_BYTES
 
 
-def _shape(value: str) -> str:
+def value_shape(value: str) -> str:
     """The shape of a stored value, for its written forms."""
     v = value.strip()
     if AMOUNT.fullmatch(v):

@@ -44,9 +44,9 @@ from memory_ledger.forgetting.planning.information import (
     Found,
     InformationPlanner,
     Thing,
-    _same,
-    _shape,
+    is_whole_value,
     value_key,
+    value_shape,
 )
 from memory_ledger.forgetting.planning.pieces import EMAIL, Piece
 from memory_ledger.forgetting.planning.reading import Reading
@@ -196,7 +196,7 @@ def piece_of(value: str) -> Piece:
     if EMAIL.fullmatch(value):
         kind = "email"
     else:
-        kind = _shape(value)
+        kind = value_shape(value)
         kind = "quoted" if kind == "text" else kind
     return Piece(value, kind, said=value)
 
@@ -226,7 +226,9 @@ class LocatedPlanner:
         thing = Thing(value_key(piece.kind, value), piece.kind, [value], places=places)
         facts = [i for i in places if self.pool.by_id[i].kind in VALUE_KINDS]
         texts = self.pool.texts(facts)
-        thing.erase = {i for i in facts if any(_same(texts.get(i) or "", s) for s in places[i])}
+        thing.erase = {
+            i for i in facts if any(is_whole_value(texts.get(i) or "", s) for s in places[i])
+        }
         return Found(piece, RESOLVED, [thing])
 
     def guard(self, pieces: list[Found], keeps: list[str]) -> None:
