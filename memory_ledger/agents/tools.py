@@ -47,7 +47,13 @@ from memory_ledger.errors import (
     StaleDerivation,
 )
 from memory_ledger.forgetting.planning.flow import MAX_REQUEST_CHARS
-from memory_ledger.forgetting.planning.located import MAX_CHOSEN, MAX_VALUE_CHARS, MAX_VALUES
+from memory_ledger.forgetting.planning.located import (
+    MAX_CHOSEN,
+    MAX_DESCRIPTION_CHARS,
+    MAX_REASON_CHARS,
+    MAX_VALUE_CHARS,
+    MAX_VALUES,
+)
 from memory_ledger.forgetting.scope import MAX_SCOPE_ITEMS
 from memory_ledger.identifiers import IDENTIFIER_PATTERN, PLAN_ID, ItemId, is_identifier
 from memory_ledger.retrieval.context import (
@@ -236,6 +242,8 @@ class PlanForgetArgs(StrictModel):
 
 
 #: A value a model passes to find or forget (located.py's bounds).
+Description = Annotated[str, Strict(), Field(min_length=1, max_length=MAX_DESCRIPTION_CHARS)]
+Reason = Annotated[str, Strict(), Field(min_length=1, max_length=MAX_REASON_CHARS)]
 Value = Annotated[str, Strict(), Field(min_length=1, max_length=MAX_VALUE_CHARS)]
 Values = Annotated[tuple[Value, ...], Field(max_length=MAX_VALUES)]
 
@@ -250,7 +258,7 @@ class FindInformationArgs(StrictModel):
         "written form is found (case, hyphens, spacing, phone and amount formats); pass "
         "other wordings the user used too ('Ms. Vell').",
     )
-    description: Annotated[str, Strict(), Field(min_length=1, max_length=500)] | None = Field(
+    description: Description | None = Field(
         None,
         description="What the user means when they name no value ('my sister's lawyer'): "
         "returns the memories nearest in meaning, for you to read and pick values or an "
@@ -284,7 +292,7 @@ class ForgetInformationArgs(StrictModel):
         description="What the user said must stay ('the new code 5830', a person's name "
         "when only their number goes): never cut, listed in the plan.",
     )
-    reason: Annotated[str, Strict(), Field(min_length=1, max_length=500)] | None = Field(
+    reason: Reason | None = Field(
         None, description="Why, in the user's words (shown back in the plan)."
     )
 
