@@ -181,6 +181,16 @@ class VectorIndex:
                 return [(view.ids[row], score) for row, score in hits]
             dead.update(gone)
 
+    def similarities(
+        self, namespace: str, vector: np.ndarray, item_ids: Iterable[str]
+    ) -> dict[str, float]:
+        """The exact similarity to `vector` of each of `item_ids` that has a live row in
+        `namespace` (absent: no row). Numbers only, for ranking: what is shown is read
+        and opened with its key, so an erased item is never served from here."""
+        query = self._query(vector, None)
+        view = self._current().namespace(namespace, self._open)
+        return {} if view is None else view.similarities(query, item_ids)
+
     def embed_query(self, text: str) -> np.ndarray:
         return self._embed([text])[0]
 

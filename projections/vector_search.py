@@ -14,7 +14,7 @@ namespace is opened, and dropped with them when a commit changes the namespace.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cache
 
@@ -166,6 +166,19 @@ class NamespaceView:
             if len(found) >= k or len(rows) == self.count:
                 return found[:k]
             want *= 4
+
+    def similarities(self, query: np.ndarray, item_ids: Iterable[str]) -> dict[str, float]:
+        """Exact similarity of each of these items that has a live row here: recall
+        scores the keyword index's hits on both halves, not only those both found."""
+        found = [(i, r) for i in item_ids if (r := self.position.get(i)) is not None]
+        if self.alive is not None:
+            found = [(i, r) for i, r in found if self.alive[r]]
+        found = [(i, r) for i, r in found if i not in self.dead]
+        if not found:
+            return {}
+        rows = np.fromiter((r for _, r in found), dtype=np.int64, count=len(found))
+        scores = _dot(self.matrix[rows], query)
+        return {i: float(s) for (i, _), s in zip(found, scores, strict=True)}
 
     def _top(self, query: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
         count = self.count

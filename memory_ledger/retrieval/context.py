@@ -3,11 +3,12 @@
 Filter first, rank second, fit the budget last. Filtering uses only what may be used:
 the principal's namespace (never a value from the request), live items that are not
 suppressed, not expired and inside their validity window, and for preferences only the
-most specific scope the turn is in. Ranking fuses the vector index and the keyword
-index by reciprocal rank (robust to their incomparable scores), plus a small bonus for
-recent and strong memories. Each returned item says where it came from and how far to
-trust it; text that reads like an instruction is quoted and marked untrusted, never
-passed on as an instruction.
+most specific scope the turn is in. Ranking (`_Ranking`) adds the keyword index's
+score, scaled by the query's best, to a fifth of the vector index's similarity, prefers
+the memories of a subject the query names, and lets a turn share the relevance of the
+turns beside it; recency and strength break near-ties. Each returned item says where it
+came from and how far to trust it; text that reads like an instruction is quoted and
+marked untrusted, never passed on as an instruction.
 
 What the model saw can be traced: given the turn it was built for, the context's item
 ids and a MAC of its rendered text (keyed by that turn's data key, so it cannot be
@@ -23,12 +24,13 @@ import json
 import math
 import tomllib
 import unicodedata
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from importlib import resources
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
+import numpy as np
 from pydantic import Field, Strict, StrictBool, StringConstraints, model_validator
 from sqlalchemy import Connection, Engine, bindparam, select
 
@@ -55,6 +57,7 @@ from memory_ledger.write_policy import (
 from projections.cells import Cells
 from projections.facts import facts
 from projections.keyword_index import search as keyword_search
+from projections.keyword_index import tokenize
 
 if TYPE_CHECKING:
     from memory_ledger.retrieval.context_cache import ContextCache
@@ -65,7 +68,14 @@ MAX_QUERY_CHARS = 2000
 PROFILE_QUERIES = "profile_queries.toml"
 # The bounds of the two read requests live in memory_ledger/bounds.py (imported above),
 # one place for the API and the CLI's options.
-RRF_K = 60  # the usual reciprocal-rank-fusion constant: damps the head of each list
+# Hybrid ranking's constants (`_Ranking`), chosen on LoCoMo's development half only
+# (benchmarks/locomo.py; docs/benchmarks.md reports the held-out half beside it).
+KEYWORD_HITS = 200
+VECTOR_HITS = 50
+DENSE_WEIGHT = 0.2
+NAMED_BOOST = 0.3
+NEIGHBOUR_WEIGHT = 0.2
+SPREAD_FROM = 20
 # A vector hit counts only if it is at least this similar, and at least half as similar
 # as the best hit: exact search always returns a nearest item, related or not, and a
 # small namespace would otherwise hand the model everything it holds.
@@ -222,16 +232,6 @@ class ContextReader:
     cache: ContextCache
 
 
-@dataclass
-class _Candidate:
-    """A usable memory, as the filter knows it: clear attributes only. Its text and
-    provenance are read (`_Details`) only if it ranks high enough to be returned."""
-
-    entry: Entry
-    vector_rank: int | None = None
-    keyword_rank: int | None = None
-
-
 def build(
     reader: ContextReader,
     namespace: str,
@@ -261,36 +261,16 @@ def _build(
     summary: Callable[[], Summary | None],
 ) -> Context:
     now = reader.clock()
-    limit = max(request.limit * 4, 50)
     with reader.engine.connect() as conn:
         state = reader.cache.states.state(conn, reader.log, namespace, policy, position)
         usable = _Filter(state, request, canonical_time(now))
-        candidates: dict[str, _Candidate] = {}
-        if request.rank in ("hybrid", "vector"):
-            reader.vectors.catch_up()
-            vector = reader.vectors.embed_query(request.query)
-            hits = reader.vectors.search(namespace, vector, limit, accept=usable.accept)
-            floor = max(MIN_SIMILARITY, RELATIVE_FLOOR * hits[0][1]) if hits else 0.0
-            for rank, (item_id, similarity) in enumerate(hits, 1):
-                if similarity < floor:
-                    break  # nearest is not near: the rest is unrelated to this turn
-                candidates[item_id] = _Candidate(state.entries[item_id], vector_rank=rank)
-        if request.rank in ("hybrid", "keyword"):
-            found = _best(
-                lambda n: keyword_search(conn, reader.log, namespace, request.query, n),
-                limit,
-                usable.accept,
-            )
-            for rank, (item_id, _) in enumerate(found, 1):
-                c = candidates.get(item_id)
-                if c is None:
-                    candidates[item_id] = _Candidate(state.entries[item_id], keyword_rank=rank)
-                else:
-                    c.keyword_rank = rank
+        ranking = _Ranking(reader, conn, state, namespace, request, usable.accept)
+        scores = ranking.scores()
     ranked = sorted(
-        ((_score(c.entry, c, now), item_id) for item_id, c in candidates.items()),
+        ((score + _tiebreak(state.entries[i], now), i) for i, score in scores.items()),
         key=lambda pair: (-pair[0], pair[1]),
     )
+    candidates = {i: state.entries[i] for _, i in ranked}
     items: list[ContextItem] = []
     used, omitted = 0, 0
     with reader.engine.connect() as conn:
@@ -301,7 +281,7 @@ def _build(
             detail = details.of(item_id)
             if detail is None:
                 continue  # erased since the state was read: never shown
-            item = _item(candidates[item_id].entry, detail, score, now)
+            item = _item(candidates[item_id], detail, score, now)
             if used + item.tokens > request.token_budget:
                 omitted += 1
                 continue
@@ -309,7 +289,7 @@ def _build(
             used += item.tokens
         if ranked and not items:
             sizes = [
-                _item(candidates[i].entry, d, s, now).tokens
+                _item(candidates[i], d, s, now).tokens
                 for s, i in ranked
                 if (d := details.of(i)) is not None
             ]
@@ -318,7 +298,7 @@ def _build(
                     f"token_budget {request.token_budget} is smaller than any matching memory "
                     f"(the smallest needs {min(sizes)} tokens)"
                 )
-    expiries = [t for i in items if (t := candidates[i.item_id].entry.expires_at) is not None]
+    expiries = [t for i in items if (t := candidates[i.item_id].expires_at) is not None]
     embedder = reader.vectors.embedder.name if request.rank != "keyword" else "none"
     profile = _profile(summary, request.query, request.token_budget - used)
     return Context(
@@ -333,6 +313,132 @@ def _build(
         min(expiries, default=None),
         profile,
     )
+
+
+class _Ranking:
+    """The scores of one request's candidates (docs/user-guide.md, "How recall ranks").
+
+    `keyword` and `vector` are the two halves alone: BM25 over the keyword index scaled
+    by the query's best, or the similarity of the query's embedding. `hybrid`, the
+    default, adds them so that the dense half can only reorder and extend what the
+    keyword half found, never drown it: a candidate's content score is its keyword
+    score over the best one (0 to 1) plus DENSE_WEIGHT times its similarity. Reciprocal
+    rank fusion gave both halves equal votes, and on conversations nobody here wrote
+    (LoCoMo) the weaker dense half then cost a fifth of the keyword half's recall.
+
+    Two things conversations need, on top: a query that names whose memories it is about
+    ("When did Caroline ...?", a subject of the namespace: a turn's speaker, a fact's
+    subject) matches that name as a subject, not as a word (a word match ranks first the
+    other person's replies that address her: "Wow, Caroline!"), so the name leaves the
+    keyword query and that subject's memories get NAMED_BOOST. And a turn shares
+    NEIGHBOUR_WEIGHT of the content score of the turn said just before or after it in its
+    session: an answer follows its question, and the words of one are often only in the
+    other; the neighbours of the best SPREAD_FROM candidates become candidates too.
+    """
+
+    def __init__(
+        self,
+        reader: ContextReader,
+        conn: Connection,
+        state: NamespaceState,
+        namespace: str,
+        request: ContextRequest,
+        accept: Callable[[str], bool],
+    ) -> None:
+        self._reader, self._conn, self._state = reader, conn, state
+        self._namespace, self._request, self._accept = namespace, request, accept
+        self._query = request.query
+        self._named: set[str] = set()
+        self._vector: np.ndarray | None = None
+        self.similarity: dict[str, float] = {}
+        self.keyword: dict[str, float] = {}
+
+    def scores(self) -> dict[str, float]:
+        rank = self._request.rank
+        limit = max(self._request.limit * 4, 50)
+        if rank == "vector":
+            return self._vector_hits(limit)
+        if rank == "keyword":
+            return self._keyword_hits(self._query, limit)
+        self._named = _named_subjects(self._state.subjects, self._query)
+        self._vector_hits(max(limit, VECTOR_HITS))
+        self._keyword_hits(_without(self._query, self._named), max(limit, KEYWORD_HITS))
+        found = set(self.similarity) | set(self.keyword)
+        beside = {i: self._beside(i) for i in found}
+        near = {n for pair in beside.values() for n in pair} - found
+        self._similarities((set(self.keyword) | near) - set(self.similarity))
+        own = {i: self._content(i) + self._boost(i) for i in found}
+        best = sorted(found, key=lambda i: (-own[i], i))[:SPREAD_FROM]
+        for i in best:
+            for n in beside[i]:
+                if n not in own:
+                    own[n] = self._content(n) + self._boost(n)
+                    beside[n] = self._beside(n)
+        return {
+            i: score + NEIGHBOUR_WEIGHT * max((self._content(n) for n in beside[i]), default=0.0)
+            for i, score in own.items()
+        }
+
+    def _vector_hits(self, k: int) -> dict[str, float]:
+        vectors = self._reader.vectors
+        vectors.catch_up()
+        self._vector = vectors.embed_query(self._query)
+        hits = vectors.search(self._namespace, self._vector, k, accept=self._accept)
+        floor = max(MIN_SIMILARITY, RELATIVE_FLOOR * hits[0][1]) if hits else 0.0
+        # nearest is not near below the floor: the rest is unrelated to this turn
+        self.similarity = {i: s for i, s in hits if s >= floor}
+        return dict(self.similarity)
+
+    def _keyword_hits(self, query: str, k: int) -> dict[str, float]:
+        reader, conn, namespace = self._reader, self._conn, self._namespace
+        found = _best(
+            lambda n: keyword_search(conn, reader.log, namespace, query, n), k, self._accept
+        )
+        top = found[0][1] if found else 0.0
+        self.keyword = {i: score / top for i, score in found} if top > 0 else {}
+        return dict(self.keyword)
+
+    def _similarities(self, item_ids: set[str]) -> None:
+        if item_ids and self._vector is not None:
+            found = self._reader.vectors.similarities(self._namespace, self._vector, item_ids)
+            self.similarity.update(found)
+
+    def _content(self, item_id: str) -> float:
+        return self.keyword.get(item_id, 0.0) + DENSE_WEIGHT * self.similarity.get(item_id, 0.0)
+
+    def _boost(self, item_id: str) -> float:
+        return NAMED_BOOST if self._state.entries[item_id].subject in self._named else 0.0
+
+    def _beside(self, item_id: str) -> list[str]:
+        """The usable turns said just before and after this one."""
+        return [n for n in self._state.neighbours(item_id) if n is not None and self._accept(n)]
+
+
+def _named_subjects(subjects: Iterable[str], query: str) -> set[str]:
+    """The namespace's subjects the query names as a word of its own ("caroline" for
+    the subject `Caroline`; a subject that is a stopword or a single letter never)."""
+    words = set(tokenize(query))
+    named = set()
+    for subject in subjects:
+        terms = tokenize(subject)
+        if terms and terms[0] in words:
+            named.add(subject)
+    return named
+
+
+def _without(query: str, names: set[str]) -> str:
+    """The query without the words naming subjects, unless nothing would be left."""
+    if not names:
+        return query
+    drop = {t for name in names for t in tokenize(name)}
+    kept = [t for t in tokenize(query) if t not in drop]
+    return " ".join(kept) if kept else query
+
+
+def _tiebreak(e: Entry, now: datetime) -> float:
+    """Recency and strength break near-ties; together they never outweigh 2e-4."""
+    age = max((now - _parse(e.valid_from or e.written_at)).days, 0)
+    return 1e-4 * math.exp(-age / RECENCY_DAYS) + 1e-4 * float(e.strength or 0.0)
 
 
 def _best(
@@ -369,20 +475,6 @@ def _profile(summary: Callable[[], Summary | None], query: str, room: int) -> di
     if found is None or estimate_tokens(found.text) + ITEM_OVERHEAD_TOKENS > room:
         return None
     return found.to_dict()
-
-
-def _score(e: Entry, c: _Candidate, now: datetime) -> float:
-    score = 0.0
-    if c.vector_rank is not None:
-        score += 1.0 / (RRF_K + c.vector_rank)
-    if c.keyword_rank is not None:
-        score += 1.0 / (RRF_K + c.keyword_rank)
-    # Recency and strength break near-ties; they never outweigh one rank position at
-    # the top of a list (1/61 - 1/62 is about 2.6e-4).
-    age = max((now - _parse(e.valid_from or e.written_at)).days, 0)
-    score += 1e-4 * math.exp(-age / RECENCY_DAYS)
-    score += 1e-4 * float(e.strength or 0.0)
-    return score
 
 
 def _item(e: Entry, detail: dict[str, Any], score: float, now: datetime) -> ContextItem:
@@ -424,7 +516,7 @@ class _Details:
     or whose key was destroyed since the state was read: it was erased meanwhile."""
 
     def __init__(
-        self, conn: Connection, cells: Cells, candidates: dict[str, _Candidate], order: list[str]
+        self, conn: Connection, cells: Cells, candidates: dict[str, Entry], order: list[str]
     ):
         self._conn, self._cells, self._candidates, self._order = conn, cells, candidates, order
         self._read: dict[str, dict[str, Any] | None] = {}
@@ -434,7 +526,7 @@ class _Details:
         row = self._row(item_id)
         if row is not None and "text" not in row:  # opened when shown, not when read
             cell = (item_id, row.pop("key_generation"), row.pop("sealed"))
-            field = _FIELDS[self._candidates[item_id].entry.kind]
+            field = _FIELDS[self._candidates[item_id].kind]
             row["text"] = self._cells.open_one(row.pop("ring"), cell, field)
             if row["text"] is None:
                 self._read[item_id] = row = None
@@ -446,7 +538,7 @@ class _Details:
             self._next += DETAIL_CHUNK
             by_kind: dict[str, list[str]] = {}
             for i in chunk:
-                by_kind.setdefault(self._candidates[i].entry.kind, []).append(i)
+                by_kind.setdefault(self._candidates[i].kind, []).append(i)
                 self._read[i] = None  # unless a row is found below
             ring = self._cells.ring(chunk)  # one key-store read for every kind
             for kind, ids in by_kind.items():

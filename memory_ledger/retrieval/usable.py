@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -85,6 +85,8 @@ class Entry:
     version: int
     flags: str
     origin: str
+    #: The session a turn was said in (its neighbours are the turns beside it there).
+    session: str | None = None
 
 
 @dataclass
@@ -100,20 +102,53 @@ class NamespaceState:
     keyed: dict[str, dict[tuple[str, str], set[str]]] = field(
         default_factory=lambda: {"fact": {}, "preference": {}}
     )
+    #: How many entries have each subject (a turn's is its speaker): recall tells a
+    #: name in the query that names whose memories to prefer from a word to match.
+    subjects: Counter[str] = field(default_factory=Counter)
+    #: Each session's turns in the order they were said, and each turn's place there,
+    #: built when first asked for after a change (`neighbours`); None: to be built again.
+    #: One attribute, replaced whole: a reader never sees half of a rebuild.
+    _turn_order: tuple[dict[str, list[str]], dict[str, int]] | None = None
 
     @property
     def preferences(self) -> dict[tuple[str, str], set[str]]:
         return self.keyed["preference"]
 
+    def neighbours(self, item_id: str) -> tuple[str | None, str | None]:
+        """The turns said just before and just after a turn in its session (None at
+        either end, and for an item that is not a turn): recall lets a turn's neighbours
+        share its relevance, as an answer follows the question it answers."""
+        order = self._turn_order
+        if order is None:
+            order = self._turn_order = _turn_order(list(self.entries.values()))
+        sessions, place = order
+        entry = self.entries.get(item_id)
+        at = place.get(item_id)
+        if entry is None or entry.session not in sessions or at is None:
+            return None, None
+        turns = sessions[entry.session]
+        before = turns[at - 1] if at > 0 else None
+        after = turns[at + 1] if at + 1 < len(turns) else None
+        return before, after
+
     def put(self, entry: Entry) -> None:
         self.drop(entry.item_id)
         self.entries[entry.item_id] = entry
+        self.subjects[entry.subject] += 1
+        if entry.kind == "turn":
+            self._turn_order = None
         by_key = self.keyed.get(entry.kind)
         if by_key is not None:
             by_key.setdefault((entry.subject, entry.predicate), set()).add(entry.item_id)
 
     def drop(self, item_id: str) -> Entry | None:
         old = self.entries.pop(item_id, None)
+        if old is not None:
+            self.subjects[old.subject] -= 1
+            if not self.subjects[old.subject]:
+                del self.subjects[old.subject]
+            if old.kind == "turn":
+                self._turn_order = None
         by_key = None if old is None else self.keyed.get(old.kind)
         if old is not None and by_key is not None:
             key = (old.subject, old.predicate)
@@ -123,6 +158,17 @@ class NamespaceState:
                 if not same:
                     del by_key[key]
         return old
+
+
+def _turn_order(entries: Iterable[Entry]) -> tuple[dict[str, list[str]], dict[str, int]]:
+    """Each session's turns by the time they were written (then id), and each one's place."""
+    by_session: dict[str, list[tuple[str, str]]] = {}
+    for e in entries:
+        if e.kind == "turn" and e.session is not None:
+            by_session.setdefault(e.session, []).append((e.written_at, e.item_id))
+    sessions = {s: [i for _, i in sorted(turns)] for s, turns in by_session.items()}
+    place = {i: n for turns in sessions.values() for n, i in enumerate(turns)}
+    return sessions, place
 
 
 class RecallStates:
@@ -273,6 +319,7 @@ def _entries(policy: RetentionPolicy, rows: Iterable[Any], namespace: str) -> It
             version=int(row["version"]),
             flags=row["flags"] or "",
             origin=row["p_origin"],
+            session=row["session_id"] if kind == "turn" else None,
         )
 
 
