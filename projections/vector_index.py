@@ -147,6 +147,7 @@ class VectorIndex:
         *,
         embedder_name: str | None = None,
         accept: Callable[[str], bool] | None = None,
+        verify_keys: bool = True,
     ) -> list[tuple[str, float]]:
         """The k rows of `namespace` (and of `allowed`, and those `accept` takes, if given)
         most similar to `vector`, best first. Pass `embedder_name` when the vector came
@@ -157,7 +158,10 @@ class VectorIndex:
 
         The keys of the rows returned are checked (one key-store read): a row whose key
         was destroyed since its namespace was opened (by another process, whose erasure
-        of the row has not committed yet) is dropped from memory and never served."""
+        of the row has not committed yet) is dropped from memory and never served.
+        `verify_keys=False` leaves that check to a caller that opens what it serves with
+        the items' keys anyway (recall: memory_ledger/retrieval/context.py), so a read
+        pays one key-store read, not two."""
         query = self._query(vector, embedder_name)
         if k < 1:
             return []
@@ -176,7 +180,7 @@ class VectorIndex:
         while True:  # a filter widens the search: only when there is something to filter
             filtered = bool(dead) or allowed is not None or accept is not None
             hits = view.search(query, k, accepted if filtered else None)
-            gone = self._destroyed(view, [row for row, _ in hits])
+            gone = self._destroyed(view, [row for row, _ in hits]) if verify_keys else set()
             if not gone:
                 return [(view.ids[row], score) for row, score in hits]
             dead.update(gone)

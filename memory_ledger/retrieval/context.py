@@ -274,9 +274,14 @@ def _build(
     items: list[ContextItem] = []
     used, omitted = 0, 0
     with reader.engine.connect() as conn:
-        details = _Details(conn, Cells(reader.log), candidates, [i for _, i in ranked])
-        for score, item_id in ranked:
+        order = [i for _, i in ranked]
+        details = _Details(conn, Cells(reader.log), candidates, order, request.limit + MISFITS)
+        misfits = 0
+        for n, (score, item_id) in enumerate(ranked):
             if len(items) >= request.limit:
+                break
+            if misfits >= MISFITS or request.token_budget - used < MIN_ITEM_TOKENS:
+                omitted += len(ranked) - n  # the budget is full: the rest cannot be shown
                 break
             detail = details.of(item_id)
             if detail is None:
@@ -284,9 +289,11 @@ def _build(
             item = _item(candidates[item_id], detail, score, now)
             if used + item.tokens > request.token_budget:
                 omitted += 1
+                misfits += 1
                 continue
             items.append(item)
             used += item.tokens
+            misfits = 0
         if ranked and not items:
             sizes = [
                 _item(candidates[i], d, s, now).tokens
@@ -361,7 +368,7 @@ class _Ranking:
         if rank == "keyword":
             return self._keyword_hits(self._query, limit)
         self._named = _named_subjects(self._state.subjects, self._query)
-        self._vector_hits(max(limit, VECTOR_HITS))
+        self._vector_hits(max(self._request.limit, VECTOR_HITS))
         self._keyword_hits(_without(self._query, self._named), max(limit, KEYWORD_HITS))
         found = set(self.similarity) | set(self.keyword)
         beside = {i: self._beside(i) for i in found}
@@ -383,7 +390,10 @@ class _Ranking:
         vectors = self._reader.vectors
         vectors.catch_up()
         self._vector = vectors.embed_query(self._query)
-        hits = vectors.search(self._namespace, self._vector, k, accept=self._accept)
+        # keys are not checked here: what is shown is opened with them (`_Details`)
+        hits = vectors.search(
+            self._namespace, self._vector, k, accept=self._accept, verify_keys=False
+        )
         floor = max(MIN_SIMILARITY, RELATIVE_FLOOR * hits[0][1]) if hits else 0.0
         # nearest is not near below the floor: the rest is unrelated to this turn
         self.similarity = {i: s for i, s in hits if s >= floor}
@@ -505,8 +515,12 @@ def _item(e: Entry, detail: dict[str, Any], score: float, now: datetime) -> Cont
 
 
 _FIELDS = {"fact": "value", "preference": "value", "turn": "content"}
-#: How many ranked items' details one query reads: the budget rarely needs more.
-DETAIL_CHUNK = 64
+#: Ranked items that did not fit the budget in a row after which the budget is taken as
+#: full: each costs opening its text, and a budget that refused this many best-first
+#: items rarely takes a later one (the rest are counted in `omitted`).
+MISFITS = 8
+#: The least an item can cost: its label, a token of text, the per-item overhead.
+MIN_ITEM_TOKENS = ITEM_OVERHEAD_TOKENS + 2
 
 
 class _Details:
@@ -516,9 +530,15 @@ class _Details:
     or whose key was destroyed since the state was read: it was erased meanwhile."""
 
     def __init__(
-        self, conn: Connection, cells: Cells, candidates: dict[str, Entry], order: list[str]
+        self,
+        conn: Connection,
+        cells: Cells,
+        candidates: dict[str, Entry],
+        order: list[str],
+        chunk: int,
     ):
         self._conn, self._cells, self._candidates, self._order = conn, cells, candidates, order
+        self._chunk = chunk
         self._read: dict[str, dict[str, Any] | None] = {}
         self._next = 0
 
@@ -534,8 +554,8 @@ class _Details:
 
     def _row(self, item_id: str) -> dict[str, Any] | None:
         while item_id not in self._read:
-            chunk = self._order[self._next : self._next + DETAIL_CHUNK]
-            self._next += DETAIL_CHUNK
+            chunk = self._order[self._next : self._next + self._chunk]
+            self._next += self._chunk
             by_kind: dict[str, list[str]] = {}
             for i in chunk:
                 by_kind.setdefault(self._candidates[i].kind, []).append(i)
