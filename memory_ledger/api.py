@@ -175,7 +175,6 @@ class MemoryService:
         self.stores = default_registry(self)
         for factory in extra_store_factories():
             self.stores.register(factory(self))
-        self.planning = ForgetPlanning(self.plans, lambda: self.clock())
         self.holds = Holds(self.ledger)
         local = host_name(settings.data_dir) if settings.postgres is not None else None
         self.subscribers = Subscribers(self.ledger, local)
@@ -184,6 +183,12 @@ class MemoryService:
         self.requests = ForgetRequests(self, self.ledger)
         # A request interrupted by a crash is finished before anything else happens.
         self.requests.resume_unfinished()
+
+    @cached_property
+    def planning(self) -> ForgetPlanning:
+        """Forget plans, built on first use: its lexicon compiles some 4,000 phrase
+        patterns (about 0.4 s), which a command that plans nothing never pays."""
+        return ForgetPlanning(self.plans, lambda: self.clock())
 
     @property
     def retention(self) -> RetentionPolicy:
