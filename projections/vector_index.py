@@ -42,6 +42,7 @@ from memory_ledger.event_log import EventLog
 from memory_ledger.keystore import KeyRing
 from memory_ledger.retrieval.embedders import Embedder
 from projections.events import Progress, decode_batch
+from projections.vector_codes import CODES_DIR, CodeFiles
 from projections.vector_erasure import check_segments, in_memory, read_back
 from projections.vector_files import (
     MANIFEST,
@@ -77,7 +78,7 @@ from projections.vector_rows import (
     still_readable,
 )
 from projections.vector_seal import open_rows, seal_rows, text_digest
-from projections.vector_search import NamespaceView
+from projections.vector_search import CODE_BITS, NamespaceView
 
 log = logging.getLogger("memory_ledger.vectors")
 
@@ -112,6 +113,10 @@ class VectorIndex:
         self.batch_size = batch_size
         self.segment_rows = segment_rows
         self._state: IndexState | None = None  # loaded on first use: most commands never search
+        #: Large namespaces' search codes, sealed beside the index (`vector_codes`).
+        self.codes = CodeFiles(
+            directory.parent / CODES_DIR, log.master, self.embedder_name, CODE_BITS
+        )
         self._state_lock = threading.RLock()
         self._catch_up_lock = threading.Lock()
         #: Why this process discarded the index's files (file names and checks only, no
@@ -161,7 +166,7 @@ class VectorIndex:
         query = self._query(vector, embedder_name)
         if k < 1:
             return []
-        view = self._current().namespace(namespace, self._open)
+        view = self._current().namespace(namespace, self._open, self.codes)
         if view is None:
             return []
         dead = view.dead
@@ -343,6 +348,7 @@ class VectorIndex:
 
     def _reset(self) -> IndexState:
         """Under the exclusive lock: remove every file, start again at log position 0."""
+        self.codes.remove_all()
         for path in index_files(self.directory):
             remove(path)
         manifest = self._empty_manifest()
@@ -376,6 +382,7 @@ class VectorIndex:
 
         Crash-safe: the new index is committed in one manifest switch at the end; until
         then the old one stays as it was. Returns notifications read."""
+        self.codes.remove_all()  # written again from the rebuilt rows, when searched
         with self._catch_up_lock:
             with self._exclusive():
                 self._state = None  # read and check every file again, not the memory copy
@@ -540,6 +547,7 @@ class VectorIndex:
         wanted = set(item_ids)
         if not wanted:  # e.g. a mention redaction that rewrote nothing
             return VectorErasure(0, 0, 0)
+        self.codes.remove_all()  # whichever namespace's codes held them: none keeps them
         with self._writing() as state:
             held = [i for i in wanted if state.locate(i) is not None]
             rewritten = removed = 0
