@@ -11,7 +11,10 @@ key erases its vector everywhere, and an erasure only removes the rows (no byte 
 A namespace's rows are opened on its first search in this process and kept in memory
 (`vector_search.NamespaceView`) until a commit changes that namespace; every search
 checks the manifest (one stat) for another process's commits, and the keys of the rows
-it returns, so a row whose key was destroyed is never served.
+it returns, so a row whose key was destroyed is never served. A large namespace's
+search codes are kept sealed beside the index (`vector_codes`, `<data_dir>/vector-codes/`):
+a fresh process builds its view from them and opens only the rows a search scores; every
+erasure removes those files.
 
 Stored once. Embedding happens in `catch_up`, one `embed` call per batch, outside the
 lock, so a forget never waits for pending items to be embedded; the commit re-checks

@@ -97,7 +97,9 @@ def hamming(codes: np.ndarray, code: np.ndarray) -> np.ndarray:
 @dataclass(frozen=True, eq=False)
 class NamespaceView:
     """A namespace's opened rows: ids, key generations, vectors, codes (large ones only).
-    Never written anywhere; `dead` collects rows found with a destroyed key.
+    Its vectors are never written anywhere (its codes are, sealed: `vector_codes`);
+    `dead` collects rows found with a destroyed key. A view built from stored codes
+    (`lazily`) opens its rows on first need and keeps them packed in `lazy.store`.
 
     A commit changes a view without opening the namespace again (`changed`): removed
     rows are zeroed in place (their vectors leave memory at once) and masked, new rows
