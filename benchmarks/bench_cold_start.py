@@ -21,9 +21,10 @@ shuffled per round (seeded), so a burst of load on the machine falls on all alik
   `context(query)`: CPU (`process_time`) and wall. In the same process, after it, a
   second `context` of another query with the context cache cleared: the same-run
   baseline, what a warm process pays;
-- `first recall, no state file`: the same, after removing the namespace's recall state
-  file (`recall/` in the data directory): the state is read whole from the projections,
-  as every first recall did before issue 37;
+- `first recall, no state files`: the same, after removing the recall state files
+  (`recall/`) and the search codes files (`vector-codes/`): the recall state is read whole
+  from the projections and the namespace's vectors are all opened, as every first recall
+  did before issue 37 (and as the first after an erasure does);
 - `cli recall` and `python -c pass`: `memory-ledger recall --limit 20 --json` on the
   store, and the interpreter's floor, by the CPU the child used (user + system, from
   the children's rusage) and wall.
@@ -58,7 +59,7 @@ QUICK_SIZES = (200, 1_000)
 GOAL_FIRST_RECALL_S = 1.0  # at 100,000 items
 GOAL_CLI_RECALL_CPU_S = 0.5
 FILLED = "bench-filled.json"  # in a kept store: the fill finished, and what it was
-CASES = ("first recall", "first recall, no state file", "cli recall", "python -c pass")
+CASES = ("first recall", "first recall, no state files", "cli recall", "python -c pass")
 
 
 # -- the stores -----------------------------------------------------------------------------
@@ -162,8 +163,9 @@ def spawned(command: list[str], env: dict[str, str]) -> dict[str, float]:
 
 def run_case(case: str, store: Path, embedder: str, rng: random.Random, queries: list[str]) -> Any:
     if case.startswith("first recall"):
-        if case.endswith("no state file"):
+        if case.endswith("no state files"):
             shutil.rmtree(store / "recall", ignore_errors=True)
+            shutil.rmtree(store / "vector-codes", ignore_errors=True)
         pair = rng.sample(queries, 2)
         return first_recall(store, embedder, (pair[0], pair[1]))
     if case == "cli recall":
