@@ -564,6 +564,7 @@ class VectorIndex:
                 self._sweep()  # a crashed writer's leftovers go too
             assert self._state is not None
             check = read_back(self.directory, self._state, written, wanted)
+        self.codes.remove_all()  # and any a search wrote meanwhile from the older state
         return VectorErasure(len(held), rewritten, removed, check)
 
     def repair(self) -> None:

@@ -136,3 +136,25 @@ def test_other_namespaces_have_files_of_their_own(
     _ids(carol, "home city")
     files = service.context_cache.states.files
     assert files is not None and len(files.files()) == 2
+
+
+def test_the_erasure_check_reads_the_files_themselves(
+    alice: MemoryLedger, service: MemoryService
+) -> None:
+    """A recall right after an erasure writes the namespace's file again (without the
+    item): the check still passes. A file that held the item would fail it."""
+    gone = alice.remember(fact("passport_number", "E12345678", category="identity")).item_id
+    alice.remember(fact("home_city", "Hangzhou", turn="t1"))
+    _ids(alice, "passport")
+    files = service.context_cache.states.files
+    assert files is not None
+    held = files.load(alice.namespace)
+    assert held is not None and files.holding({gone}) == (1, 0)
+    alice.forget(gone)
+    _ids(alice, "home city")  # written again
+    assert files.files() and files.holding({gone}) == (0, 0)
+    store = service.stores.get("context_cache")
+    assert store.verify_absent([gone]).absent
+    files.save(alice.namespace, held)  # as if an older copy had come back
+    evidence = store.verify_absent([gone])
+    assert not evidence.absent and evidence.detail["recall_state_file_entries_left"] == 1

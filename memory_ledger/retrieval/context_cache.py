@@ -125,19 +125,20 @@ class ContextCacheStore:
                 yield path.read_bytes()
 
     def verify_absent(self, item_ids: Sequence[str]) -> Evidence:
-        """None of the items in memory, and no recall state file left: an erasure
-        removes them all (`RecallStates.evict`), whatever namespace they were of."""
+        """None of the items in memory, nor in any recall state file (each file opened and
+        read: a recall after the erasure may have written one again, without them)."""
         cache = self.cache
         left, attributes = cache.holding(item_ids), cache.states.holding(item_ids)
         files = cache.states.files
-        state_files = len(files.files()) if files is not None else 0
+        in_files, unreadable = files.holding(set(item_ids)) if files is not None else (0, 0)
         return Evidence(
             self.name,
-            left == 0 and attributes == 0 and state_files == 0,
+            left == 0 and attributes == 0 and in_files == 0,
             {
                 "entries_left": left,
                 "recall_state_entries_left": attributes,
-                "recall_state_files_left": state_files,
+                "recall_state_file_entries_left": in_files,
+                "recall_state_files_unreadable": unreadable,
             },
         )
 

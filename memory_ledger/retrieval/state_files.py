@@ -17,8 +17,9 @@ only ever read with the checks below, so it is never served out of date:
   aggregate): a log that is shorter, or another log (a restore), discards it;
 - it names the retention policy it was judged under (a digest of its repr): another
   policy discards it;
-- the seal binds it to its namespace and format; a file that does not open (a rotated
-  master key, a torn write, another Python's marshal) is discarded, never trusted.
+- it names its namespace inside the seal, and the seal binds its format; a file that does
+  not open (a rotated master key, a torn write, another Python's marshal) is discarded,
+  never trusted.
 
 An erasure removes every state file (`RecallStates.evict`), whatever namespace it was in:
 no sealed copy of an erased item's attributes outlives the request, and the next recall
@@ -75,26 +76,48 @@ class StateFiles:
         digest = hmac.new(self._names, namespace.encode("utf-8"), hashlib.sha256).hexdigest()
         return self.directory / f"{digest[:32]}{_SUFFIX}"
 
-    def _aad(self, namespace: str) -> bytes:
+    @staticmethod
+    def _aad() -> bytes:
         version = f"{sys.version_info.major}.{sys.version_info.minor}"  # marshal's format
-        return f"recall-state/{FORMAT}/py{version}/{namespace}".encode()
+        return f"recall-state/{FORMAT}/py{version}".encode()
 
-    def load(self, namespace: str) -> Snapshot | None:
-        """The namespace's snapshot, or None if there is none or it does not open."""
+    def _open(self, path: Path) -> tuple[str, Snapshot] | None:
         try:
-            raw = self.path(namespace).read_bytes()
-            plain = self._cipher.decrypt(raw[:NONCE_BYTES], raw[NONCE_BYTES:], self._aad(namespace))
-            position, head, policy, rows = marshal.loads(plain)
+            raw = path.read_bytes()
+            plain = self._cipher.decrypt(raw[:NONCE_BYTES], raw[NONCE_BYTES:], self._aad())
+            namespace, position, head, policy, rows = marshal.loads(plain)
         except (OSError, InvalidTag, ValueError, EOFError, TypeError):
             return None
-        return Snapshot(int(position), str(head), str(policy), rows)
+        return str(namespace), Snapshot(int(position), str(head), str(policy), rows)
+
+    def load(self, namespace: str) -> Snapshot | None:
+        """The namespace's snapshot, or None if there is none or it does not open (or
+        names another namespace: the file name is only a hash)."""
+        found = self._open(self.path(namespace))
+        if found is None or found[0] != namespace:
+            return None
+        return found[1]
+
+    def holding(self, item_ids: set[str]) -> tuple[int, int]:
+        """(entries of these items in any state file, files that did not open): what an
+        erasure's verification reads, from the files themselves."""
+        held = unreadable = 0
+        for path in self.files():
+            found = self._open(path)
+            if found is None:
+                unreadable += path.exists()
+                continue
+            held += sum(1 for row in found[1].rows if row[0] in item_ids)
+        return held, unreadable
 
     def save(self, namespace: str, snapshot: Snapshot) -> None:
         """Write atomically (a reader sees the old file or the new one, whole). A store
         that cannot be written (read-only, full) only loses the speed-up."""
-        plain = marshal.dumps((snapshot.position, snapshot.head, snapshot.policy, snapshot.rows))
+        plain = marshal.dumps(
+            (namespace, snapshot.position, snapshot.head, snapshot.policy, snapshot.rows)
+        )
         nonce = secrets.token_bytes(NONCE_BYTES)
-        sealed = nonce + self._cipher.encrypt(nonce, plain, self._aad(namespace))
+        sealed = nonce + self._cipher.encrypt(nonce, plain, self._aad())
         path = self.path(namespace)
         temporary = path.with_name(f"{path.name}.{secrets.token_hex(4)}.tmp")
         try:
