@@ -127,7 +127,7 @@ def _conversation(sample: str, data: Mapping[str, Any]) -> Conversation:
 
 
 def _session_time(text: str) -> datetime:
-    """"1:56 pm on 8 May, 2023" as an aware time (the data names no zone: UTC)."""
+    """ "1:56 pm on 8 May, 2023" as an aware time (the data names no zone: UTC)."""
     return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
 
 

@@ -68,6 +68,7 @@ from memory_ledger.retrieval.context import parse_request as parse_context_reque
 from memory_ledger.retrieval.context_cache import ContextCache
 from memory_ledger.retrieval.embedders import Embedder, load_embedder
 from memory_ledger.retrieval.instruction_like import content_flags
+from memory_ledger.retrieval.state_files import STATE_DIR, StateFiles
 from memory_ledger.stores import default_registry, extra_store_factories
 from memory_ledger.views import (
     Added,
@@ -158,7 +159,10 @@ class MemoryService:
                 (settings.data_dir / DEV_KEY_FILE).unlink(missing_ok=True)
             raise
         self.vectors = VectorIndex(self.log, settings.data_dir / VECTORS_DIR, embedder)
-        self.context_cache = ContextCache()
+        # the recall states persist sealed beside the data: a fresh process loads them
+        self.context_cache = ContextCache(
+            files=StateFiles(settings.data_dir / STATE_DIR, self.log.master)
+        )
         self.reader = ContextReader(
             self.log,
             self.engine,
@@ -171,7 +175,6 @@ class MemoryService:
         self.stores = default_registry(self)
         for factory in extra_store_factories():
             self.stores.register(factory(self))
-        self.planning = ForgetPlanning(self.plans, lambda: self.clock())
         self.holds = Holds(self.ledger)
         local = host_name(settings.data_dir) if settings.postgres is not None else None
         self.subscribers = Subscribers(self.ledger, local)
@@ -180,6 +183,12 @@ class MemoryService:
         self.requests = ForgetRequests(self, self.ledger)
         # A request interrupted by a crash is finished before anything else happens.
         self.requests.resume_unfinished()
+
+    @cached_property
+    def planning(self) -> ForgetPlanning:
+        """Forget plans, built on first use: its lexicon compiles some 4,000 phrase
+        patterns (about 0.4 s), which a command that plans nothing never pays."""
+        return ForgetPlanning(self.plans, lambda: self.clock())
 
     @property
     def retention(self) -> RetentionPolicy:

@@ -110,7 +110,7 @@ class Settings:
                 POSTGRES_PASSWORD=pg.password,
                 POSTGRES_SCHEMA=pg.schema,
                 POSTGRES_CONNECT_TIMEOUT="5",
-                APPLICATION_RECORDER_TOPIC="memory_ledger.recorders:PostgresMemoryRecorder",
+                APPLICATION_RECORDER_TOPIC="memory_ledger.postgres_recorder:PostgresMemoryRecorder",
             )
         return env
 

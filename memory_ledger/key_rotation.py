@@ -38,6 +38,7 @@ import fcntl
 import json
 import os
 import secrets
+import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -54,7 +55,9 @@ from memory_ledger.errors import (
     WrongMasterKey,
 )
 from memory_ledger.keystore import KEY_CHECK, ROTATION
+from memory_ledger.retrieval.state_files import STATE_DIR
 from memory_ledger.times import now_text
+from projections.vector_codes import CODES_DIR
 from projections.vector_files import fsync_dir
 
 NEW_MASTER_KEY_ENV = "MEMORY_LEDGER_NEW_MASTER_KEY"
@@ -366,6 +369,10 @@ class _Rotator:
             self.sql.write_meta(cursor, KEY_CHECK, new.check_value())
             self._save(cursor, state)
         self.log.compact()  # the old-key wrappings out of the WAL (SQLite), dead rows (PG)
+        # The recall states' and search codes' files are sealed under subkeys of the old
+        # key: they would no longer open, and nothing sealed under it should outlive it.
+        shutil.rmtree(self.settings.data_dir / STATE_DIR, ignore_errors=True)
+        shutil.rmtree(self.settings.data_dir / CODES_DIR, ignore_errors=True)
 
     def _zero_freed_space(self, cursor: Any) -> None:
         """SQLite zeroes what a rewrap frees (the old wrappings), as every key write does

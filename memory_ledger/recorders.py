@@ -3,6 +3,9 @@
 The `eventsourcing` library passes keyword arguments of `Application.save()` down to
 the recorder (that is how it stores tracking records atomically); we use the same seam
 to insert new data keys and destroy old ones together with the events that need them.
+
+The PostgreSQL recorder is in `postgres_recorder`: psycopg and the library's PostgreSQL
+module cost a SQLite store's every command about 0.2 s to import (issue 37).
 """
 
 from __future__ import annotations
@@ -12,9 +15,7 @@ from typing import Any
 from uuid import UUID
 
 from eventsourcing.persistence import StoredEvent
-from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor, SQLiteDatastore
-from psycopg.sql import SQL
 
 from memory_ledger.errors import StaleDerivation
 from memory_ledger.keystore import (
@@ -65,28 +66,6 @@ class SQLiteMemoryRecorder(SQLiteApplicationRecorder):
         c.execute("SELECT last_insert_rowid()")
         last = int(c.fetchone()[0])
         return list(range(last - len(stored_events) + 1, last + 1))
-
-
-class PostgresMemoryRecorder(PostgresApplicationRecorder):
-    def __init__(
-        self, datastore: PostgresDatastore, *, events_table_name: str = "stored_events"
-    ) -> None:
-        super().__init__(datastore, events_table_name=events_table_name)
-        schema = datastore.schema
-        self.key_sql = KeySQL("%s", "BYTEA", f"{schema}.{KEYS_TABLE}", f"{schema}.{META_TABLE}")
-        self.sql_create_statements.extend(SQL(s) for s in self.key_sql.create)  # type: ignore[arg-type]
-
-    def _insert_events(
-        self, curs: Any, stored_events: Sequence[StoredEvent], **kwargs: Any
-    ) -> None:
-        if kwargs.get("expect_versions"):
-            # The library takes this lock before inserting; taking it before the check
-            # serialises the check with every other append.
-            self._lock_table(curs)
-            table = f"{self.datastore.schema}.{self.events_table_name}"
-            _check_versions(curs, table, "%s", kwargs, hex_ids=False)
-        _apply_keys(self.key_sql, curs, kwargs, secure_delete_pragma=False)
-        super()._insert_events(curs, stored_events, **kwargs)
 
 
 def _apply_keys(

@@ -11,7 +11,10 @@ key erases its vector everywhere, and an erasure only removes the rows (no byte 
 A namespace's rows are opened on its first search in this process and kept in memory
 (`vector_search.NamespaceView`) until a commit changes that namespace; every search
 checks the manifest (one stat) for another process's commits, and the keys of the rows
-it returns, so a row whose key was destroyed is never served.
+it returns, so a row whose key was destroyed is never served. A large namespace's
+search codes are kept sealed beside the index (`vector_codes`, `<data_dir>/vector-codes/`):
+a fresh process builds its view from them and opens only the rows a search scores; every
+erasure removes those files.
 
 Stored once. Embedding happens in `catch_up`, one `embed` call per batch, outside the
 lock, so a forget never waits for pending items to be embedded; the commit re-checks
@@ -42,6 +45,7 @@ from memory_ledger.event_log import EventLog
 from memory_ledger.keystore import KeyRing
 from memory_ledger.retrieval.embedders import Embedder
 from projections.events import Progress, decode_batch
+from projections.vector_codes import CODES_DIR, CodeFiles
 from projections.vector_erasure import check_segments, in_memory, read_back
 from projections.vector_files import (
     MANIFEST,
@@ -77,7 +81,7 @@ from projections.vector_rows import (
     still_readable,
 )
 from projections.vector_seal import open_rows, seal_rows, text_digest
-from projections.vector_search import NamespaceView
+from projections.vector_search import CODE_BITS, NamespaceView
 
 log = logging.getLogger("memory_ledger.vectors")
 
@@ -112,6 +116,10 @@ class VectorIndex:
         self.batch_size = batch_size
         self.segment_rows = segment_rows
         self._state: IndexState | None = None  # loaded on first use: most commands never search
+        #: Large namespaces' search codes, sealed beside the index (`vector_codes`).
+        self.codes = CodeFiles(
+            directory.parent / CODES_DIR, log.master, self.embedder_name, CODE_BITS
+        )
         self._state_lock = threading.RLock()
         self._catch_up_lock = threading.Lock()
         #: Why this process discarded the index's files (file names and checks only, no
@@ -165,7 +173,7 @@ class VectorIndex:
         query = self._query(vector, embedder_name)
         if k < 1:
             return []
-        view = self._current().namespace(namespace, self._open)
+        view = self._current().namespace(namespace, self._open, self.codes)
         if view is None:
             return []
         dead = view.dead
@@ -357,6 +365,7 @@ class VectorIndex:
 
     def _reset(self) -> IndexState:
         """Under the exclusive lock: remove every file, start again at log position 0."""
+        self.codes.remove_all()
         for path in index_files(self.directory):
             remove(path)
         manifest = self._empty_manifest()
@@ -390,6 +399,7 @@ class VectorIndex:
 
         Crash-safe: the new index is committed in one manifest switch at the end; until
         then the old one stays as it was. Returns notifications read."""
+        self.codes.remove_all()  # written again from the rebuilt rows, when searched
         with self._catch_up_lock:
             with self._exclusive():
                 self._state = None  # read and check every file again, not the memory copy
@@ -554,6 +564,7 @@ class VectorIndex:
         wanted = set(item_ids)
         if not wanted:  # e.g. a mention redaction that rewrote nothing
             return VectorErasure(0, 0, 0)
+        self.codes.remove_all()  # whichever namespace's codes held them: none keeps them
         with self._writing() as state:
             held = [i for i in wanted if state.locate(i) is not None]
             rewritten = removed = 0
@@ -567,6 +578,7 @@ class VectorIndex:
                 self._sweep()  # a crashed writer's leftovers go too
             assert self._state is not None
             check = read_back(self.directory, self._state, written, wanted)
+        self.codes.remove_all()  # and any a search wrote meanwhile from the older state
         return VectorErasure(len(held), rewritten, removed, check)
 
     def repair(self) -> None:

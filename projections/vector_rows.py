@@ -19,8 +19,15 @@ import numpy as np
 from memory_ledger.event_log import ERASED, EventLog
 from memory_ledger.keystore import KeyRing
 from projections.events import ProjectedEvent
+from projections.vector_codes import CodeFiles, NamespaceCodes
 from projections.vector_files import Manifest, SegmentEntry, SegmentMeta
-from projections.vector_search import NamespaceView
+from projections.vector_search import (
+    CODE_BITS,
+    EXACT_ROWS,
+    NamespaceView,
+    packed_rows,
+    sign_codes,
+)
 
 KINDS = ("fact", "preference", "turn")
 
@@ -122,22 +129,83 @@ class IndexState:
                 kept[ns] = view
         return IndexState(manifest, tuple(segments), token, kept)
 
-    def namespace(self, namespace: str, opener: Opener) -> NamespaceView | None:
+    def namespace(
+        self, namespace: str, opener: Opener, codes: CodeFiles | None = None
+    ) -> NamespaceView | None:
+        """The namespace's view, opened on first use: lazily from its stored codes when
+        `codes` has them (a large namespace), else whole (and then its codes stored)."""
         found = self._namespaces.get(namespace)
+        if found is None:
+            found = self._lazily(namespace, opener, codes) if codes is not None else None
         if found is None:
             ids, generations, blocks = self.sealed_rows(namespace)
             if not ids:
                 return None
+            versions = self._versions(namespace)
             vectors, opened = opener(ids, generations, np.concatenate(blocks))
             if not opened.all():  # destroyed keys: those rows are never served
                 keep = np.flatnonzero(opened)
                 ids = [ids[r] for r in keep]
                 generations = [generations[r] for r in keep]
+                versions = [versions[r] for r in keep]
                 vectors = vectors[keep]
-            # Two threads may both open it: they store equal values, and a dict
-            # assignment is atomic, so no lock is needed.
-            found = self._namespaces[namespace] = NamespaceView.of(ids, generations, vectors)
+            found = NamespaceView.of(ids, generations, vectors)
+            if codes is not None and found.codes is not None:
+                keys = list(zip(ids, generations, versions, strict=True))
+                codes.save(
+                    namespace, NamespaceCodes(keys, packed_rows(found.codes[:, : found.count]))
+                )
+        # Two threads may both open it: they store equal values, and a dict
+        # assignment is atomic, so no lock is needed.
+        self._namespaces[namespace] = found
         return found if len(found) else None
+
+    def _lazily(self, namespace: str, opener: Opener, codes: CodeFiles) -> NamespaceView | None:
+        """A large namespace's view from its stored codes, its rows opened on first need;
+        None (open it whole) if it is small, or if most of its rows have no stored code."""
+        ids, generations, blocks = self.sealed_rows(namespace)
+        count = len(ids)
+        if count <= EXACT_ROWS:
+            return None
+        stored = codes.load(namespace, CODE_BITS // 8)
+        if stored is None:
+            return None
+        versions = self._versions(namespace)
+        where = {key: row for row, key in enumerate(stored.keys)}
+        found = np.fromiter(
+            (where.get(key, -1) for key in zip(ids, generations, versions, strict=True)),
+            dtype=np.int64,
+            count=count,
+        )
+        missing = np.flatnonzero(found < 0)
+        if len(missing) * 4 > count:
+            return None
+        packed = np.zeros((count, CODE_BITS // 8), dtype=np.uint8)
+        have = found >= 0
+        packed[have] = stored.codes[found[have]]
+        starts = np.cumsum([0] + [len(b) for b in blocks])
+
+        def fetch(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            block = np.searchsorted(starts, rows, side="right") - 1
+            sealed = np.stack([blocks[b][r - starts[b]] for b, r in zip(block, rows, strict=True)])
+            return opener([ids[r] for r in rows], [generations[r] for r in rows], sealed)
+
+        view = NamespaceView.lazily(ids, generations, packed, fetch, self.manifest.dimension)
+        if len(missing):  # rows written since the codes were stored: opened and coded now
+            assert view.codes is not None
+            view.codes[:, missing] = sign_codes(view.vectors(missing))
+            keys = list(zip(ids, generations, versions, strict=True))
+            codes.save(namespace, NamespaceCodes(keys, packed_rows(view.codes)))
+        return view
+
+    def _versions(self, namespace: str) -> list[int]:
+        versions: list[int] = []
+        for seg in self.segments:
+            rows = seg.groups.get(namespace)
+            if rows is not None:
+                held = seg.meta.versions
+                versions.extend(held[rows] if isinstance(rows, slice) else (held[r] for r in rows))
+        return versions
 
     def sealed_rows(self, namespace: str) -> tuple[list[str], list[int], list[np.ndarray]]:
         ids: list[str] = []
@@ -190,6 +258,9 @@ def _updated(
     came = _row_keys(new_only, namespace)
     removed = {key[0] for key in gone if key not in came}
     added = [(key, where) for key, where in came.items() if key not in gone]
+    if view.lazy is not None:  # built from stored codes: built again when next searched
+        view.forget_rows(removed)
+        return None
     if added and opener is None:
         view.changed(removed, [], [], np.zeros((0, view.matrix.shape[1]), np.float32))
         return None  # opened again, whole, when next searched

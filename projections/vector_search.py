@@ -8,12 +8,15 @@ the float32 bytes to read), keeps the few hundred nearest as candidates, and sco
 exactly (float32 dot products): what it returns are exact similarities, best first. A
 namespace of up to `EXACT_ROWS` rows is scored exactly, all of it, as before.
 
-The codes are only ever in memory: they are computed from the opened vectors when the
-namespace is opened, and dropped with them when a commit changes the namespace.
+The codes are computed from the opened vectors when a namespace is opened whole, and
+kept sealed on disk (`vector_codes`): a fresh process then builds a large namespace's
+view from them without opening any row (`NamespaceView.lazily`), and opens only the rows
+a search scores exactly, on first need (issue 37).
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cache
@@ -54,6 +57,35 @@ def sign_codes(vectors: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(packed.view(np.uint64).T)
 
 
+def packed_rows(codes: np.ndarray) -> np.ndarray:
+    """(rows, CODE_BITS // 8) uint8: each row's code as bytes (what `vector_codes` keeps)."""
+    return np.ascontiguousarray(codes.T).view(np.uint8)
+
+
+def from_packed(packed: np.ndarray) -> np.ndarray:
+    """The words x rows layout of `sign_codes` from `packed_rows`' bytes."""
+    return np.ascontiguousarray(np.ascontiguousarray(packed).view(np.uint64).T)
+
+
+#: Row indices -> (their vectors, whether each opened): a lazy view's way to its rows.
+Fetch = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
+
+
+@dataclass(eq=False)
+class LazyRows:
+    """A lazily built view's opened rows: packed in `store` in the order they were
+    opened (`slots`: row -> its line there, -1 while unopened), so memory and page
+    faults grow with the rows searched, not with the namespace. `failed`: rows that did
+    not open (a destroyed key, a corrupt row), never served."""
+
+    slots: np.ndarray
+    failed: np.ndarray
+    fetch: Fetch
+    store: np.ndarray
+    used: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
 def hamming(codes: np.ndarray, code: np.ndarray) -> np.ndarray:
     """Bits differing between each row's code (words x rows) and one code (words x 1)."""
     distance = np.bitwise_count(codes[0] ^ code[0]).astype(np.uint16)
@@ -65,7 +97,9 @@ def hamming(codes: np.ndarray, code: np.ndarray) -> np.ndarray:
 @dataclass(frozen=True, eq=False)
 class NamespaceView:
     """A namespace's opened rows: ids, key generations, vectors, codes (large ones only).
-    Never written anywhere; `dead` collects rows found with a destroyed key.
+    Its vectors are never written anywhere (its codes are, sealed: `vector_codes`);
+    `dead` collects rows found with a destroyed key. A view built from stored codes
+    (`lazily`) opens its rows on first need and keeps them packed in `lazy.store`.
 
     A commit changes a view without opening the namespace again (`changed`): removed
     rows are zeroed in place (their vectors leave memory at once) and masked, new rows
@@ -81,6 +115,8 @@ class NamespaceView:
     alive: np.ndarray | None = None  # None: every row in use is alive
     position: dict[str, int] = field(default_factory=dict)
     dead: set[str] = field(default_factory=set)
+    #: Set when built from stored codes: rows are opened on first need (`_ensure`).
+    lazy: LazyRows | None = None
 
     @classmethod
     def of(cls, ids: list[str], generations: list[int], matrix: np.ndarray) -> NamespaceView:
@@ -88,6 +124,70 @@ class NamespaceView:
         codes = sign_codes(matrix) if len(ids) > EXACT_ROWS else None
         position = {item: row for row, item in enumerate(ids)}
         return cls(list(ids), list(generations), matrix, codes, len(ids), None, position)
+
+    @classmethod
+    def lazily(
+        cls, ids: list[str], generations: list[int], codes: np.ndarray, fetch: Fetch, dimension: int
+    ) -> NamespaceView:
+        """A large namespace's view from its rows' stored codes (packed bytes): no row is
+        opened until a search scores it (`ensure`); `matrix` stays empty."""
+        count = len(ids)
+        lazy = LazyRows(
+            np.full(count, -1, dtype=np.int64),
+            np.zeros(count, dtype=bool),
+            fetch,
+            np.empty((min(count, CANDIDATES * 4), dimension), dtype=np.float32),
+        )
+        position = {item: row for row, item in enumerate(ids)}
+        empty = np.zeros((0, dimension), dtype=np.float32)
+        return cls(
+            list(ids), list(generations), empty, from_packed(codes), count, None, position,
+            lazy=lazy,
+        )  # fmt: skip
+
+    def ensure(self, rows: np.ndarray) -> None:
+        """Open these rows if they are not yet (a lazy view); nothing for an opened one."""
+        lazy = self.lazy
+        if lazy is None or not len(rows):
+            return
+        with lazy.lock:
+            need = np.unique(rows[lazy.slots[rows] < 0])
+            if not len(need):
+                return
+            vectors, ok = lazy.fetch(need)
+            end = lazy.used + len(need)
+            if end > len(lazy.store):  # grow by half at least, so opening is amortised
+                rows_held = max(end, len(lazy.store) * 3 // 2)
+                grown = np.empty((rows_held, lazy.store.shape[1]), dtype=np.float32)
+                grown[: lazy.used] = lazy.store[: lazy.used]
+                lazy.store = grown
+            vectors[~ok] = 0.0
+            lazy.store[lazy.used : end] = vectors
+            lazy.slots[need] = np.arange(lazy.used, end)
+            lazy.failed[need[~ok]] = True
+            lazy.used = end
+
+    def vectors(self, rows: np.ndarray) -> np.ndarray:
+        """These rows' vectors (opened first, for a lazy view; a failed row reads zeros)."""
+        if self.lazy is None:
+            return self.matrix[rows]
+        self.ensure(rows)
+        return self.lazy.store[self.lazy.slots[rows]]
+
+    def forget_rows(self, removed: set[str]) -> None:
+        """Zero the rows of `removed` in memory now (a commit removed them; the view is
+        dropped and built again at the next search)."""
+        lazy = self.lazy
+        for item in removed:
+            row = self.position.get(item)
+            if row is None:
+                continue
+            if lazy is not None and lazy.slots[row] >= 0:
+                lazy.store[lazy.slots[row]] = 0.0
+            elif lazy is None:
+                self.matrix[row] = 0.0
+            if self.codes is not None:
+                self.codes[:, row] = 0
 
     def __len__(self) -> int:
         return len(self.position)
@@ -159,6 +259,8 @@ class NamespaceView:
         while True:
             rows, scores = self._top(query, want + slack)
             found = [(int(r), float(s)) for r, s in zip(rows, scores, strict=True)]
+            if self.lazy is not None:  # rows that did not open are never served
+                found = [hit for hit in found if not self.lazy.failed[hit[0]]]
             if self.alive is not None:
                 found = [hit for hit in found if self.alive[hit[0]]]
             if accept is not None:
@@ -177,14 +279,23 @@ class NamespaceView:
         if not found:
             return {}
         rows = np.fromiter((r for _, r in found), dtype=np.int64, count=len(found))
-        scores = _dot(self.matrix[rows], query)
-        return {i: float(s) for (i, _), s in zip(found, scores, strict=True)}
+        scores = _dot(self.vectors(rows), query)
+        failed = None if self.lazy is None else self.lazy.failed[rows]
+        return {
+            i: float(s)
+            for n, ((i, _), s) in enumerate(zip(found, scores, strict=True))
+            if failed is None or not failed[n]
+        }
 
     def _top(self, query: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
         count = self.count
         candidates = max(CANDIDATES, CANDIDATE_FACTOR * n)
+        lazy = self.lazy
         if self.codes is None or candidates * 2 >= count:
-            scores = _dot(self.matrix[:count], query)
+            every = self.matrix[:count] if lazy is None else self.vectors(np.arange(count))
+            scores = _dot(every, query)
+            if lazy is not None:
+                scores[lazy.failed[:count]] = -np.inf
             if self.alive is not None:
                 scores[~self.alive] = -np.inf
             order = best(scores, n)
@@ -195,7 +306,9 @@ class NamespaceView:
             distance[~self.alive] = np.iinfo(np.uint16).max
         picked = np.argpartition(distance, candidates - 1)[:candidates]
         picked.sort()  # equal scores keep their row order, as in the exact path
-        scores = _dot(self.matrix[picked], query)
+        scores = _dot(self.vectors(picked), query)
+        if lazy is not None:
+            scores[lazy.failed[picked]] = -np.inf
         order = best(scores, n)
         return picked[order], scores[order]
 

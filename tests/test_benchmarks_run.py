@@ -37,6 +37,7 @@ SMALL = {
     "bench_erasure": ["--quick"],
     "bench_audit": ["--quick"],
     "bench_cli_start": ["--quick"],
+    "bench_cold_start": ["--sizes", "200", "--rounds", "1", "--embedder", "hashing"],
     "bench_console": ["--requests", "300", "--rounds", "3"],
     "bench_summary": ["--sizes", "300", "--rounds", "3", "--forget", "20", "--backends", "sqlite"],
 }

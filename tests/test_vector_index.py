@@ -19,6 +19,7 @@ import pytest
 from factories import fact, later, preference, provenance, turn
 from typer.testing import CliRunner
 
+import projections.vector_codes as vector_codes
 import projections.vector_erasure as vector_erasure
 import projections.vector_index as vector_index
 from jobs.projection_catchup import _catch_up
@@ -1010,3 +1011,81 @@ def test_a_writer_killed_during_an_erasure_commit_leaves_nothing_erased_servable
             for f in segments_on_disk(directory(settings))
             for n in (f, f.replace(".sealed", ".json"))
         }
+
+
+def _heavy_index(tmp_path: Path, rows: int) -> tuple[VectorIndex, _KeysOnly, np.ndarray, list[str]]:
+    """One namespace of `rows` random unit vectors, committed to files, nothing opened."""
+    rng = np.random.default_rng(37)
+    vectors = rng.standard_normal((rows, 512), dtype=np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    items = [f"item-{i}" for i in range(rows)]
+    keys = _KeysOnly(items)
+    index = VectorIndex(keys, tmp_path / "v", _NoEmbedding())  # type: ignore[arg-type]
+    ring = keys.keys_for(items)
+    sealed = seal_rows(ring, items, [1] * rows, vectors, [text_digest("")] * rows)
+    ops: dict[str, Put | None] = {i: Put("t/heavy", "fact", "p", 1, "", 1) for i in items}
+    with index._writing() as state:
+        index._commit(state, ops, sealed, position=rows)
+    index.close()
+    return index, keys, vectors, items
+
+
+def test_a_fresh_process_opens_only_the_rows_a_search_scores(tmp_path: Path) -> None:
+    """Issue 37: a large namespace's codes are kept sealed (projections/vector_codes.py),
+    so another process builds its view from them and opens only the candidates it
+    scores; what it returns is what a view opened whole returns, exact scores."""
+    rows = 2 * EXACT_ROWS + 700
+    first, keys, vectors, _ = _heavy_index(tmp_path, rows)
+    rng = np.random.default_rng(5)
+    probes = [vectors[n] + 0.05 * rng.standard_normal(512, dtype=np.float32) for n in (3, 4000)]
+    whole = [first.search("t/heavy", p, 10) for p in probes]  # opened whole: codes stored
+    assert len(first.codes.files()) == 1
+    raw = first.codes.files()[0].read_bytes()
+    assert b"item-3" not in raw and b"t/heavy" not in raw  # sealed, named by a keyed hash
+
+    fresh = VectorIndex(keys, tmp_path / "v", _NoEmbedding())  # type: ignore[arg-type]
+    lazily = [fresh.search("t/heavy", p, 10) for p in probes]
+    assert [ids(r) for r in lazily] == [ids(r) for r in whole]
+    for got, want in zip(lazily, whole, strict=True):
+        assert [s for _, s in got] == pytest.approx([s for _, s in want], abs=1e-6)
+    view = fresh._current().namespace("t/heavy", fresh._open)
+    assert view is not None and view.lazy is not None
+    assert 0 < view.lazy.used < rows // 2, "only the candidates were opened"
+
+
+def test_a_lazily_opened_namespace_never_serves_a_destroyed_key_and_codes_new_rows(
+    tmp_path: Path,
+) -> None:
+    rows = EXACT_ROWS + 500
+    first, keys, vectors, items = _heavy_index(tmp_path, rows)
+    target = 42
+    assert ids(first.search("t/heavy", vectors[target], 1)) == [items[target]]  # codes stored
+    del keys.rows[items[target]]  # its key destroyed, its row (and code) still on disk
+    fresh = VectorIndex(keys, tmp_path / "v", _NoEmbedding())  # type: ignore[arg-type]
+    found = fresh.search("t/heavy", vectors[target], 5)
+    assert items[target] not in ids(found) and len(found) == 5
+
+    # Rows written after the codes were stored: opened and coded when the view is built.
+    extra = np.random.default_rng(9).standard_normal((3, 512), dtype=np.float32)
+    extra /= np.linalg.norm(extra, axis=1, keepdims=True)
+    new = [f"new-{i}" for i in range(3)]
+    keys.rows.update({i: (i, 1, keys.master.wrap(i, 1, new_data_key())) for i in new})
+    sealed = seal_rows(keys.keys_for(new), new, [1] * 3, extra, [text_digest("")] * 3)
+    with fresh._writing() as state:
+        fresh._commit(state, {i: Put("t/heavy", "fact", "p", 1, "", 1) for i in new}, sealed,
+                      position=rows + 3)  # fmt: skip
+    another = VectorIndex(keys, tmp_path / "v", _NoEmbedding())  # type: ignore[arg-type]
+    for n, item in enumerate(new):
+        assert ids(another.search("t/heavy", extra[n], 1)) == [item]
+    view = another._current().namespace("t/heavy", another._open)
+    assert view is not None and view.lazy is not None
+
+
+def test_an_erasure_removes_every_codes_file(
+    items: dict[str, str], alice: MemoryLedger, service: MemoryService
+) -> None:
+    codes = service.vectors.codes
+    codes.save("t/other", vector_codes.NamespaceCodes([("x", 1, 1)], np.zeros((1, 64), np.uint8)))
+    assert codes.files()
+    alice.forget(items["address"])
+    assert codes.files() == []

@@ -59,9 +59,17 @@ def create_app(
         docs_url=None,  # served by memory_ledger/http/docs.py, with local assets
         redoc_url=None,
     )
+    # A store opened again after a restore keeps the loaded embedder: it stays warm.
     app.state.serving = Serving(
-        service, reopen or (lambda: MemoryService(service.settings, service.log.master))
+        service,
+        reopen
+        or (
+            lambda: MemoryService(
+                service.settings, service.log.master, embedder=service.vectors.embedder
+            )
+        ),
     )
+    app.state.serving.warm_up()  # /v1/ready says warming until the embedder answered
     app.state.tokens = tokens
     app.state.instance = instance
     problems.install(app)

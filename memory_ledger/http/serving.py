@@ -9,6 +9,7 @@ a store that may still hold what was erased after the backup was taken.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -18,6 +19,7 @@ from memory_ledger.api import MemoryService
 from memory_ledger.errors import ConfigurationError, InvalidTransition
 
 T = TypeVar("T")
+log = logging.getLogger("memory_ledger.http")
 
 #: How long a restore waits for the requests in flight to end before it gives up.
 DRAIN_SECONDS = 30.0
@@ -38,6 +40,27 @@ class Serving:
         self.restoring = False
         self._running = False
         self._open = True
+        #: Set once the embedder has answered one embed (`warm_up`): until then a
+        #: `context` would first load the model (seconds), so `/v1/ready` says warming.
+        self.warm = threading.Event()
+        #: Why the warm-up failed, if it did (then `/v1/ready` stays 503).
+        self.warm_error: str | None = None
+
+    def warm_up(self) -> threading.Thread:
+        """Load the embedder and embed once, in the background: the server listens at
+        once (`/v1/health` answers), and is ready when a `context` answers at full speed."""
+        thread = threading.Thread(target=self._warm, name="embedder-warm-up", daemon=True)
+        thread.start()
+        return thread
+
+    def _warm(self) -> None:
+        try:
+            self.service.vectors.embed_query("warm up")
+        except Exception as exc:  # any plug-in's failure: reported by /v1/ready, logged
+            self.warm_error = f"{type(exc).__name__}: {exc}"
+            log.error("the embedder did not load: %s", self.warm_error)
+            return
+        self.warm.set()
 
     @contextmanager
     def request(self) -> Iterator[None]:

@@ -13,11 +13,13 @@ the policy in force is part of its key.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
+from memory_ledger.retrieval.state_files import StateFiles
 from memory_ledger.retrieval.usable import RecallStates
 from memory_ledger.stores import Evidence, Receipt
 
@@ -32,8 +34,8 @@ class ContextCache:
     them the namespaces' recall states (`usable.RecallStates`: clear attributes only),
     which an erasure evicts with the contexts."""
 
-    def __init__(self, max_entries: int = MAX_ENTRIES) -> None:
-        self.states = RecallStates()
+    def __init__(self, max_entries: int = MAX_ENTRIES, files: StateFiles | None = None) -> None:
+        self.states = RecallStates(files=files)
         self._entries: OrderedDict[Hashable, Context] = OrderedDict()
         self._max = max_entries
         self._position = -1
@@ -115,19 +117,34 @@ class ContextCacheStore:
         )
 
     def at_rest(self) -> Iterator[bytes]:
-        """Nothing: the cache lives in this process's memory only."""
-        yield from ()
+        """The recall states' files (sealed attributes, no content); the contexts live in
+        this process's memory only."""
+        files = self.cache.states.files
+        for path in files.files() if files is not None else ():
+            with contextlib.suppress(FileNotFoundError):
+                yield path.read_bytes()
 
     def verify_absent(self, item_ids: Sequence[str]) -> Evidence:
+        """None of the items in memory, nor in any recall state file (each file opened and
+        read: a recall after the erasure may have written one again, without them)."""
         cache = self.cache
         left, attributes = cache.holding(item_ids), cache.states.holding(item_ids)
+        files = cache.states.files
+        in_files, unreadable = files.holding(set(item_ids)) if files is not None else (0, 0)
         return Evidence(
             self.name,
-            left == 0 and attributes == 0,
-            {"entries_left": left, "recall_state_entries_left": attributes},
+            left == 0 and attributes == 0 and in_files == 0,
+            {
+                "entries_left": left,
+                "recall_state_entries_left": attributes,
+                "recall_state_file_entries_left": in_files,
+                "recall_state_files_unreadable": unreadable,
+            },
         )
 
     def rebuild(self) -> int:
         self.cache.clear()  # a cache rebuilds itself on demand
         self.cache.states.clear()
+        if self.cache.states.files is not None:
+            self.cache.states.files.remove_all()
         return 0

@@ -28,7 +28,7 @@ import threading
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import (
     Connection,
@@ -45,6 +45,7 @@ from sqlalchemy import (
 
 from memory_ledger.event_log import EventLog
 from memory_ledger.policy.retention import RetentionPolicy
+from memory_ledger.retrieval.state_files import Snapshot, StateFiles, policy_digest
 from projections.catalog import catalog
 from projections.events import decode_clear
 from projections.facts import facts
@@ -55,6 +56,9 @@ TABLES = {"fact": facts, "preference": preferences, "turn": transcripts}
 #: Events since the last refresh above which the namespace is read again whole: reading
 #: that many items by id costs about as much as reading the namespace.
 REFRESH_EVENTS = 2_000
+#: Events a state may move past its file before the file is written again (an erasure
+#: among them rewrites it at once).
+SAVE_EVERY = 500
 #: Namespaces kept (least recently used dropped first).
 MAX_NAMESPACES = 16
 #: Ids per statement when items are read again by id.
@@ -62,11 +66,12 @@ ID_CHUNK = 500
 _NEVER = "\uffff"  # sorts after every canonical time: "no end"
 
 
-@dataclass(frozen=True, slots=True)
-class Entry:
+class Entry(NamedTuple):
     """One usable item as recall filters and ranks it: clear attributes only. An item is
     here if it is live, readable, not suppressed and (for facts) its current version;
-    whether it is usable *now* is `usable_from <= now < usable_until`."""
+    whether it is usable *now* is `usable_from <= now < usable_until`. A named tuple, not
+    a dataclass: a state file (`state_files`) holds plain tuples, made entries again at
+    about a tenth of a frozen dataclass's cost per item."""
 
     item_id: str
     kind: str
@@ -97,6 +102,8 @@ class NamespaceState:
     policy: RetentionPolicy
     position: int
     entries: dict[str, Entry] = field(default_factory=dict)
+    #: The position of the state file last written for it (-1: none written).
+    saved: int = -1
     #: Facts and preferences by (subject, predicate): a preference's scope is judged
     #: among its rivals, and a new fact changes the status of the others of its key.
     keyed: dict[str, dict[tuple[str, str], set[str]]] = field(
@@ -172,12 +179,17 @@ def _turn_order(entries: Iterable[Entry]) -> tuple[dict[str, list[str]], dict[st
 
 
 class RecallStates:
-    """Every namespace's state this process has recalled from, kept between recalls."""
+    """Every namespace's state this process has recalled from, kept between recalls, and
+    with `files` persisted sealed (`state_files`), so that a fresh process loads a
+    namespace's state in one pass instead of reading every item again."""
 
-    def __init__(self, max_namespaces: int = MAX_NAMESPACES) -> None:
+    def __init__(
+        self, max_namespaces: int = MAX_NAMESPACES, files: StateFiles | None = None
+    ) -> None:
         self._states: OrderedDict[str, NamespaceState] = OrderedDict()
         self._max = max_namespaces
         self._lock = threading.Lock()
+        self.files = files
 
     def state(
         self,
@@ -189,32 +201,74 @@ class RecallStates:
     ) -> NamespaceState:
         """The namespace's state as of log position `position` (the position the
         projections have applied, read after they caught up), refreshed from the events
-        after the state's own position; read whole the first time, under another retention
-        policy, or when too much happened since."""
+        after the state's own position; loaded from its state file or read whole the
+        first time, under another retention policy, or when too much happened since."""
         with self._lock:
             state = self._states.get(namespace)
             if state is not None:
                 self._states.move_to_end(namespace)
-            if state is not None and (
-                state.policy != policy
-                or position < state.position
-                or position - state.position > REFRESH_EVENTS
-            ):
+            if state is not None and not _current(state, policy, position):
                 state = None
             if state is None:
-                state = NamespaceState(namespace, policy, position)
-                for entry in _read(conn, policy, namespace, None):
-                    state.put(entry)
+                state = self._loaded(log, namespace, policy, position)
+                if state is None:
+                    state = NamespaceState(namespace, policy, position)
+                    for entry in _read(conn, policy, namespace, None):
+                        state.put(entry)
                 self._states[namespace] = state
                 while len(self._states) > self._max:
                     self._states.popitem(last=False)
-            elif position > state.position:
-                _refresh(conn, log, state, position)
+            removed = 0
+            if position > state.position:
+                removed = _refresh(conn, log, state, position)
+            if self.files is not None and (
+                state.saved < 0 or removed or state.position - state.saved >= SAVE_EVERY
+            ):
+                self._save(log, state)
             return state
 
+    def _loaded(
+        self, log: EventLog, namespace: str, policy: RetentionPolicy, position: int
+    ) -> NamespaceState | None:
+        """The namespace's state from its file, if it is of this log (the event at its
+        position is the one it names) and this policy, and not too far behind."""
+        if self.files is None:
+            return None
+        snapshot = self.files.load(namespace)
+        if snapshot is None or snapshot.policy != policy_digest(policy):
+            return None
+        state = NamespaceState(namespace, policy, snapshot.position, saved=snapshot.position)
+        if not _current(state, policy, position) or snapshot.head != _head(log, state.position):
+            return None
+        entries = state.entries
+        keyed = state.keyed
+        subjects = state.subjects
+        for row in snapshot.rows:
+            entry = Entry._make(row)
+            entries[entry.item_id] = entry
+            subjects[entry.subject] += 1
+            by_key = keyed.get(entry.kind)
+            if by_key is not None:
+                by_key.setdefault((entry.subject, entry.predicate), set()).add(entry.item_id)
+        return state
+
+    def _save(self, log: EventLog, state: NamespaceState) -> None:
+        assert self.files is not None
+        rows = [tuple(entry) for entry in state.entries.values()]
+        head = _head(log, state.position)
+        snapshot = Snapshot(state.position, head, policy_digest(state.policy), rows)
+        self.files.save(state.namespace, snapshot)
+        state.saved = state.position
+
     def evict(self, item_ids: Sequence[str]) -> int:
-        """Drop these items from every namespace's state (an erasure in this process)."""
+        """Drop these items from every namespace's state (an erasure in this process),
+        and remove every state file: whichever namespace's file held them, none keeps
+        them; each is written again, whole, at its namespace's next recall."""
         with self._lock:
+            if self.files is not None:
+                self.files.remove_all()
+                for state in self._states.values():
+                    state.saved = -1
             return sum(
                 1
                 for state in self._states.values()
@@ -231,11 +285,29 @@ class RecallStates:
             self._states.clear()
 
 
-def _refresh(conn: Connection, log: EventLog, state: NamespaceState, position: int) -> None:
+def _current(state: NamespaceState, policy: RetentionPolicy, position: int) -> bool:
+    """Whether `state` can be brought to `position` by refreshing it."""
+    return (
+        state.policy == policy
+        and state.position <= position
+        and position - state.position <= REFRESH_EVENTS
+    )
+
+
+def _head(log: EventLog, position: int) -> str:
+    """The event at `position`, named by its aggregate and version: a state file of
+    another log (a restore, a store re-created) names another one."""
+    found = log.notifications(position - 1, 1) if position > 0 else []
+    if not found or found[0].id != position:
+        return f"none@{position}"
+    return f"{found[0].originator_id}:{found[0].originator_version}"
+
+
+def _refresh(conn: Connection, log: EventLog, state: NamespaceState, position: int) -> int:
     """Read again the items the events after the state's position touched: their own
     (each event's item), those a served context reinforced (a policy may count a TTL from
     the last read), and for facts every fact of the same subject and predicate (a new fact
-    supersedes or conflicts with the others)."""
+    supersedes or conflicts with the others). Returns how many items left the state."""
     touched: set[str] = set()
     start = state.position
     while start < position:
@@ -251,18 +323,19 @@ def _refresh(conn: Connection, log: EventLog, state: NamespaceState, position: i
     keys = {(e.subject, e.predicate) for e in old}
     found = {e.item_id: e for e in _read(conn, state.policy, state.namespace, sorted(touched))}
     keys.update((e.subject, e.predicate) for e in found.values() if e.kind == "fact")
-    for item_id in touched:
-        state.drop(item_id)
+    dropped = {item_id for item_id in touched if state.drop(item_id) is not None}
     if keys:
         facts_by_key = state.keyed["fact"]
         for key in keys:
             for item_id in list(facts_by_key.get(key, ())):
                 state.drop(item_id)
+                dropped.add(item_id)
         again = _read_facts_of(conn, state.policy, state.namespace, keys)
         found.update((e.item_id, e) for e in again)
     for entry in found.values():
         state.put(entry)
     state.position = position
+    return len(dropped - found.keys())  # items that left the state (erased, suppressed...)
 
 
 def _read(

@@ -1,4 +1,5 @@
-"""Liveness and readiness: ready only when the store serves (not while restoring)."""
+"""Liveness and readiness: ready only when the store serves (not while restoring) and
+the embedder has answered once (not while its model loads: a `context` would wait)."""
 
 from __future__ import annotations
 
@@ -26,4 +27,9 @@ def ready(request: Request) -> dict[str, Any] | JSONResponse:
     serving = request.app.state.serving
     if serving.restoring or RestoreMarker(serving.service.settings).read() is not None:
         return JSONResponse({"status": "restoring"}, status_code=503)
+    if not serving.warm.is_set():
+        if serving.warm_error is not None:
+            body = {"status": "embedder_failed", "detail": serving.warm_error}
+            return JSONResponse(body, status_code=503)
+        return JSONResponse({"status": "warming"}, status_code=503, headers={"Retry-After": "1"})
     return {"status": "ready"}

@@ -1,0 +1,119 @@
+"""A large namespace's search codes, persisted sealed, so a fresh process opens only the
+rows a search scores (issue 37).
+
+The first search of a namespace used to open every row (one AES-GCM open under each
+item's key, one key unwrap each) and compute every row's SimHash code: about 5 s at
+100,000 rows, before the first recall of a process could answer. A search of a large
+namespace scores exactly only the ~1,000 rows whose codes are nearest the query's
+(`vector_search`), so with the codes at hand only those rows need opening. The codes
+are kept here: one file per namespace, `vector-codes/<keyed hash>.codes`, holding each
+row's identity (item, key generation, version) and its 64-byte code, in one `marshal`
+blob sealed with AES-256-GCM under a key derived from the master key (`CODES_LABEL`).
+
+A code is a 512-bit sketch of a vector (the signs of random projections), so it is
+treated as the vector is: sealed, and gone with the item. Every erasure of the vector
+index removes every codes file (`VectorIndex.erase`), as does a rebuild and a master-key
+rotation; the next first search of a namespace opens it whole once and writes its file
+again. A code is used only for a row whose identity it names: a row written since (a new
+version, a new key generation) is opened and coded afresh. A row whose key is destroyed
+is never served whatever its code: its vector does not open (`NamespaceView`), and
+`VectorIndex.search` checks the keys of what it returns. `marshal` is safe here because
+nothing unauthenticated reaches it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import marshal
+import os
+import secrets
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from memory_ledger.crypto import NONCE_BYTES, MasterKey
+
+CODES_DIR = "vector-codes"
+CODES_LABEL = b"memory-ledger/vector-codes/v1"
+FORMAT = 1
+_SUFFIX = ".codes"
+
+RowKey = tuple[str, int, int]  # item id, key generation, version
+
+
+@dataclass(frozen=True)
+class NamespaceCodes:
+    """Rows' identities and their codes (rows x code bytes, uint8), in the same order."""
+
+    keys: list[RowKey]
+    codes: np.ndarray
+
+
+class CodeFiles:
+    """The sealed codes files of one vector index (local files, like the index)."""
+
+    def __init__(self, directory: Path, master: MasterKey, embedder: str, bits: int) -> None:
+        self.directory = directory
+        key = master.subkey(CODES_LABEL)
+        self._cipher = AESGCM(key)
+        self._names = key
+        self._kind = f"{embedder}/{bits}"  # codes of another embedder never match
+
+    def path(self, namespace: str) -> Path:
+        digest = hmac.new(self._names, namespace.encode("utf-8"), hashlib.sha256).hexdigest()
+        return self.directory / f"{digest[:32]}{_SUFFIX}"
+
+    def _aad(self, namespace: str) -> bytes:
+        version = f"{sys.version_info.major}.{sys.version_info.minor}"  # marshal's format
+        return f"vector-codes/{FORMAT}/py{version}/{self._kind}/{namespace}".encode()
+
+    def load(self, namespace: str, width: int) -> NamespaceCodes | None:
+        try:
+            raw = self.path(namespace).read_bytes()
+            plain = self._cipher.decrypt(raw[:NONCE_BYTES], raw[NONCE_BYTES:], self._aad(namespace))
+            ids, generations, versions, packed = marshal.loads(plain)
+            codes = np.frombuffer(packed, dtype=np.uint8).reshape(-1, width)
+        except (OSError, InvalidTag, ValueError, EOFError, TypeError):
+            return None
+        if not len(ids) == len(generations) == len(versions) == len(codes):
+            return None
+        return NamespaceCodes(list(zip(ids, generations, versions, strict=True)), codes)
+
+    def save(self, namespace: str, found: NamespaceCodes) -> None:
+        """Write atomically; a store that cannot be written only loses the speed-up."""
+        ids = [k[0] for k in found.keys]
+        generations = [k[1] for k in found.keys]
+        versions = [k[2] for k in found.keys]
+        packed = np.ascontiguousarray(found.codes, dtype=np.uint8).tobytes()
+        plain = marshal.dumps((ids, generations, versions, packed))
+        nonce = secrets.token_bytes(NONCE_BYTES)
+        sealed = nonce + self._cipher.encrypt(nonce, plain, self._aad(namespace))
+        path = self.path(namespace)
+        temporary = path.with_name(f"{path.name}.{secrets.token_hex(4)}.tmp")
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            temporary.write_bytes(sealed)
+            os.replace(temporary, path)
+        except OSError:
+            temporary.unlink(missing_ok=True)
+
+    def remove_all(self) -> int:
+        removed = 0
+        for path in self.files():
+            try:
+                path.unlink()
+                removed += 1
+            except FileNotFoundError:
+                pass
+        return removed
+
+    def files(self) -> Sequence[Path]:
+        if not self.directory.is_dir():
+            return []
+        return sorted(p for p in self.directory.iterdir() if p.name.endswith(_SUFFIX))
