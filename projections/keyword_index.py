@@ -675,6 +675,35 @@ def live_texts(conn: Connection, log: EventLog, item_ids: Sequence[str]) -> dict
 # -- search ------------------------------------------------------------------------------
 
 
+class TopK(NamedTuple):
+    """How many postings a search scores before it must prove or bound its answer.
+
+    Counted in postings, since a search's cost is the postings it scores. The defaults
+    keep a search near the cost of a few thousand postings at any namespace size
+    (benchmarks/bench_keyword_topk.py); tests pass small ones to reach every path."""
+
+    #: Query terms with at most this many postings in all: score them all (exact).
+    full_postings: int = 4000
+    #: MaxScore scores the rarest terms' postings up to this many in all (exact when proven).
+    essential_postings: int = 4000
+    #: Every term common: the newest postings read in all, shared among the terms.
+    window_postings: int = 2000
+
+
+TOP_K = TopK()
+
+
+class Ranking(NamedTuple):
+    """A search's answer and how it was reached (`search` returns its rows only)."""
+
+    rows: list[tuple[str, float]]
+    #: "full" (every posting scored), "maxscore" (proven equal to "full"),
+    #: "maxscore-unproven" (no proof, so every posting scored), "window" (a query of
+    #: common terms only: exact scores of the best candidates, not a proof).
+    how: str
+    exact: bool
+
+
 def search(
     conn: Connection,
     log: EventLog,
@@ -691,9 +720,7 @@ def search(
     generation): another tenant's vocabulary must not shape this one's ranking (nor be
     inferable from it). `allowed` restricts the answer, not the statistics: the
     caller's read-time filters (expiry, validity, scope) must not change how rare a word
-    looks. One statement reads the statistics row and counts the query terms' postings;
-    a second has the database sum BM25 over those postings and return the best few
-    rows with their item ids. Nothing is read per document of the namespace.
+    looks. How many postings are scored is bounded: see `ranked`.
     """
     words = sorted(set(tokenize(query)))
     if not words or k <= 0:
@@ -701,56 +728,198 @@ def search(
     hasher = hasher_of(log, namespace, create=False)
     if hasher is None:
         return []
+    return ranked(conn, hasher, namespace, words, k, allowed).rows
+
+
+def ranked(
+    conn: Connection,
+    hasher: TermHasher,
+    namespace: str,
+    words: Sequence[str],
+    k: int,
+    allowed: set[str] | None = None,
+    limits: TopK = TOP_K,
+) -> Ranking:
+    """`search` on tokenized words and a hasher, saying how the answer was reached.
+
+    One statement reads the statistics row and counts the query terms' postings (a
+    range count each). Then one statement ranks, by one of three ways:
+
+    - "full": the query's postings are few (`full_postings`): the database sums BM25
+      over all of them, grouped by document, and returns the best few.
+    - "maxscore": the rare terms' postings (`essential_postings`, rarest first) are
+      scored in full; the common terms are added for the best of those documents only,
+      by primary-key lookups. A document holding common terms only scores at most the
+      sum of their upper bounds (idf * (k1 + 1)); when the `want`-th best score exceeds
+      it, the answer is exactly "full"'s. When it does not, "full" is run (exact).
+    - "window": every term is common. Each term's newest postings (highest document
+      numbers: the latest indexed) make the candidates, which are scored in full by
+      lookups. The scores are exact BM25, but an older document could rank above
+      them: not proven, and reported so.
+    """
+    if not words or k <= 0:
+        return Ranking([], "full", True)
     terms = sorted({hasher(w) for w in words})
     m = _mark(conn)
-    among = f"namespace = {m} AND term IN ({', '.join([m] * len(terms))})"
     stats = f"FROM {keyword_namespaces.name} WHERE namespace = {m} AND key_generation = {m}"
     counted = conn.exec_driver_sql(
         f"SELECT term, count(*), (SELECT docs {stats}), (SELECT length {stats}) "
-        f"FROM {keyword_postings.name} WHERE {among} GROUP BY term",
+        f"FROM {keyword_postings.name} WHERE namespace = {m} "
+        f"AND term IN ({', '.join([m] * len(terms))}) GROUP BY term",
         (*(namespace, hasher.generation) * 2, namespace, *terms),
     ).all()
     if not counted or not counted[0][2]:
-        return []
+        return Ranking([], "full", True)
     n, average = int(counted[0][2]), int(counted[0][3]) / int(counted[0][2])
-    idf = {int(t): math.log(1 + (n - df + 0.5) / (df + 0.5)) for t, df, _, _ in counted}
+    df = {int(t): int(c) for t, c, _, _ in counted}
     # BM25 with the constants folded: w * tf / (tf + a + c * length), w = idf * (k1 + 1),
-    # a = k1 * (1 - b), c = k1 * b / average. Summed by the database over the query
-    # terms' postings only (which carry their document's length), grouped by document
-    # number; only the best few rows come back, with their item ids.
-    cases = " ".join([f"WHEN {m} THEN {m}"] * len(idf))
-    score = f"SUM(CASE term {cases} END * tf / (tf + {m} + {m} * length))"
-    weights = [v for t, w in sorted(idf.items()) for v in (t, w * (K1 + 1))]
-    score_params = (*weights, K1 * (1 - B), K1 * B / average)
-    matched = sorted(idf)
-    where = f"namespace = {m} AND term IN ({', '.join([m] * len(matched))})"
-
-    # One statement: the scores of every document sharing a term with the query (once,
-    # MATERIALIZED), then those at least as good as the `want`-th best, less a hair.
-    # The database's order within a tie is by document number, not item id, so every
-    # row tied with the last one needed comes back; ties are then settled here.
-    sql = (
-        f"WITH r AS MATERIALIZED (SELECT doc, {score} AS score FROM {keyword_postings.name} "
-        f"WHERE {where} GROUP BY doc) "
-        f"SELECT d.item_id, r.score FROM r JOIN {keyword_docs.name} d "
-        f"ON d.doc = r.doc AND d.key_generation = {m} "
-        f"WHERE r.score >= (SELECT min(score) FROM "
-        f"(SELECT score FROM r ORDER BY score DESC LIMIT {m}) best) - {m}"
-    )
+    # a = k1 * (1 - b), c = k1 * b / average. As tf / (tf + a + ...) < 1, w bounds what
+    # a term can add to any document's score.
+    weight = {t: math.log(1 + (n - f + 0.5) / (f + 0.5)) * (K1 + 1) for t, f in df.items()}
+    scoring = _Scoring(conn, namespace, hasher.generation, weight, K1 * (1 - B), K1 * B / average)
+    rarest = sorted(df, key=lambda t: (df[t], t))
+    essential: list[int] = []
+    for term in rarest:
+        if sum(df[t] for t in essential) + df[term] > limits.essential_postings:
+            break
+        essential.append(term)
+    if sum(df.values()) <= limits.full_postings or len(essential) == len(rarest):
+        how, attempt = "full", scoring.full
+    elif essential:
+        how, attempt = "maxscore", lambda want: scoring.maxscore(want, essential)
+    else:
+        per_term = max(1, limits.window_postings // len(rarest))
+        how, attempt = "window", lambda want: scoring.window(want, max(per_term, want))
+    exact = how != "window"
     want = k
     while True:
-        params = (*score_params, namespace, *matched, hasher.generation, want, TIE_EPSILON)
-        rows = conn.exec_driver_sql(sql, params).all()
+        proven = attempt(want)
+        if proven is None:  # MaxScore could not prove its answer: score every posting
+            how, attempt = "maxscore-unproven", scoring.full
+            proven = attempt(want)
+            assert proven is not None
         # Every row left out scores below the want-th best by more than TIE_EPSILON, so
         # ranks after it even on rounded scores: the first `want` rows here are exact.
-        found = sorted(((i, float(v)) for i, v in rows), key=_rank)
+        found = sorted(proven, key=_rank)
         exhausted = len(found) < want
         kept = found[:want]
         if allowed is not None:
             kept = [r for r in kept if r[0] in allowed]
         if len(kept) >= k or exhausted:
-            return kept[:k]
+            return Ranking(kept[:k], how, exact)
         want *= 4  # the caller's filters removed too many: read further down the ranking
+
+
+class _Scoring:
+    """The ranking statements of one search: the same BM25, summed by the database over
+    different sets of postings. Each returns (item id, score) rows: the `want` best of
+    what it scored and every row within TIE_EPSILON of the last of them, as the
+    database's order within a tie is by document number, not item id (ties are settled
+    in Python, `_rank`)."""
+
+    def __init__(
+        self,
+        conn: Connection,
+        namespace: str,
+        generation: int,
+        weight: dict[int, float],
+        a: float,
+        c: float,
+    ) -> None:
+        self.conn, self.namespace, self.generation = conn, namespace, generation
+        self.weight, self.a, self.c = weight, a, c
+        self.m = _mark(conn)
+
+    def _score(self, terms: Sequence[int], alias: str = "") -> tuple[str, list[Any]]:
+        """SUM of the terms' BM25 over the rows of `alias`.keyword_postings, and its parameters."""
+        p, m = f"{alias}." if alias else "", self.m
+        cases = " ".join([f"WHEN {m} THEN {m}"] * len(terms))
+        sql = f"SUM(CASE {p}term {cases} END * {p}tf / ({p}tf + {m} + {m} * {p}length))"
+        return sql, [*(v for t in terms for v in (t, self.weight[t])), self.a, self.c]
+
+    def _in(self, terms: Sequence[int], alias: str = "") -> str:
+        p = f"{alias}." if alias else ""
+        return f"{p}namespace = {self.m} AND {p}term IN ({', '.join([self.m] * len(terms))})"
+
+    def _best(self, ranked: str, params: list[Any], want: int) -> list[tuple[str, float]]:
+        """Run the CTEs `ranked` (which define r(doc, score)) and keep the best rows."""
+        m = self.m
+        sql = (
+            f"{ranked} SELECT d.item_id, r.score FROM r JOIN {keyword_docs.name} d "
+            f"ON d.doc = r.doc AND d.key_generation = {m} "
+            f"WHERE r.score >= (SELECT min(score) FROM "
+            f"(SELECT score FROM r ORDER BY score DESC LIMIT {m}) best) - {m}"
+        )
+        rows = self.conn.exec_driver_sql(sql, (*params, self.generation, want, TIE_EPSILON))
+        return [(i, float(v)) for i, v in rows]
+
+    def full(self, want: int) -> list[tuple[str, float]]:
+        """Every posting of the query's terms scored (once, MATERIALIZED)."""
+        terms = sorted(self.weight)
+        score, params = self._score(terms)
+        ranked = (
+            f"WITH r AS MATERIALIZED (SELECT doc, {score} AS score "
+            f"FROM {keyword_postings.name} WHERE {self._in(terms)} GROUP BY doc)"
+        )
+        return self._best(ranked, [*params, self.namespace, *terms], want)
+
+    def maxscore(self, want: int, essential: Sequence[int]) -> list[tuple[str, float]] | None:
+        """The essential terms' documents scored on them (e); those that could still
+        reach the `want`-th best of e once the other terms' bound is added (c) get
+        those terms added by lookups (r). None when the proof fails: fewer than `want`
+        documents in r, or the `want`-th best of r not above the other terms' bound
+        (plus TIE_EPSILON), so a document outside e might rank among the best."""
+        others = sorted(set(self.weight) - set(essential))
+        bound = sum(self.weight[t] for t in others)
+        m, table = self.m, keyword_postings.name
+        partial, partial_params = self._score(essential)
+        rest, rest_params = self._score(others, "p")
+        # A document of e whose partial score plus `bound` stays below the `want`-th best
+        # partial score (less TIE_EPSILON) cannot reach the `want`-th best full score,
+        # which is at least that partial score.
+        ranked = (
+            f"WITH e AS MATERIALIZED (SELECT doc, {partial} AS s FROM {table} "
+            f"WHERE {self._in(essential)} GROUP BY doc), "
+            f"c AS MATERIALIZED (SELECT doc, s FROM e WHERE s >= (SELECT min(s) FROM "
+            f"(SELECT s FROM e ORDER BY s DESC LIMIT {m}) best) - {m}), "
+            f"r AS MATERIALIZED (SELECT c.doc, c.s + COALESCE({rest}, 0) AS score FROM c "
+            f"LEFT JOIN {table} p ON {self._in(others, 'p')} AND p.doc = c.doc "
+            f"GROUP BY c.doc, c.s)"
+        )
+        params = [
+            *partial_params,
+            self.namespace,
+            *essential,
+            want,
+            bound + TIE_EPSILON,
+            *rest_params,
+            self.namespace,
+            *others,
+        ]
+        rows = self._best(ranked, params, want)
+        scores = sorted((s for _, s in rows), reverse=True)
+        if len(scores) < want or scores[want - 1] - TIE_EPSILON <= bound:
+            return None
+        return rows
+
+    def window(self, want: int, per_term: int) -> list[tuple[str, float]]:
+        """Each term's `per_term` newest postings name the candidates (w), scored on
+        every query term by lookups (r)."""
+        terms = sorted(self.weight)
+        m, table = self.m, keyword_postings.name
+        newest = " UNION ".join(
+            f"SELECT doc FROM (SELECT doc FROM {table} WHERE namespace = {m} AND term = {m} "
+            f"ORDER BY doc DESC LIMIT {m}) w{i}"
+            for i in range(len(terms))
+        )
+        score, params = self._score(terms, "p")
+        ranked = (
+            f"WITH w AS MATERIALIZED ({newest}), "
+            f"r AS MATERIALIZED (SELECT w.doc, {score} AS score FROM w "
+            f"JOIN {table} p ON {self._in(terms, 'p')} AND p.doc = w.doc GROUP BY w.doc)"
+        )
+        windows = [v for t in terms for v in (self.namespace, t, per_term)]
+        return self._best(ranked, [*windows, *params, self.namespace, *terms], want)
 
 
 def _rank(row: tuple[str, float]) -> tuple[float, str]:
