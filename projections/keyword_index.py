@@ -59,12 +59,20 @@ PostgreSQL), so a posting can never be attributed to another item than the one i
 written for; a search maps its best postings to their document rows, so a posting
 without one (`unattributed_rows`) could never be served.
 
-Search cost follows the query's postings, not the namespace: the statistics are one row,
-the terms' document counts are range counts over the postings' key, and the database sums
-BM25 over those postings (grouped by document number) and returns the best few, which
-are then mapped to item ids. Nothing reads every document of the namespace. (In one
-SQLite namespace of 100k items, benchmarks/bench_recall_heavy.py's keyword search went
-from 17-18 ms p50 to about 3 ms; about 1 ms at 10k.)
+Search cost follows the query's postings, not the namespace, and is bounded even for
+common words (issue 37; `ranked`, limits in `TopK`). The statistics are one row and the
+terms' document counts are range counts over the postings' key. A query whose postings
+are few has the database sum BM25 over all of them, grouped by document number, and
+return the best few, mapped to item ids. Otherwise MaxScore: the rarest terms' postings
+are scored in full, the common terms are added by primary-key lookups for those
+documents only, and the answer is proven equal to full scoring when its k-th best score
+exceeds what the common terms can add at most (the sum of their idf * (k1 + 1)): a
+document holding common terms only cannot enter. Unproven, every posting is scored, as
+before. A query of common terms only is answered from each term's newest postings
+(highest document numbers), scored exactly: bounded, but an older and better document
+can be missed (`Ranking.exact` is False). Nothing reads every document of the namespace.
+(One SQLite namespace of 100k items, benchmarks/bench_keyword_topk.py: common words from
+about 13 ms CPU p50 with every posting scored to about 4 ms; docs/benchmarks.md.)
 
 Like summaries, the projection never interprets event contents: the runner applies it
 after the facts, preferences and transcripts projections in the same transaction, and it
@@ -683,7 +691,7 @@ class TopK(NamedTuple):
     (benchmarks/bench_keyword_topk.py); tests pass small ones to reach every path."""
 
     #: Query terms with at most this many postings in all: score them all (exact).
-    full_postings: int = 4000
+    full_postings: int = 8000
     #: MaxScore scores the rarest terms' postings up to this many in all (exact when proven).
     essential_postings: int = 4000
     #: Every term common: the newest postings read in all, shared among the terms.
