@@ -128,6 +128,9 @@ B = 0.75
 #: are settled in Python on scores rounded to 9 decimals (`_rank`); a search reads every
 #: row within this margin of the last one it needs, which covers any such tie.
 TIE_EPSILON = 1e-9
+#: A query of common words only: how many times k of the best documents on their newest
+#: postings are scored in full (`_Scoring.window`).
+WINDOW_RESCORED = 2
 #: Longer terms are cut (queries are cut the same way, so they still match): a base64
 #: blob must not make hashing or tokenizing queries slow.
 MAX_TERM_CHARS = 64
@@ -820,10 +823,12 @@ def ranked(
 
 class _Scoring:
     """The ranking statements of one search: the same BM25, summed by the database over
-    different sets of postings. Each returns (item id, score) rows: the `want` best of
-    what it scored and every row within TIE_EPSILON of the last of them, as the
-    database's order within a tie is by document number, not item id (ties are settled
-    in Python, `_rank`)."""
+    different sets of postings. A candidate's other terms are added by a correlated
+    subquery, one primary-key probe per term: as a join, PostgreSQL's planner may read
+    every posting of those terms (a bitmap scan) and hash them, the cost avoided. Each
+    returns (item id, score) rows: the `want` best of what it scored and every row
+    within TIE_EPSILON of the last of them, as the database's order within a tie is by
+    document number, not item id (ties are settled in Python, `_rank`)."""
 
     def __init__(
         self,
@@ -852,14 +857,17 @@ class _Scoring:
     def _best(self, ranked: str, params: list[Any], want: int) -> list[tuple[str, float]]:
         """Run the CTEs `ranked` (which define r(doc, score)) and keep the best rows."""
         m = self.m
+        # Each kept row's item id by a probe of its document row (a join can make
+        # PostgreSQL read every document of the namespace); a posting of another
+        # generation's document (or of none) has no id, and is not served.
         sql = (
-            f"{ranked} SELECT d.item_id, r.score FROM r JOIN {keyword_docs.name} d "
-            f"ON d.doc = r.doc AND d.key_generation = {m} "
+            f"{ranked} SELECT (SELECT d.item_id FROM {keyword_docs.name} d "
+            f"WHERE d.doc = r.doc AND d.key_generation = {m}), r.score FROM r "
             f"WHERE r.score >= (SELECT min(score) FROM "
             f"(SELECT score FROM r ORDER BY score DESC LIMIT {m}) best) - {m}"
         )
         rows = self.conn.exec_driver_sql(sql, (*params, self.generation, want, TIE_EPSILON))
-        return [(i, float(v)) for i, v in rows]
+        return [(i, float(v)) for i, v in rows if i is not None]
 
     def full(self, want: int) -> list[tuple[str, float]]:
         """Every posting of the query's terms scored (once, MATERIALIZED)."""
@@ -890,9 +898,8 @@ class _Scoring:
             f"WHERE {self._in(essential)} GROUP BY doc), "
             f"c AS MATERIALIZED (SELECT doc, s FROM e WHERE s >= (SELECT min(s) FROM "
             f"(SELECT s FROM e ORDER BY s DESC LIMIT {m}) best) - {m}), "
-            f"r AS MATERIALIZED (SELECT c.doc, c.s + COALESCE({rest}, 0) AS score FROM c "
-            f"LEFT JOIN {table} p ON {self._in(others, 'p')} AND p.doc = c.doc "
-            f"GROUP BY c.doc, c.s)"
+            f"r AS MATERIALIZED (SELECT c.doc, c.s + COALESCE((SELECT {rest} FROM {table} p "
+            f"WHERE {self._in(others, 'p')} AND p.doc = c.doc), 0) AS score FROM c)"
         )
         params = [
             *partial_params,
@@ -911,23 +918,32 @@ class _Scoring:
         return rows
 
     def window(self, want: int, per_term: int) -> list[tuple[str, float]]:
-        """Each term's `per_term` newest postings name the candidates (w), scored on
-        every query term by lookups (r)."""
+        """Each term's `per_term` newest postings (w) give partial scores; the
+        WINDOW_RESCORED * `want` best of them (ties: newest first) are scored on every
+        query term by lookups (r): few probes, so cheap on PostgreSQL too."""
         terms = sorted(self.weight)
         m, table = self.m, keyword_postings.name
-        newest = " UNION ".join(
-            f"SELECT doc FROM (SELECT doc FROM {table} WHERE namespace = {m} AND term = {m} "
-            f"ORDER BY doc DESC LIMIT {m}) w{i}"
+        newest = " UNION ALL ".join(
+            f"SELECT doc, term, tf, length FROM (SELECT doc, term, tf, length FROM {table} "
+            f"WHERE namespace = {m} AND term = {m} ORDER BY doc DESC LIMIT {m}) w{i}"
             for i in range(len(terms))
         )
+        partial, partial_params = self._score(terms)
         score, params = self._score(terms, "p")
         ranked = (
             f"WITH w AS MATERIALIZED ({newest}), "
-            f"r AS MATERIALIZED (SELECT w.doc, {score} AS score FROM w "
-            f"JOIN {table} p ON {self._in(terms, 'p')} AND p.doc = w.doc GROUP BY w.doc)"
+            f"b AS MATERIALIZED (SELECT doc FROM w GROUP BY doc "
+            f"ORDER BY {partial} DESC, doc DESC LIMIT {m}), "
+            f"r AS MATERIALIZED (SELECT b.doc, (SELECT {score} FROM {table} p "
+            f"WHERE {self._in(terms, 'p')} AND p.doc = b.doc) AS score FROM b)"
         )
         windows = [v for t in terms for v in (self.namespace, t, per_term)]
-        return self._best(ranked, [*windows, *params, self.namespace, *terms], want)
+        rescored = WINDOW_RESCORED * want
+        return self._best(
+            ranked,
+            [*windows, *partial_params, rescored, *params, self.namespace, *terms],
+            want,
+        )
 
 
 def _rank(row: tuple[str, float]) -> tuple[float, str]:
