@@ -72,7 +72,7 @@ before. A query of common terms only is answered from each term's newest posting
 (highest document numbers), scored exactly: bounded, but an older and better document
 can be missed (`Ranking.exact` is False). Nothing reads every document of the namespace.
 (One SQLite namespace of 100k items, benchmarks/bench_keyword_topk.py: common words from
-about 13 ms CPU p50 with every posting scored to about 4 ms; docs/benchmarks.md.)
+about 14 ms CPU p50 with every posting scored to about 4 ms; docs/benchmarks.md.)
 
 Like summaries, the projection never interprets event contents: the runner applies it
 after the facts, preferences and transcripts projections in the same transaction, and it
