@@ -754,7 +754,8 @@ def ranked(
     """`search` on tokenized words and a hasher, saying how the answer was reached.
 
     One statement reads the statistics row and counts the query terms' postings (a
-    range count each). Then one statement ranks, by one of three ways:
+    range count each). Then one statement ranks (two when MaxScore is unproven), by one
+    of three ways:
 
     - "full": the query's postings are few (`full_postings`): the database sums BM25
       over all of them, grouped by document, and returns the best few.
@@ -764,9 +765,10 @@ def ranked(
       sum of their upper bounds (idf * (k1 + 1)); when the `want`-th best score exceeds
       it, the answer is exactly "full"'s. When it does not, "full" is run (exact).
     - "window": every term is common. Each term's newest postings (highest document
-      numbers: the latest indexed) make the candidates, which are scored in full by
-      lookups. The scores are exact BM25, but an older document could rank above
-      them: not proven, and reported so.
+      numbers: the latest indexed; `window_postings` in all) give partial scores, and
+      the best 2 * `want` of those documents are scored in full by lookups. The scores
+      are exact BM25, but an older document could rank above them: not proven, and
+      reported so (`Ranking.exact`).
     """
     if not words or k <= 0:
         return Ranking([], "full", True)
@@ -810,7 +812,8 @@ def ranked(
             proven = attempt(want)
             assert proven is not None
         # Every row left out scores below the want-th best by more than TIE_EPSILON, so
-        # ranks after it even on rounded scores: the first `want` rows here are exact.
+        # ranks after it even on rounded scores: the first `want` rows here are exact
+        # (for a window: among its candidates).
         found = sorted(proven, key=_rank)
         exhausted = len(found) < want
         kept = found[:want]
