@@ -106,9 +106,9 @@ documents = st.lists(st.sampled_from(VOCABULARY), min_size=1, max_size=6)
 corpora = st.lists(documents, max_size=60) | st.lists(
     documents.map(lambda d: ["common", *d]), max_size=60
 )
-limits = st.tuples(st.integers(0, 12), st.integers(0, 12), st.integers(1, 20)).map(
-    lambda t: TopK(full_postings=t[0], essential_postings=t[1], window_postings=t[2])
-)
+limits = st.tuples(
+    st.integers(0, 12), st.integers(0, 12), st.integers(1, 20), st.sampled_from([0.0, 0.5])
+).map(lambda t: TopK(full_postings=t[0], essential_postings=t[1], window_postings=t[2], hope=t[3]))
 
 queries = st.lists(st.sampled_from(QUERY_WORDS), min_size=1, max_size=3)
 queries = queries | queries.map(lambda q: ["common", *q])
