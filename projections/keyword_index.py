@@ -689,9 +689,12 @@ def live_texts(conn: Connection, log: EventLog, item_ids: Sequence[str]) -> dict
 class TopK(NamedTuple):
     """How many postings a search scores before it must prove or bound its answer.
 
-    Counted in postings, since a search's cost is the postings it scores. The defaults
-    keep a search near the cost of a few thousand postings at any namespace size
-    (benchmarks/bench_keyword_topk.py); tests pass small ones to reach every path."""
+    Counted in postings, since a search's cost is the postings it scores. With the
+    defaults a search scores a few thousand postings at any namespace size, except
+    when MaxScore cannot prove its answer and every posting is scored; the document
+    counts still step through each query term's postings (a range count, about a
+    third of the cost of scoring them on SQLite). Tuned on
+    benchmarks/bench_keyword_topk.py; tests pass small limits to reach every path."""
 
     #: Query terms with at most this many postings in all: score them all (exact).
     full_postings: int = 8000
