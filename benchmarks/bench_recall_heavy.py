@@ -36,7 +36,9 @@ to end through `context(query)` with the context cache cleared first; the query'
 embedding is timed inside it and reported apart (the goal excludes it), as in
 bench_retrieval. Baseline in the same round: the two index lookups alone in that
 namespace, the vector search (k=50, no allowed-set filter) and the keyword search (k=50),
-on the query's vector computed outside the timing.
+on the query's vector computed outside the timing; and the keyword search as it was
+before issue 37, every posting scored. `--queries common` recalls with
+benchmarks/data/keyword_topk_queries.json's common-word queries instead of the set's.
 
 One extra recall at the largest size runs under cProfile (not part of the timed figures):
 its top functions by cumulative and by own time show where the time goes.
@@ -49,6 +51,7 @@ import contextlib
 import cProfile
 import json
 import random
+import sys
 import time
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
@@ -75,6 +78,7 @@ from memory_ledger.principal import Principal
 from memory_ledger.retrieval.context import ContextRequest, _Filter
 from memory_ledger.retrieval.embedders import load_embedder
 from memory_ledger.times import canonical_time
+from projections.keyword_index import TopK, hasher_of, ranked, tokenize
 from projections.keyword_index import search as keyword_search
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "recall_heavy.json"
@@ -84,6 +88,10 @@ GOALS_MS = {1_000: 3.0, 10_000: 5.0, 100_000: 15.0}  # SQLite p50, excluding emb
 DEFAULT_SIZES = (1_000, 10_000, 100_000)
 QUICK_SIZES = (200, 1_000)
 K = 50  # what context() asks each index for with the default limit (max(20 * 4, 50))
+#: The keyword search before issue 37, every posting scored: timed beside the new one.
+EVERY_POSTING = TopK(full_postings=sys.maxsize, essential_postings=0, window_postings=0)
+#: `--queries common`: bench_keyword_topk's common-word queries instead of the set's.
+COMMON_QUERIES = Path(__file__).resolve().parent / "data" / "keyword_topk_queries.json"
 
 # Numbered variations of a memory's wording, in its language. {c} is the copy number.
 EN_VARIATIONS = (
@@ -233,12 +241,19 @@ class Subject:
             start = time.perf_counter()
             keyword_search(conn, service.log, HEAVY, query, K)
             keyword_s = time.perf_counter() - start
+            hasher = hasher_of(service.log, HEAVY, create=False)
+            assert hasher is not None
+            words = sorted(set(tokenize(query)))
+            start = time.perf_counter()
+            ranked(conn, hasher, HEAVY, words, K, None, EVERY_POSTING)
+            full_s = time.perf_counter() - start
         for name, value in (
             ("recall_total", total),
             ("query_embedding", embed),
             ("recall_excluding_embedding", total - embed),
             ("vector_search_alone", vector_s),
             ("keyword_search_alone", keyword_s),
+            ("keyword_full_scoring_alone", full_s),
             ("both_lookups", vector_s + keyword_s),
         ):
             self.samples.setdefault(name, []).append(value)
@@ -283,6 +298,8 @@ def run_backend(
 ) -> dict[str, Any]:
     rng = random.Random(11)
     queries = [q.text for q in data.queries]
+    if args.queries == "common":
+        queries = list(json.loads(COMMON_QUERIES.read_text(encoding="utf-8"))["common"])
     with contextlib.ExitStack() as stack:
         subjects: list[Subject] = []
         for size in args.sizes:
@@ -358,6 +375,7 @@ def render(results: dict[str, Any], console: Console) -> None:
             "query embedding",
             "vector search alone",
             "keyword search alone",
+            "keyword, every posting",
             "both lookups",
             "goal (p50)",
         ):
@@ -378,6 +396,7 @@ def render(results: dict[str, Any], console: Console) -> None:
                             "query_embedding",
                             "vector_search_alone",
                             "keyword_search_alone",
+                            "keyword_full_scoring_alone",
                             "both_lookups",
                         )
                     ),
@@ -417,6 +436,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default="use",
         help="embedder spec as MEMORY_LEDGER_EMBEDDER takes it (default: use, the product's)",
     )
+    parser.add_argument(
+        "--queries",
+        choices=("set", "common"),
+        default="set",
+        help="the set's 89 questions, or bench_keyword_topk's common-word queries",
+    )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parse_common(parser, argv)
     sizes = args.sizes.split(",") if args.sizes else (QUICK_SIZES if args.quick else DEFAULT_SIZES)
@@ -436,6 +461,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "machine": machine_info(args.backends, args.pg_url),
         "source": source_state(),
         "namespace": HEAVY,
+        "queries": args.queries,
         "sizes": args.sizes,
         "backends": {b: run_backend(b, args, data, console) for b in args.backends},
     }

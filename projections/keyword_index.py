@@ -59,12 +59,20 @@ PostgreSQL), so a posting can never be attributed to another item than the one i
 written for; a search maps its best postings to their document rows, so a posting
 without one (`unattributed_rows`) could never be served.
 
-Search cost follows the query's postings, not the namespace: the statistics are one row,
-the terms' document counts are range counts over the postings' key, and the database sums
-BM25 over those postings (grouped by document number) and returns the best few, which
-are then mapped to item ids. Nothing reads every document of the namespace. (In one
-SQLite namespace of 100k items, benchmarks/bench_recall_heavy.py's keyword search went
-from 17-18 ms p50 to about 3 ms; about 1 ms at 10k.)
+Search cost follows the query's postings, not the namespace, and is bounded even for
+common words (issue 37; `ranked`, limits in `TopK`). The statistics are one row and the
+terms' document counts are range counts over the postings' key. A query whose postings
+are few has the database sum BM25 over all of them, grouped by document number, and
+return the best few, mapped to item ids. Otherwise MaxScore: the rarest terms' postings
+are scored in full, the common terms are added by primary-key lookups for those
+documents only, and the answer is proven equal to full scoring when its k-th best score
+exceeds what the common terms can add at most (the sum of their idf * (k1 + 1)): a
+document holding common terms only cannot enter. Unproven, every posting is scored, as
+before. A query of common terms only is answered from each term's newest postings
+(highest document numbers), scored exactly: bounded, but an older and better document
+can be missed (`Ranking.exact` is False). Nothing reads every document of the namespace.
+(One SQLite namespace of 100k items, benchmarks/bench_keyword_topk.py: common words from
+about 14 ms CPU p50 with every posting scored to about 4 ms; docs/benchmarks.md.)
 
 Like summaries, the projection never interprets event contents: the runner applies it
 after the facts, preferences and transcripts projections in the same transaction, and it
@@ -120,6 +128,9 @@ B = 0.75
 #: are settled in Python on scores rounded to 9 decimals (`_rank`); a search reads every
 #: row within this margin of the last one it needs, which covers any such tie.
 TIE_EPSILON = 1e-9
+#: A query of common words only: how many times k of the best documents on their newest
+#: postings are scored in full (`_Scoring.window`).
+WINDOW_RESCORED = 2
 #: Longer terms are cut (queries are cut the same way, so they still match): a base64
 #: blob must not make hashing or tokenizing queries slow.
 MAX_TERM_CHARS = 64
@@ -675,6 +686,41 @@ def live_texts(conn: Connection, log: EventLog, item_ids: Sequence[str]) -> dict
 # -- search ------------------------------------------------------------------------------
 
 
+class TopK(NamedTuple):
+    """How many postings a search scores before it must prove or bound its answer.
+
+    Counted in postings, since a search's cost is the postings it scores. With the
+    defaults a search scores a few thousand postings at any namespace size, except
+    when MaxScore cannot prove its answer and every posting is scored; the document
+    counts still step through each query term's postings (a range count, about a
+    third of the cost of scoring them on SQLite). Tuned on
+    benchmarks/bench_keyword_topk.py; tests pass small limits to reach every path."""
+
+    #: Query terms with at most this many postings in all: score them all (exact).
+    full_postings: int = 8000
+    #: MaxScore scores the rarest terms' postings up to this many in all (exact when proven).
+    essential_postings: int = 4000
+    #: Every term common: the newest postings read in all, shared among the terms.
+    window_postings: int = 2000
+    #: MaxScore adds the common terms only when the rare terms' `want`-th best score is
+    #: at least this fraction of the common terms' bound (`_Scoring.maxscore`).
+    hope: float = 0.5
+
+
+TOP_K = TopK()
+
+
+class Ranking(NamedTuple):
+    """A search's answer and how it was reached (`search` returns its rows only)."""
+
+    rows: list[tuple[str, float]]
+    #: "full" (every posting scored), "maxscore" (proven equal to "full"),
+    #: "maxscore-unproven" (no proof, so every posting scored), "window" (a query of
+    #: common terms only: exact scores of the best candidates, not a proof).
+    how: str
+    exact: bool
+
+
 def search(
     conn: Connection,
     log: EventLog,
@@ -691,9 +737,7 @@ def search(
     generation): another tenant's vocabulary must not shape this one's ranking (nor be
     inferable from it). `allowed` restricts the answer, not the statistics: the
     caller's read-time filters (expiry, validity, scope) must not change how rare a word
-    looks. One statement reads the statistics row and counts the query terms' postings;
-    a second has the database sum BM25 over those postings and return the best few
-    rows with their item ids. Nothing is read per document of the namespace.
+    looks. How many postings are scored is bounded: see `ranked`.
     """
     words = sorted(set(tokenize(query)))
     if not words or k <= 0:
@@ -701,56 +745,224 @@ def search(
     hasher = hasher_of(log, namespace, create=False)
     if hasher is None:
         return []
+    return ranked(conn, hasher, namespace, words, k, allowed).rows
+
+
+def ranked(
+    conn: Connection,
+    hasher: TermHasher,
+    namespace: str,
+    words: Sequence[str],
+    k: int,
+    allowed: set[str] | None = None,
+    limits: TopK = TOP_K,
+) -> Ranking:
+    """`search` on tokenized words and a hasher, saying how the answer was reached.
+
+    One statement reads the statistics row and counts the query terms' postings (a
+    range count each). Then one statement ranks (two when MaxScore is unproven), by one
+    of three ways:
+
+    - "full": the query's postings are few (`full_postings`): the database sums BM25
+      over all of them, grouped by document, and returns the best few.
+    - "maxscore": the rare terms' postings (`essential_postings`, rarest first) are
+      scored in full; the common terms are added for the best of those documents only,
+      by primary-key lookups. A document holding common terms only scores at most the
+      sum of their upper bounds (idf * (k1 + 1)); when the `want`-th best score exceeds
+      it, the answer is exactly "full"'s. When it does not, "full" is run (exact).
+    - "window": every term is common. Each term's newest postings (highest document
+      numbers: the latest indexed; `window_postings` in all) give partial scores, and
+      the best 2 * `want` of those documents are scored in full by lookups. The scores
+      are exact BM25, but an older document could rank above them: not proven, and
+      reported so (`Ranking.exact`).
+    """
+    if not words or k <= 0:
+        return Ranking([], "full", True)
     terms = sorted({hasher(w) for w in words})
     m = _mark(conn)
-    among = f"namespace = {m} AND term IN ({', '.join([m] * len(terms))})"
     stats = f"FROM {keyword_namespaces.name} WHERE namespace = {m} AND key_generation = {m}"
     counted = conn.exec_driver_sql(
         f"SELECT term, count(*), (SELECT docs {stats}), (SELECT length {stats}) "
-        f"FROM {keyword_postings.name} WHERE {among} GROUP BY term",
+        f"FROM {keyword_postings.name} WHERE namespace = {m} "
+        f"AND term IN ({', '.join([m] * len(terms))}) GROUP BY term",
         (*(namespace, hasher.generation) * 2, namespace, *terms),
     ).all()
     if not counted or not counted[0][2]:
-        return []
+        return Ranking([], "full", True)
     n, average = int(counted[0][2]), int(counted[0][3]) / int(counted[0][2])
-    idf = {int(t): math.log(1 + (n - df + 0.5) / (df + 0.5)) for t, df, _, _ in counted}
+    df = {int(t): int(c) for t, c, _, _ in counted}
     # BM25 with the constants folded: w * tf / (tf + a + c * length), w = idf * (k1 + 1),
-    # a = k1 * (1 - b), c = k1 * b / average. Summed by the database over the query
-    # terms' postings only (which carry their document's length), grouped by document
-    # number; only the best few rows come back, with their item ids.
-    cases = " ".join([f"WHEN {m} THEN {m}"] * len(idf))
-    score = f"SUM(CASE term {cases} END * tf / (tf + {m} + {m} * length))"
-    weights = [v for t, w in sorted(idf.items()) for v in (t, w * (K1 + 1))]
-    score_params = (*weights, K1 * (1 - B), K1 * B / average)
-    matched = sorted(idf)
-    where = f"namespace = {m} AND term IN ({', '.join([m] * len(matched))})"
-
-    # One statement: the scores of every document sharing a term with the query (once,
-    # MATERIALIZED), then those at least as good as the `want`-th best, less a hair.
-    # The database's order within a tie is by document number, not item id, so every
-    # row tied with the last one needed comes back; ties are then settled here.
-    sql = (
-        f"WITH r AS MATERIALIZED (SELECT doc, {score} AS score FROM {keyword_postings.name} "
-        f"WHERE {where} GROUP BY doc) "
-        f"SELECT d.item_id, r.score FROM r JOIN {keyword_docs.name} d "
-        f"ON d.doc = r.doc AND d.key_generation = {m} "
-        f"WHERE r.score >= (SELECT min(score) FROM "
-        f"(SELECT score FROM r ORDER BY score DESC LIMIT {m}) best) - {m}"
-    )
+    # a = k1 * (1 - b), c = k1 * b / average. As tf / (tf + a + ...) < 1, w bounds what
+    # a term can add to any document's score.
+    weight = {t: math.log(1 + (n - f + 0.5) / (f + 0.5)) * (K1 + 1) for t, f in df.items()}
+    scoring = _Scoring(conn, namespace, hasher.generation, weight, K1 * (1 - B), K1 * B / average)
+    rarest = sorted(df, key=lambda t: (df[t], t))
+    essential: list[int] = []
+    for term in rarest:
+        if sum(df[t] for t in essential) + df[term] > limits.essential_postings:
+            break
+        essential.append(term)
+    if sum(df.values()) <= limits.full_postings or len(essential) == len(rarest):
+        how, attempt = "full", scoring.full
+    elif essential:
+        how, attempt = "maxscore", lambda want: scoring.maxscore(want, essential, limits.hope)
+    else:
+        per_term = max(1, limits.window_postings // len(rarest))
+        how, attempt = "window", lambda want: scoring.window(want, max(per_term, want))
+    exact = how != "window"
     want = k
     while True:
-        params = (*score_params, namespace, *matched, hasher.generation, want, TIE_EPSILON)
-        rows = conn.exec_driver_sql(sql, params).all()
+        proven = attempt(want)
+        if proven is None:  # MaxScore could not prove its answer: score every posting
+            how, attempt = "maxscore-unproven", scoring.full
+            proven = attempt(want)
+            assert proven is not None
         # Every row left out scores below the want-th best by more than TIE_EPSILON, so
-        # ranks after it even on rounded scores: the first `want` rows here are exact.
-        found = sorted(((i, float(v)) for i, v in rows), key=_rank)
+        # ranks after it even on rounded scores: the first `want` rows here are exact
+        # (for a window: among its candidates).
+        found = sorted(proven, key=_rank)
         exhausted = len(found) < want
         kept = found[:want]
         if allowed is not None:
             kept = [r for r in kept if r[0] in allowed]
         if len(kept) >= k or exhausted:
-            return kept[:k]
+            return Ranking(kept[:k], how, exact)
         want *= 4  # the caller's filters removed too many: read further down the ranking
+
+
+class _Scoring:
+    """The ranking statements of one search: the same BM25, summed by the database over
+    different sets of postings. A candidate's other terms are added by a correlated
+    subquery, one primary-key probe per term: as a join, PostgreSQL's planner may read
+    every posting of those terms (a bitmap scan) and hash them, the cost avoided. Each
+    returns (item id, score) rows: the `want` best of what it scored and every row
+    within TIE_EPSILON of the last of them, as the database's order within a tie is by
+    document number, not item id (ties are settled in Python, `_rank`)."""
+
+    def __init__(
+        self,
+        conn: Connection,
+        namespace: str,
+        generation: int,
+        weight: dict[int, float],
+        a: float,
+        c: float,
+    ) -> None:
+        self.conn, self.namespace, self.generation = conn, namespace, generation
+        self.weight, self.a, self.c = weight, a, c
+        self.m = _mark(conn)
+
+    def _score(self, terms: Sequence[int], alias: str = "") -> tuple[str, list[Any]]:
+        """SUM of the terms' BM25 over the rows of `alias`.keyword_postings, and its parameters."""
+        p, m = f"{alias}." if alias else "", self.m
+        cases = " ".join([f"WHEN {m} THEN {m}"] * len(terms))
+        sql = f"SUM(CASE {p}term {cases} END * {p}tf / ({p}tf + {m} + {m} * {p}length))"
+        return sql, [*(v for t in terms for v in (t, self.weight[t])), self.a, self.c]
+
+    def _in(self, terms: Sequence[int], alias: str = "") -> str:
+        p = f"{alias}." if alias else ""
+        return f"{p}namespace = {self.m} AND {p}term IN ({', '.join([self.m] * len(terms))})"
+
+    def _best(self, ranked: str, params: list[Any], want: int) -> list[tuple[str, float]]:
+        """Run the CTEs `ranked` (which define r(doc, score)) and keep the best rows."""
+        m = self.m
+        # Each kept row's item id by a probe of its document row (a join can make
+        # PostgreSQL read every document of the namespace); a posting of another
+        # generation's document (or of none) has no id, and is not served.
+        sql = (
+            f"{ranked} SELECT (SELECT d.item_id FROM {keyword_docs.name} d "
+            f"WHERE d.doc = r.doc AND d.key_generation = {m}), r.score FROM r "
+            f"WHERE r.score >= (SELECT min(score) FROM "
+            f"(SELECT score FROM r ORDER BY score DESC LIMIT {m}) best) - {m}"
+        )
+        rows = self.conn.exec_driver_sql(sql, (*params, self.generation, want, TIE_EPSILON))
+        return [(i, float(v)) for i, v in rows if i is not None]
+
+    def full(self, want: int) -> list[tuple[str, float]]:
+        """Every posting of the query's terms scored (once, MATERIALIZED)."""
+        terms = sorted(self.weight)
+        score, params = self._score(terms)
+        ranked = (
+            f"WITH r AS MATERIALIZED (SELECT doc, {score} AS score "
+            f"FROM {keyword_postings.name} WHERE {self._in(terms)} GROUP BY doc)"
+        )
+        return self._best(ranked, [*params, self.namespace, *terms], want)
+
+    def maxscore(
+        self, want: int, essential: Sequence[int], hope: float
+    ) -> list[tuple[str, float]] | None:
+        """The essential terms' documents scored on them (e); those that could still
+        reach the `want`-th best of e once the other terms' bound is added (c) get
+        those terms added by lookups (r). None when the proof fails: fewer than `want`
+        documents in r, or the `want`-th best of r not above the other terms' bound
+        (plus TIE_EPSILON), so a document outside e might rank among the best.
+
+        When the `want`-th best of e is below `hope` times that bound, c is left empty
+        (the proof fails at once, without lookups): on bench_keyword_topk's queries at
+        100k, every proven answer had at least 0.7 and every unproven one at most 0.58.
+        A guess of cost only: either way the answer is exact."""
+        others = sorted(set(self.weight) - set(essential))
+        bound = sum(self.weight[t] for t in others)
+        m, table = self.m, keyword_postings.name
+        partial, partial_params = self._score(essential)
+        rest, rest_params = self._score(others, "p")
+        # A document of e whose partial score plus `bound` stays below the `want`-th best
+        # partial score (less TIE_EPSILON) cannot reach the `want`-th best full score,
+        # which is at least that partial score.
+        ranked = (
+            f"WITH e AS MATERIALIZED (SELECT doc, {partial} AS s FROM {table} "
+            f"WHERE {self._in(essential)} GROUP BY doc), "
+            f"t AS MATERIALIZED (SELECT min(s) AS theta FROM "
+            f"(SELECT s FROM e ORDER BY s DESC LIMIT {m}) best), "
+            f"c AS MATERIALIZED (SELECT e.doc, e.s FROM e, t "
+            f"WHERE e.s >= t.theta - {m} AND t.theta >= {m}), "
+            f"r AS MATERIALIZED (SELECT c.doc, c.s + COALESCE((SELECT {rest} FROM {table} p "
+            f"WHERE {self._in(others, 'p')} AND p.doc = c.doc), 0) AS score FROM c)"
+        )
+        params = [
+            *partial_params,
+            self.namespace,
+            *essential,
+            want,
+            bound + TIE_EPSILON,
+            hope * bound,
+            *rest_params,
+            self.namespace,
+            *others,
+        ]
+        rows = self._best(ranked, params, want)
+        scores = sorted((s for _, s in rows), reverse=True)
+        if len(scores) < want or scores[want - 1] - TIE_EPSILON <= bound:
+            return None
+        return rows
+
+    def window(self, want: int, per_term: int) -> list[tuple[str, float]]:
+        """Each term's `per_term` newest postings (w) give partial scores; the
+        WINDOW_RESCORED * `want` best of them (ties: newest first) are scored on every
+        query term by lookups (r): few probes, so cheap on PostgreSQL too."""
+        terms = sorted(self.weight)
+        m, table = self.m, keyword_postings.name
+        newest = " UNION ALL ".join(
+            f"SELECT doc, term, tf, length FROM (SELECT doc, term, tf, length FROM {table} "
+            f"WHERE namespace = {m} AND term = {m} ORDER BY doc DESC LIMIT {m}) w{i}"
+            for i in range(len(terms))
+        )
+        partial, partial_params = self._score(terms)
+        score, params = self._score(terms, "p")
+        ranked = (
+            f"WITH w AS MATERIALIZED ({newest}), "
+            f"b AS MATERIALIZED (SELECT doc FROM w GROUP BY doc "
+            f"ORDER BY {partial} DESC, doc DESC LIMIT {m}), "
+            f"r AS MATERIALIZED (SELECT b.doc, (SELECT {score} FROM {table} p "
+            f"WHERE {self._in(terms, 'p')} AND p.doc = b.doc) AS score FROM b)"
+        )
+        windows = [v for t in terms for v in (self.namespace, t, per_term)]
+        rescored = WINDOW_RESCORED * want
+        return self._best(
+            ranked,
+            [*windows, *partial_params, rescored, *params, self.namespace, *terms],
+            want,
+        )
 
 
 def _rank(row: tuple[str, float]) -> tuple[float, str]:

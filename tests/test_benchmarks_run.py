@@ -33,6 +33,7 @@ SMALL = {
         "--backends",
         "sqlite",
     ],
+    "bench_keyword_topk": ["--sizes", "300", "--rounds", "2", "--backends", "sqlite"],
     "bench_forget_namespace": ["--sizes", "300", "--forgets", "2", "--backends", "sqlite"],
     "bench_erasure": ["--quick"],
     "bench_audit": ["--quick"],
