@@ -719,6 +719,18 @@ class Ranking(NamedTuple):
     #: common terms only: exact scores of the best candidates, not a proof).
     how: str
     exact: bool
+    #: What a document holding each of the query's terms once, at the average length,
+    #: scores: the sum of their idf (a term no document holds at its highest). A row's
+    #: score over it is about the share of the query the document matches (`coverage`),
+    #: which, unlike a score over the best row's, says whether the best match is any good.
+    query_weight: float = 0.0
+
+    def coverage(self) -> list[tuple[str, float]]:
+        """The rows with their scores over `query_weight` (above 1 for a document that
+        repeats the query's terms or is shorter than most): BM25's order."""
+        if self.query_weight <= 0:
+            return []
+        return [(i, score / self.query_weight) for i, score in self.rows]
 
 
 def search(
@@ -791,10 +803,11 @@ def ranked(
         return Ranking([], "full", True)
     n, average = int(counted[0][2]), int(counted[0][3]) / int(counted[0][2])
     df = {int(t): int(c) for t, c, _, _ in counted}
+    query_weight = sum(_idf(n, df.get(t, 0)) for t in terms)
     # BM25 with the constants folded: w * tf / (tf + a + c * length), w = idf * (k1 + 1),
     # a = k1 * (1 - b), c = k1 * b / average. As tf / (tf + a + ...) < 1, w bounds what
     # a term can add to any document's score.
-    weight = {t: math.log(1 + (n - f + 0.5) / (f + 0.5)) * (K1 + 1) for t, f in df.items()}
+    weight = {t: _idf(n, f) * (K1 + 1) for t, f in df.items()}
     scoring = _Scoring(conn, namespace, hasher.generation, weight, K1 * (1 - B), K1 * B / average)
     rarest = sorted(df, key=lambda t: (df[t], t))
     essential: list[int] = []
@@ -826,7 +839,7 @@ def ranked(
         if allowed is not None:
             kept = [r for r in kept if r[0] in allowed]
         if len(kept) >= k or exhausted:
-            return Ranking(kept[:k], how, exact)
+            return Ranking(kept[:k], how, exact, query_weight)
         want *= 4  # the caller's filters removed too many: read further down the ranking
 
 
@@ -963,6 +976,11 @@ class _Scoring:
             [*windows, *partial_params, rescored, *params, self.namespace, *terms],
             want,
         )
+
+
+def _idf(documents: int, frequency: int) -> float:
+    """BM25's idf (the +1 form: never negative, for a term in most documents too)."""
+    return math.log(1 + (documents - frequency + 0.5) / (frequency + 0.5))
 
 
 def _rank(row: tuple[str, float]) -> tuple[float, str]:

@@ -3,8 +3,8 @@
 Filter first, rank second, fit the budget last. Filtering uses only what may be used:
 the principal's namespace (never a value from the request), live items that are not
 suppressed, not expired and inside their validity window, and for preferences only the
-most specific scope the turn is in. Ranking (`_Ranking`) adds the keyword index's
-score, scaled by the query's best, to a fifth of the vector index's similarity, prefers
+most specific scope the turn is in. Ranking (`_Ranking`) adds the share of the query a
+memory's words match (BM25 over the query's weight) to its similarity, prefers
 the memories of a subject the query names, and lets a turn share the relevance of the
 turns beside it; recency and strength break near-ties. Each returned item says where it
 came from and how far to trust it; text that reads like an instruction is quoted and
@@ -56,8 +56,8 @@ from memory_ledger.write_policy import (
 )
 from projections.cells import Cells
 from projections.facts import facts
-from projections.keyword_index import search as keyword_search
-from projections.keyword_index import tokenize
+from projections.keyword_index import Ranking, hasher_of, tokenize
+from projections.keyword_index import ranked as keyword_ranked
 
 if TYPE_CHECKING:
     from memory_ledger.retrieval.context_cache import ContextCache
@@ -72,7 +72,7 @@ PROFILE_QUERIES = "profile_queries.toml"
 # (benchmarks/locomo.py; docs/benchmarks.md reports the held-out half beside it).
 KEYWORD_HITS = 200
 VECTOR_HITS = 50
-DENSE_WEIGHT = 0.2
+DENSE_WEIGHT = 1.0
 NAMED_BOOST = 0.3
 NEIGHBOUR_WEIGHT = 0.2
 SPREAD_FROM = 20
@@ -325,13 +325,17 @@ def _build(
 class _Ranking:
     """The scores of one request's candidates (docs/user-guide.md, "How recall ranks").
 
-    `keyword` and `vector` are the two halves alone: BM25 over the keyword index scaled
-    by the query's best, or the similarity of the query's embedding. `hybrid`, the
-    default, adds them so that the dense half can only reorder and extend what the
-    keyword half found, never drown it: a candidate's content score is its keyword
-    score over the best one (0 to 1) plus DENSE_WEIGHT times its similarity. Reciprocal
-    rank fusion gave both halves equal votes, and on conversations nobody here wrote
-    (LoCoMo) the weaker dense half then cost a fifth of the keyword half's recall.
+    `keyword` and `vector` are the two halves alone: a memory's BM25 score over the
+    query's weight (`Ranking.coverage`: about the share of the query it matches, 1 for a
+    document holding every query term once at the average length), or the similarity of
+    the query's embedding.
+    `hybrid`, the default, adds the two. Scaled by the query's weight, not by the best
+    hit, a keyword match says how much of the query it covers: a stray common word
+    counts for little and the dense half decides, a rare identifier or most of the
+    query's words count for much. Reciprocal rank fusion gave both halves equal votes,
+    and on conversations nobody here wrote (LoCoMo) the weaker dense half then cost a
+    fifth of the keyword half's recall; a score over the best hit made a stray word
+    score 1 and cost paraphrases and the other language.
 
     Two things conversations need, on top: a query that names whose memories it is about
     ("When did Caroline ...?", a subject of the namespace: a turn's speaker, a fact's
@@ -400,12 +404,20 @@ class _Ranking:
         return dict(self.similarity)
 
     def _keyword_hits(self, query: str, k: int) -> dict[str, float]:
+        """The keyword index's k best usable hits, each scored by the share of the query
+        it matches (`Ranking.coverage`): the same order as BM25's."""
         reader, conn, namespace = self._reader, self._conn, self._namespace
-        found = _best(
-            lambda n: keyword_search(conn, reader.log, namespace, query, n), k, self._accept
-        )
-        top = found[0][1] if found else 0.0
-        self.keyword = {i: score / top for i, score in found} if top > 0 else {}
+        words = sorted(set(tokenize(query)))
+        hasher = hasher_of(reader.log, namespace, create=False)
+        if not words or hasher is None:
+            return {}
+        last: list[Ranking] = []
+
+        def search(n: int) -> list[tuple[str, float]]:
+            last[:] = [keyword_ranked(conn, hasher, namespace, words, n)]
+            return last[0].coverage()
+
+        self.keyword = dict(_best(search, k, self._accept))
         return dict(self.keyword)
 
     def _similarities(self, item_ids: set[str]) -> None:
