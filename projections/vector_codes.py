@@ -29,6 +29,7 @@ import marshal
 import os
 import secrets
 import sys
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,6 +65,10 @@ class CodeFiles:
         self._cipher = AESGCM(key)
         self._names = key
         self._kind = f"{embedder}/{bits}"  # codes of another embedder never match
+        #: Counts `remove_all` calls: a file built from rows read before one (a search
+        #: that began before an erasure) is not written after it (`save`).
+        self.epoch = 0
+        self._lock = threading.Lock()
 
     def path(self, namespace: str) -> Path:
         digest = hmac.new(self._names, namespace.encode("utf-8"), hashlib.sha256).hexdigest()
@@ -85,8 +90,12 @@ class CodeFiles:
             return None
         return NamespaceCodes(list(zip(ids, generations, versions, strict=True)), codes)
 
-    def save(self, namespace: str, found: NamespaceCodes) -> None:
-        """Write atomically; a store that cannot be written only loses the speed-up."""
+    def save(self, namespace: str, found: NamespaceCodes, epoch: int) -> None:
+        """Write atomically; a store that cannot be written only loses the speed-up.
+        Not written if files were removed since `epoch` (read before the rows were): the
+        rows may hold an item erased meanwhile. (Another process's erasure is not seen
+        here: a file written from its older rows keeps an erased row's sealed code, never
+        used as no row names it, until this namespace's next erasure or rebuild.)"""
         ids = [k[0] for k in found.keys]
         generations = [k[1] for k in found.keys]
         versions = [k[2] for k in found.keys]
@@ -96,21 +105,26 @@ class CodeFiles:
         sealed = nonce + self._cipher.encrypt(nonce, plain, self._aad(namespace))
         path = self.path(namespace)
         temporary = path.with_name(f"{path.name}.{secrets.token_hex(4)}.tmp")
-        try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            temporary.write_bytes(sealed)
-            os.replace(temporary, path)
-        except OSError:
-            temporary.unlink(missing_ok=True)
+        with self._lock:
+            if epoch != self.epoch:
+                return
+            try:
+                self.directory.mkdir(parents=True, exist_ok=True)
+                temporary.write_bytes(sealed)
+                os.replace(temporary, path)
+            except OSError:
+                temporary.unlink(missing_ok=True)
 
     def remove_all(self) -> int:
         removed = 0
-        for path in self.files():
-            try:
-                path.unlink()
-                removed += 1
-            except FileNotFoundError:
-                pass
+        with self._lock:
+            self.epoch += 1
+            for path in self.files():
+                try:
+                    path.unlink()
+                    removed += 1
+                except FileNotFoundError:
+                    pass
         return removed
 
     def files(self) -> Sequence[Path]:

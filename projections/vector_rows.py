@@ -135,8 +135,9 @@ class IndexState:
         """The namespace's view, opened on first use: lazily from its stored codes when
         `codes` has them (a large namespace), else whole (and then its codes stored)."""
         found = self._namespaces.get(namespace)
+        epoch = codes.epoch if codes is not None else 0  # before any row is read
         if found is None:
-            found = self._lazily(namespace, opener, codes) if codes is not None else None
+            found = self._lazily(namespace, opener, codes, epoch) if codes is not None else None
         if found is None:
             ids, generations, blocks = self.sealed_rows(namespace)
             if not ids:
@@ -152,15 +153,16 @@ class IndexState:
             found = NamespaceView.of(ids, generations, vectors)
             if codes is not None and found.codes is not None:
                 keys = list(zip(ids, generations, versions, strict=True))
-                codes.save(
-                    namespace, NamespaceCodes(keys, packed_rows(found.codes[:, : found.count]))
-                )
+                packed = packed_rows(found.codes[:, : found.count])
+                codes.save(namespace, NamespaceCodes(keys, packed), epoch)
         # Two threads may both open it: they store equal values, and a dict
         # assignment is atomic, so no lock is needed.
         self._namespaces[namespace] = found
         return found if len(found) else None
 
-    def _lazily(self, namespace: str, opener: Opener, codes: CodeFiles) -> NamespaceView | None:
+    def _lazily(
+        self, namespace: str, opener: Opener, codes: CodeFiles, epoch: int
+    ) -> NamespaceView | None:
         """A large namespace's view from its stored codes, its rows opened on first need;
         None (open it whole) if it is small, or if most of its rows have no stored code."""
         ids, generations, blocks = self.sealed_rows(namespace)
@@ -195,7 +197,7 @@ class IndexState:
             assert view.codes is not None
             view.codes[:, missing] = sign_codes(view.vectors(missing))
             keys = list(zip(ids, generations, versions, strict=True))
-            codes.save(namespace, NamespaceCodes(keys, packed_rows(view.codes)))
+            codes.save(namespace, NamespaceCodes(keys, packed_rows(view.codes)), epoch)
         return view
 
     def _versions(self, namespace: str) -> list[int]:

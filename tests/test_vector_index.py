@@ -1085,7 +1085,12 @@ def test_an_erasure_removes_every_codes_file(
     items: dict[str, str], alice: MemoryLedger, service: MemoryService
 ) -> None:
     codes = service.vectors.codes
-    codes.save("t/other", vector_codes.NamespaceCodes([("x", 1, 1)], np.zeros((1, 64), np.uint8)))
+    stored = vector_codes.NamespaceCodes([("x", 1, 1)], np.zeros((1, 64), np.uint8))
+    before = codes.epoch  # what a search that began before the erasure read
+    codes.save("t/other", stored, before)
     assert codes.files()
     alice.forget(items["address"])
+    assert codes.files() == []
+    # that search's file, built from rows read before the erasure, is not written after it
+    codes.save("t/other", stored, before)
     assert codes.files() == []
