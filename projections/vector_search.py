@@ -255,18 +255,22 @@ class NamespaceView:
         The filter is applied to the best rows first, widening only when it removes too
         many: no per-row Python pass over a large namespace."""
         want = k
-        slack = 0 if accept is None else 16 + 3 * k
+        slack = 0 if accept is None else 16 + k // 2
         while True:
             rows, scores = self._top(query, want + slack)
-            found = [(int(r), float(s)) for r, s in zip(rows, scores, strict=True)]
+            keep = np.ones(len(rows), dtype=bool)
             if self.lazy is not None:  # rows that did not open are never served
-                found = [hit for hit in found if not self.lazy.failed[hit[0]]]
+                keep &= ~self.lazy.failed[rows]
             if self.alive is not None:
-                found = [hit for hit in found if self.alive[hit[0]]]
-            if accept is not None:
-                found = [hit for hit in found if accept(self.ids[hit[0]])]
-            if len(found) >= k or len(rows) == self.count:
-                return found[:k]
+                keep &= self.alive[rows]
+            found: list[tuple[int, float]] = []
+            for row, score in zip(rows[keep].tolist(), scores[keep].tolist(), strict=True):
+                if accept is None or accept(self.ids[row]):
+                    found.append((row, score))
+                    if len(found) == k:  # the filter is asked no further than needed
+                        return found
+            if len(rows) == self.count:
+                return found
             want *= 4
 
     def similarities(self, query: np.ndarray, item_ids: Iterable[str]) -> dict[str, float]:
