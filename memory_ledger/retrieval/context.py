@@ -70,7 +70,7 @@ PROFILE_QUERIES = "profile_queries.toml"
 # one place for the API and the CLI's options.
 # Hybrid ranking's constants (`_Ranking`), chosen on LoCoMo's development half only
 # (benchmarks/locomo.py; docs/benchmarks.md reports the held-out half beside it).
-KEYWORD_HITS = 200
+KEYWORD_HITS = 100
 VECTOR_HITS = 50
 DENSE_WEIGHT = 1.0
 NAMED_BOOST = 0.3
