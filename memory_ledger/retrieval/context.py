@@ -56,7 +56,7 @@ from memory_ledger.write_policy import (
 )
 from projections.cells import Cells
 from projections.facts import facts
-from projections.keyword_index import Ranking, hasher_of, tokenize
+from projections.keyword_index import hasher_of, tokenize
 from projections.keyword_index import ranked as keyword_ranked
 
 if TYPE_CHECKING:
@@ -369,11 +369,12 @@ class _Ranking:
         limit = max(self._request.limit * 4, 50)
         if rank == "vector":
             return self._vector_hits(limit)
+        words = sorted(set(tokenize(self._query)))
         if rank == "keyword":
-            return self._keyword_hits(self._query, limit)
-        self._named = _named_subjects(self._state.subjects, self._query)
+            return self._keyword_hits(words, limit)
+        self._named = _named_subjects(self._state.subjects, words)
         self._vector_hits(max(self._request.limit, VECTOR_HITS))
-        self._keyword_hits(_without(self._query, self._named), max(limit, KEYWORD_HITS))
+        self._keyword_hits(_without(words, self._named), max(limit, KEYWORD_HITS))
         found = set(self.similarity) | set(self.keyword)
         beside = {i: self._beside(i) for i in found}
         near = {n for pair in beside.values() for n in pair} - found
@@ -403,19 +404,16 @@ class _Ranking:
         self.similarity = {i: s for i, s in hits if s >= floor}
         return dict(self.similarity)
 
-    def _keyword_hits(self, query: str, k: int) -> dict[str, float]:
-        """The keyword index's k best usable hits, each scored by the share of the query
-        it matches (`Ranking.coverage`): the same order as BM25's."""
+    def _keyword_hits(self, words: list[str], k: int) -> dict[str, float]:
+        """The keyword index's k best usable hits for these words, each scored over the
+        query's weight (`Ranking.coverage`): BM25's order."""
         reader, conn, namespace = self._reader, self._conn, self._namespace
-        words = sorted(set(tokenize(query)))
         hasher = hasher_of(reader.log, namespace, create=False)
         if not words or hasher is None:
             return {}
-        last: list[Ranking] = []
 
         def search(n: int) -> list[tuple[str, float]]:
-            last[:] = [keyword_ranked(conn, hasher, namespace, words, n)]
-            return last[0].coverage()
+            return keyword_ranked(conn, hasher, namespace, words, n).coverage()
 
         self.keyword = dict(_best(search, k, self._accept))
         return dict(self.keyword)
@@ -436,25 +434,25 @@ class _Ranking:
         return [n for n in self._state.neighbours(item_id) if n is not None and self._accept(n)]
 
 
-def _named_subjects(subjects: Iterable[str], query: str) -> set[str]:
-    """The namespace's subjects the query names as a word of its own ("caroline" for
-    the subject `Caroline`; a subject that is a stopword or a single letter never)."""
-    words = set(tokenize(query))
-    named = set()
-    for subject in subjects:
-        terms = tokenize(subject)
-        if terms and terms[0] in words:
-            named.add(subject)
-    return named
+def _named_subjects(subjects: Iterable[str], words: list[str]) -> set[str]:
+    """The namespace's subjects the query's words name ("caroline" for the subject
+    `Caroline`; a subject that is a stopword or a single letter never)."""
+    asked = set(words)
+    return {subject for subject in subjects if _subject_word(subject) in asked}
 
 
-def _without(query: str, names: set[str]) -> str:
-    """The query without the words naming subjects, unless nothing would be left."""
-    if not names:
-        return query
+@functools.lru_cache(maxsize=4096)
+def _subject_word(subject: str) -> str | None:
+    """A subject as the query word that names it (its first term)."""
+    terms = tokenize(subject)
+    return terms[0] if terms else None
+
+
+def _without(words: list[str], names: set[str]) -> list[str]:
+    """The query's words without those naming subjects, unless none would be left."""
     drop = {t for name in names for t in tokenize(name)}
-    kept = [t for t in tokenize(query) if t not in drop]
-    return " ".join(kept) if kept else query
+    kept = [w for w in words if w not in drop]
+    return kept or words
 
 
 def _tiebreak(e: Entry, now: datetime) -> float:
