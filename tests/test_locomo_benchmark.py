@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks import locomo
+from memory_ledger.retrieval.embedders import HashingEmbedder
 
 SAMPLE = Path(__file__).parent / "data" / "locomo_shaped.json"
 
@@ -47,6 +48,23 @@ def test_scores() -> None:
     assert s["recall@5"] == 0.5 and s["recall@10"] == 0.5 and s["recall@25"] == 1.0
     assert s["hit@10"] == 1.0 and s["mrr@10"] == pytest.approx(1 / 5)
     assert locomo.scores(["x"] * 25, evidence)["mrr@10"] == 0.0
+
+
+def test_a_conversation_runs_through_every_system(tmp_path: Path) -> None:
+    """The benchmark end to end on the small file: every system answers every question,
+    and the product ranks first the turn the first question is about (said by the
+    speaker it names: every turn says "cat", and "adopt" is not "adopted")."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "7.json").write_text(SAMPLE.read_text())
+    [conversation] = locomo.load(tmp_path / "data")
+    rows = locomo.run_conversation(conversation, tmp_path / "stores", HashingEmbedder())
+    assert [r["category"] for r in rows] == [2, 1]
+    for system in locomo.SYSTEMS:
+        assert rows[0][system]["recall@25"] == 1.0  # three turns: all are returned
+    assert rows[0]["default"]["mrr@10"] == 1.0
+    summary = locomo.summarise(rows)
+    assert set(summary) == {"all", "temporal", "multi-hop"}
+    assert "temporal (1 questions)" in locomo.table("t", summary)
 
 
 def test_nothing_at_the_path_is_a_clear_error(tmp_path: Path) -> None:
