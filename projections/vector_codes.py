@@ -8,7 +8,8 @@ namespace scores exactly only the ~1,000 rows whose codes are nearest the query'
 (`vector_search`), so with the codes at hand only those rows need opening. The codes
 are kept here: one file per namespace, `vector-codes/<keyed hash>.codes`, holding each
 row's identity (item, key generation, version) and its 64-byte code, in one `marshal`
-blob sealed with AES-256-GCM under a key derived from the master key (`CODES_LABEL`).
+blob sealed with AES-256-GCM under a key derived from the master key (`CODES_LABEL`;
+memory_ledger/sealed_files.py, shared with the recall states).
 
 A code is a 512-bit sketch of a vector (the signs of random projections), so it is
 treated as the vector is: sealed, and gone with the item. Every erasure of the vector
@@ -23,22 +24,13 @@ nothing unauthenticated reaches it.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import marshal
-import os
-import secrets
-import sys
-import threading
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from memory_ledger.crypto import NONCE_BYTES, MasterKey
+from memory_ledger.crypto import MasterKey
+from memory_ledger.sealed_files import SealedFiles, marshal_version
 
 CODES_DIR = "vector-codes"
 CODES_LABEL = b"memory-ledger/vector-codes/v1"
@@ -56,78 +48,36 @@ class NamespaceCodes:
     codes: np.ndarray
 
 
-class CodeFiles:
+class CodeFiles(SealedFiles):
     """The sealed codes files of one vector index (local files, like the index)."""
 
     def __init__(self, directory: Path, master: MasterKey, embedder: str, bits: int) -> None:
-        self.directory = directory
-        key = master.subkey(CODES_LABEL)
-        self._cipher = AESGCM(key)
-        self._names = key
+        super().__init__(directory, master, CODES_LABEL, _SUFFIX)
         self._kind = f"{embedder}/{bits}"  # codes of another embedder never match
-        #: Counts `remove_all` calls: a file built from rows read before one (a search
-        #: that began before an erasure) is not written after it (`save`).
-        self.epoch = 0
-        self._lock = threading.Lock()
-
-    def path(self, namespace: str) -> Path:
-        digest = hmac.new(self._names, namespace.encode("utf-8"), hashlib.sha256).hexdigest()
-        return self.directory / f"{digest[:32]}{_SUFFIX}"
 
     def _aad(self, namespace: str) -> bytes:
-        version = f"{sys.version_info.major}.{sys.version_info.minor}"  # marshal's format
-        return f"vector-codes/{FORMAT}/py{version}/{self._kind}/{namespace}".encode()
+        return f"vector-codes/{FORMAT}/{marshal_version()}/{self._kind}/{namespace}".encode()
 
     def load(self, namespace: str, width: int) -> NamespaceCodes | None:
+        found = self.read(self.path(namespace), self._aad(namespace))
+        if found is None:
+            return None
         try:
-            raw = self.path(namespace).read_bytes()
-            plain = self._cipher.decrypt(raw[:NONCE_BYTES], raw[NONCE_BYTES:], self._aad(namespace))
-            ids, generations, versions, packed = marshal.loads(plain)
+            ids, generations, versions, packed = found
             codes = np.frombuffer(packed, dtype=np.uint8).reshape(-1, width)
-        except (OSError, InvalidTag, ValueError, EOFError, TypeError):
+        except (TypeError, ValueError):  # not this format's tuple
             return None
         if not len(ids) == len(generations) == len(versions) == len(codes):
             return None
         return NamespaceCodes(list(zip(ids, generations, versions, strict=True)), codes)
 
     def save(self, namespace: str, found: NamespaceCodes, epoch: int) -> None:
-        """Write atomically; a store that cannot be written only loses the speed-up.
-        Not written if files were removed since `epoch` (read before the rows were): the
-        rows may hold an item erased meanwhile. (Another process's erasure is not seen
-        here: a file written from its older rows keeps an erased row's sealed code, never
-        used as no row names it, until this namespace's next erasure or rebuild.)"""
+        """Not written if files were removed since `epoch` (read before the rows were):
+        the rows may hold an item erased meanwhile. (Another process's erasure is not
+        seen here: a file written from its older rows keeps an erased row's sealed code,
+        never used as no row names it, until this namespace's next erasure or rebuild.)"""
         ids = [k[0] for k in found.keys]
         generations = [k[1] for k in found.keys]
         versions = [k[2] for k in found.keys]
         packed = np.ascontiguousarray(found.codes, dtype=np.uint8).tobytes()
-        plain = marshal.dumps((ids, generations, versions, packed))
-        nonce = secrets.token_bytes(NONCE_BYTES)
-        sealed = nonce + self._cipher.encrypt(nonce, plain, self._aad(namespace))
-        path = self.path(namespace)
-        temporary = path.with_name(f"{path.name}.{secrets.token_hex(4)}.tmp")
-        with self._lock:
-            if epoch != self.epoch:
-                return
-            try:
-                self.directory.mkdir(parents=True, exist_ok=True)
-                temporary.write_bytes(sealed)
-                os.replace(temporary, path)
-            except OSError:
-                temporary.unlink(missing_ok=True)
-
-    def remove_all(self) -> int:
-        removed = 0
-        with self._lock:
-            self.epoch += 1
-            for path in self.files():
-                try:
-                    path.unlink()
-                    removed += 1
-                except FileNotFoundError:
-                    pass
-        return removed
-
-    def files(self) -> Sequence[Path]:
-        if not self.directory.is_dir():
-            return []
-        return sorted(p for p in self.directory.iterdir() if p.name.endswith(_SUFFIX))
+        self.write(namespace, (ids, generations, versions, packed), self._aad(namespace), epoch)

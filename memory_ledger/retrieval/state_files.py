@@ -6,7 +6,8 @@ the catalog and its kind's table, each judged by the retention policy: about 75 
 (issue 37). What it builds depends only on the log position and the policy, so it is
 kept on disk beside the data: one file per namespace, `recall/<keyed hash>.state`, the
 entries in one `marshal` blob sealed with AES-256-GCM under a key derived from the master
-key (`STATE_LABEL`). A fresh process opens it (one decryption, one `marshal.loads`) and
+key (`STATE_LABEL`; the mechanism is memory_ledger/sealed_files.py, shared with the vector
+search codes). A fresh process opens it (one decryption, one `marshal.loads`) and
 brings it up to date from the events after its position, as a warm process does.
 
 What it holds is what the catalog already holds in clear (ids, kinds, subjects,
@@ -31,20 +32,12 @@ that opens.
 from __future__ import annotations
 
 import hashlib
-import hmac
-import marshal
-import os
-import secrets
-import sys
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
-from memory_ledger.crypto import NONCE_BYTES, MasterKey
+from memory_ledger.crypto import MasterKey
+from memory_ledger.sealed_files import SealedFiles, marshal_version
 
 STATE_DIR = "recall"
 STATE_LABEL = b"memory-ledger/recall-state/v1"
@@ -63,32 +56,25 @@ class Snapshot:
     rows: list[tuple[Any, ...]]
 
 
-class StateFiles:
+class StateFiles(SealedFiles):
     """The sealed state files of one store (local files, on PostgreSQL deployments too)."""
 
     def __init__(self, directory: Path, master: MasterKey) -> None:
-        self.directory = directory
-        key = master.subkey(STATE_LABEL)
-        self._cipher = AESGCM(key)
-        self._names = key  # the file names are keyed hashes: no namespace in clear
-
-    def path(self, namespace: str) -> Path:
-        digest = hmac.new(self._names, namespace.encode("utf-8"), hashlib.sha256).hexdigest()
-        return self.directory / f"{digest[:32]}{_SUFFIX}"
+        super().__init__(directory, master, STATE_LABEL, _SUFFIX)
 
     @staticmethod
     def _aad() -> bytes:
-        version = f"{sys.version_info.major}.{sys.version_info.minor}"  # marshal's format
-        return f"recall-state/{FORMAT}/py{version}".encode()
+        return f"recall-state/{FORMAT}/{marshal_version()}".encode()
 
     def _open(self, path: Path) -> tuple[str, Snapshot] | None:
-        try:
-            raw = path.read_bytes()
-            plain = self._cipher.decrypt(raw[:NONCE_BYTES], raw[NONCE_BYTES:], self._aad())
-            namespace, position, head, policy, rows = marshal.loads(plain)
-        except (OSError, InvalidTag, ValueError, EOFError, TypeError):
+        found = self.read(path, self._aad())
+        if found is None:
             return None
-        return str(namespace), Snapshot(int(position), str(head), str(policy), rows)
+        try:
+            namespace, position, head, policy, rows = found
+            return str(namespace), Snapshot(int(position), str(head), str(policy), rows)
+        except (TypeError, ValueError):  # not this format's tuple
+            return None
 
     def load(self, namespace: str) -> Snapshot | None:
         """The namespace's snapshot, or None if there is none or it does not open (or
@@ -111,37 +97,10 @@ class StateFiles:
         return held, unreadable
 
     def save(self, namespace: str, snapshot: Snapshot) -> None:
-        """Write atomically (a reader sees the old file or the new one, whole). A store
-        that cannot be written (read-only, full) only loses the speed-up."""
-        plain = marshal.dumps(
-            (namespace, snapshot.position, snapshot.head, snapshot.policy, snapshot.rows)
-        )
-        nonce = secrets.token_bytes(NONCE_BYTES)
-        sealed = nonce + self._cipher.encrypt(nonce, plain, self._aad())
-        path = self.path(namespace)
-        temporary = path.with_name(f"{path.name}.{secrets.token_hex(4)}.tmp")
-        try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            temporary.write_bytes(sealed)
-            os.replace(temporary, path)
-        except OSError:
-            temporary.unlink(missing_ok=True)
-
-    def remove_all(self) -> int:
-        """Remove every state file (an erasure); returns how many were removed."""
-        removed = 0
-        for path in self.files():
-            try:
-                path.unlink()
-                removed += 1
-            except FileNotFoundError:
-                pass
-        return removed
-
-    def files(self) -> Sequence[Path]:
-        if not self.directory.is_dir():
-            return []
-        return sorted(p for p in self.directory.iterdir() if p.name.endswith(_SUFFIX))
+        """Written by `RecallStates` under the lock its erasures take too, so the epoch
+        it sees now is the one its rows were read under."""
+        value = (namespace, snapshot.position, snapshot.head, snapshot.policy, snapshot.rows)
+        self.write(namespace, value, self._aad(), self.epoch)
 
 
 def policy_digest(policy: object) -> str:
