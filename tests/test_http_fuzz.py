@@ -8,6 +8,12 @@ from datetime import UTC, datetime
 
 import pytest
 import schemathesis
+
+# Imported at collection, not inside the fixture (schemathesis loads it lazily): pytest
+# rewrites a plugin's modules with `ast.parse`, and CPython 3.11.7's parser once failed
+# there in CI ("AST constructor recursion depth mismatch", a CPython bug that depends on
+# the interpreter's recursion bookkeeping deep in a test run); at collection it is shallow.
+import schemathesis.specs.openapi.schemas
 from hypothesis import HealthCheck, given, settings
 
 from memory_ledger.access import TokenStore
