@@ -30,6 +30,7 @@ per transition:
 
 from __future__ import annotations
 
+import builtins
 import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -184,7 +185,7 @@ class Runs:
                 )
         return out
 
-    def overdue(self, now: datetime | None = None) -> list[dict[str, Any]]:
+    def overdue(self, now: datetime | None = None) -> builtins.list[dict[str, Any]]:
         """Unfinished runs whose deadline, or an awaited event's, has passed."""
         at = canonical_time(now or self.items.clock())
         return [
@@ -572,7 +573,7 @@ class Runs:
             rows = conn.execute(query).all()
         return {op: {"status": _codes(flags).get("status")} for op, flags in rows}
 
-    def _promoted(self, run: MemoryItem) -> list[str]:
+    def _promoted(self, run: MemoryItem) -> builtins.list[str]:  # `list` is a method here
         """What was promoted from the run: as the run lists it, and by the provenance of
         the namespace's facts (a crash between a promotion and its listing)."""
         listed = []
