@@ -305,7 +305,8 @@ class VectorIndexStore:
     name = "vector_index"
     holds = (
         "embeddings of live, unsuppressed items' text, each sealed under its item's data key "
-        "(files under vectors/; opened in memory only)"
+        "(files under vectors/; opened in memory only), and large namespaces' search codes "
+        "(vector-codes/, sealed; removed by every erasure)"
     )
 
     def __init__(self, vectors: VectorIndex) -> None:

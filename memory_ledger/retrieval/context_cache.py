@@ -100,7 +100,10 @@ class ContextCacheStore:
     erasure moved the log position."""
 
     name = "context_cache"
-    holds = "recently built recall contexts (decrypted text), in this process's memory"
+    holds = (
+        "recently built recall contexts (decrypted text), in this process's memory, and "
+        "each namespace's recall state (recall/, sealed, no content; removed by every erasure)"
+    )
 
     def __init__(self, cache: ContextCache) -> None:
         self.cache = cache
