@@ -83,17 +83,7 @@ def ensure_store(directory: Path, size: int, embedder: str) -> dict[str, Any]:
         "    print(json.dumps(fill(service, load_set(), int(sys.argv[2]))))\n"
     )
     start = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-c", code, str(directory), str(size)],
-        env=_env(embedder),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise SystemExit(f"filling {size} items failed:\n{done.stderr}")
-    filled = json.loads(done.stdout.strip().splitlines()[-1])
+    filled = _child(code, [str(directory), str(size)], embedder, f"filling {size} items")
     filled.update(embedder=embedder, fill_seconds=round(time.perf_counter() - start, 1))
     marker.write_text(json.dumps(filled))
     return dict(filled)
@@ -134,8 +124,16 @@ service.close()
 
 
 def first_recall(store: Path, embedder: str, queries: tuple[str, str]) -> dict[str, float]:
+    out: dict[str, float] = _child(
+        _FIRST_RECALL, [str(store), HEAVY, *queries], embedder, "a first recall"
+    )
+    return out
+
+
+def _child(code: str, args: list[str], embedder: str, what: str) -> Any:
+    """Run `code` in a fresh interpreter; its last line of output is its JSON result."""
     done = subprocess.run(
-        [sys.executable, "-c", _FIRST_RECALL, str(store), HEAVY, *queries],
+        [sys.executable, "-c", code, *args],
         env=_env(embedder),
         cwd=ROOT,
         capture_output=True,
@@ -143,9 +141,8 @@ def first_recall(store: Path, embedder: str, queries: tuple[str, str]) -> dict[s
         check=False,
     )
     if done.returncode != 0:
-        raise SystemExit(f"a first recall failed:\n{done.stderr}")
-    out: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
-    return out
+        raise SystemExit(f"{what} failed:\n{done.stderr}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def spawned(command: list[str], env: dict[str, str]) -> dict[str, float]:
