@@ -145,9 +145,9 @@ def _load_job(version: str, source: str | None) -> Any:
         sys.modules[spec.name] = module  # dataclasses look their module up there
         spec.loader.exec_module(module)
         return module
-    import jobs.consolidation
+    import memory_ledger.jobs.consolidation
 
-    return jobs.consolidation
+    return memory_ledger.jobs.consolidation
 
 
 def worker(store: str, version: str, source: str | None) -> dict[str, Any]:

@@ -52,8 +52,8 @@ from memory_ledger.api import MemoryService
 from memory_ledger.config import PostgresLocation, Settings
 from memory_ledger.crypto import MasterKey
 from memory_ledger.principal import Principal
-from projections.events import decode_batch
-from projections.runner import DEFAULT_BATCH
+from memory_ledger.projections.events import decode_batch
+from memory_ledger.projections.runner import DEFAULT_BATCH
 
 BACKENDS = ("sqlite", "postgresql")
 DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/postgres"

@@ -67,10 +67,10 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("MEMORY_LEDGER_EMBEDDER", "hashing")
     from sqlalchemy import select
 
-    from jobs.decay import decay_pass
     from memory_ledger.api import MemoryService
+    from memory_ledger.jobs.decay import decay_pass
     from memory_ledger.principal import Principal
-    from projections.catalog import catalog
+    from memory_ledger.projections.catalog import catalog
 
     console = Console()
     console.log(f"filling one user with {args.items:,} items ...")

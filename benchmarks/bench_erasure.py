@@ -74,8 +74,8 @@ def _fill(service: Any, namespace: str, n: int, seed: int) -> list[str]:
 
 def run(users: int, per_user: int, heavy: int, tombstones: int) -> dict[str, Any]:
     os.environ.setdefault("MEMORY_LEDGER_EMBEDDER", "hashing")
-    from jobs.retention import expire_due
     from memory_ledger.api import MemoryService
+    from memory_ledger.jobs.retention import expire_due
     from memory_ledger.principal import Principal
 
     service = MemoryService.open(tempfile.mkdtemp(prefix="ml-bench-erasure-"))

@@ -550,7 +550,7 @@ def settle(service: Any, store: Store) -> list[str]:
     forgets."""
     import psycopg
 
-    from jobs.file_vacuum import vacuum_fragmented
+    from memory_ledger.jobs.file_vacuum import vacuum_fragmented
 
     steps: list[str] = service.compact()
     steps.extend(
@@ -581,7 +581,7 @@ code, bench = sys.argv[1], sys.argv[2]
 sys.path.insert(0, code)
 import memory_ledger.api, projections, jobs
 try:
-    import restore
+    import memory_ledger.restore
 except ImportError:
     pass
 sys.path.insert(0, bench)

@@ -53,7 +53,7 @@ from benchmarks.bench_recall_heavy import HEAVY, heavy_writes, percentiles
 from benchmarks.retrieval_set import RetrievalSet, load_set
 from memory_ledger.api import MemoryService
 from memory_ledger.crypto import MasterKey
-from projections.keyword_index import (
+from memory_ledger.projections.keyword_index import (
     SETTLE_CHUNK,
     KeywordIndexProjection,
     LiveText,

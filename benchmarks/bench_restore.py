@@ -79,12 +79,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(store: Store, items: int, erase: int, console: Console) -> dict[str, Any]:
-    import restore.restore as restoring
+    import memory_ledger.restore.restore as restoring
     from memory_ledger.api import MemoryService
     from memory_ledger.ledger import LifecycleLedger
     from memory_ledger.principal import Principal
-    from restore.backup import create
-    from restore.drill import drill
+    from memory_ledger.restore.backup import create
+    from memory_ledger.restore.drill import drill
 
     service = MemoryService(store.settings)
     console.log(f"{store.backend}: filling {items:,} items ...")

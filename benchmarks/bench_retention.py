@@ -91,8 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     if not 1 <= args.items <= 10_000_000 or not 0 < args.due <= 1 or not 1 <= args.users <= 1000:
         parser.error("--items from 1 to 10,000,000, --due above 0 up to 1, --users 1 to 1,000")
     os.environ.setdefault("MEMORY_LEDGER_EMBEDDER", "hashing")
-    from jobs.retention import due_items, expire_due
     from memory_ledger.forgetting.scope import MAX_SCOPE_ITEMS
+    from memory_ledger.jobs.retention import due_items, expire_due
     from memory_ledger.principal import Principal
 
     console = Console()

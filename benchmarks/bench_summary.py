@@ -87,7 +87,7 @@ class Worker:
         from memory_ledger.config import Settings
         from memory_ledger.crypto import MasterKey
         from memory_ledger.principal import Principal
-        from projections.summaries import SummariesProjection
+        from memory_ledger.projections.summaries import SummariesProjection
 
         self.code = str(Path(memory_ledger.__file__).resolve().parent.parent)
         self.spent = 0.0

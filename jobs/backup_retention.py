@@ -16,7 +16,7 @@ from datetime import datetime
 
 from memory_ledger.api import MemoryService
 from memory_ledger.ledger import EntryType
-from restore.store import expires_at, registered, unregister
+from memory_ledger.restore.store import expires_at, registered, unregister
 
 
 def destroy_expired(service: MemoryService, now: datetime) -> dict[str, int]:

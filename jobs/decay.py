@@ -23,7 +23,7 @@ from uuid import UUID
 from sqlalchemy import select
 
 from memory_ledger.api import MemoryService
-from projections.catalog import catalog
+from memory_ledger.projections.catalog import catalog
 
 log = logging.getLogger("memory_ledger.jobs")
 SAVE_BATCH = 500

@@ -41,17 +41,17 @@ from uuid import UUID
 
 from sqlalchemy import select
 
-from jobs.consolidation.canonical import normalise_value
 from memory_ledger.api import MemoryLedger, MemoryService
 from memory_ledger.domain import MemoryItem
 from memory_ledger.errors import InvalidTransition, InvalidWrite, StaleDerivation
 from memory_ledger.event_log import ERASED
+from memory_ledger.jobs.consolidation.canonical import normalise_value
 from memory_ledger.policy.retention import attributes_of, inherited_retention
 from memory_ledger.principal import Principal
+from memory_ledger.projections.catalog import catalog, unexpired
+from memory_ledger.projections.facts import LIVE_STATUSES, facts
+from memory_ledger.projections.preferences import preferences
 from memory_ledger.write_policy import MAX_DERIVED_FROM, canonical_time
-from projections.catalog import catalog, unexpired
-from projections.facts import LIVE_STATUSES, facts
-from projections.preferences import preferences
 
 log = logging.getLogger("memory_ledger.dedupe")
 

@@ -24,7 +24,7 @@ from memory_ledger.bounds import (
 from memory_ledger.config import number_from_env
 from memory_ledger.errors import InvalidWrite, MemoryLedgerError
 from memory_ledger.feed.hosts import catch_up_vectors
-from projections.events import Progress
+from memory_ledger.projections.events import Progress
 
 if TYPE_CHECKING:  # imported when a scheduler starts: the CLI reads the bounds below
     from apscheduler.schedulers.background import BackgroundScheduler
@@ -114,7 +114,7 @@ def catchup_jobs(
 ) -> tuple[list[str], dict[str, float]]:
     """What `run` schedules: every job on by default with projection catch-up every
     `interval` seconds, and consolidation every `consolidate_every` seconds if given."""
-    from jobs.scheduler import selected_jobs
+    from memory_ledger.jobs.scheduler import selected_jobs
 
     names = selected_jobs()
     every = {"projection-catchup": interval / 60}
@@ -137,7 +137,7 @@ def start_catchup_scheduler(
     job's lease, so another scheduler on the same store does not run it at once.
     """
     check_schedule(interval, None, consolidate_every)
-    from jobs.scheduler import start_scheduler
+    from memory_ledger.jobs.scheduler import start_scheduler
 
     names, every = catchup_jobs(interval, consolidate_every)
     return start_scheduler(service, names, every)
@@ -152,7 +152,7 @@ def run_catchup_job(
     """`run`: the scheduler in the foreground until `duration` or SIGINT/SIGTERM, then
     one last catch-up, so what was written before the stop is projected."""
     check_schedule(interval, duration, consolidate_every)
-    from jobs.scheduler import run_foreground
+    from memory_ledger.jobs.scheduler import run_foreground
 
     names, every = catchup_jobs(interval, consolidate_every)
     log.info("projection catch-up every %ss", interval)

@@ -23,7 +23,7 @@ from memory_ledger.feed.hosts import acknowledge_applied, ensure_registered
 
 if TYPE_CHECKING:
     from memory_ledger.api import MemoryService
-    from projections.runner import ProjectionRunner
+    from memory_ledger.projections.runner import ProjectionRunner
 
 log = logging.getLogger("memory_ledger.jobs")
 PREFIX = "runner-"

@@ -15,17 +15,17 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from jobs import backup_retention, decay, retention, verification_scan
-from jobs.file_vacuum import ratio_from_env, vacuum_fragmented
-from jobs.projection_catchup import catch_up_all, catchup_seconds_from_env
-from jobs.verification_window import close_elapsed_windows, window_from_env
 from memory_ledger.api import MemoryService
 from memory_ledger.config import number_from_env
 from memory_ledger.errors import InvalidWrite
-from projections.events import Progress
+from memory_ledger.jobs import backup_retention, decay, retention, verification_scan
+from memory_ledger.jobs.file_vacuum import ratio_from_env, vacuum_fragmented
+from memory_ledger.jobs.projection_catchup import catch_up_all, catchup_seconds_from_env
+from memory_ledger.jobs.verification_window import close_elapsed_windows, window_from_env
+from memory_ledger.projections.events import Progress
 
 if TYPE_CHECKING:
-    from restore.drill import DrillReport
+    from memory_ledger.restore.drill import DrillReport
 
 #: What a job runs: (service, now, progress) -> counts.
 JobRun = Callable[[MemoryService, datetime, Progress | None], dict[str, int]]
@@ -72,8 +72,8 @@ def _backup_retention(
 
 
 def _drill(service: MemoryService, now: datetime, progress: Progress | None) -> dict[str, int]:
-    from restore.drill import drill
-    from restore.store import registered
+    from memory_ledger.restore.drill import drill
+    from memory_ledger.restore.store import registered
 
     if not registered(service.settings.data_dir):
         return {"drills": 0}
@@ -90,9 +90,9 @@ def drill_by_hand(
     """A drill an operator asked for (`drill`, `POST /v1/ops/drills`), run as a run of
     the `drill` job (jobs/scheduler.py `run_by_hand`): `jobs list` then says when the
     last drill ran, whoever started it, rather than `never run` beside a fresh report."""
-    from jobs.runs import RunStore
-    from jobs.scheduler import run_by_hand
-    from restore.drill import drill
+    from memory_ledger.jobs.runs import RunStore
+    from memory_ledger.jobs.scheduler import run_by_hand
+    from memory_ledger.restore.drill import drill
 
     with RunStore(service.settings) as runs:
         return run_by_hand(
@@ -155,19 +155,19 @@ def _consolidation(
     # Imported here, not at the top: importing it adds `consolidated_turns` to the
     # projections' tables, which every process would then create when it opens a store
     # (and two opening at once would race to). Consolidator creates it when it runs.
-    from jobs.consolidation import consolidate_all
+    from memory_ledger.jobs.consolidation import consolidate_all
 
     return consolidate_all(service, now)
 
 
 def _dedupe(service: MemoryService, now: datetime, progress: Progress | None) -> dict[str, int]:
-    from jobs.dedupe import merge_duplicates  # lazily, for the reason above
+    from memory_ledger.jobs.dedupe import merge_duplicates  # lazily, for the reason above
 
     return merge_duplicates(service, now)
 
 
 def _audit_head(service: MemoryService, now: datetime, progress: Progress | None) -> dict[str, int]:
-    from jobs.audit_head import sign_and_keep
+    from memory_ledger.jobs.audit_head import sign_and_keep
 
     return sign_and_keep(service)
 

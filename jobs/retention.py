@@ -29,8 +29,8 @@ from memory_ledger.api import MemoryService
 from memory_ledger.config import number_from_env
 from memory_ledger.forgetting.requests import RequestReport
 from memory_ledger.forgetting.scope import MAX_SCOPE_ITEMS
-from projections.catalog import catalog
-from projections.events import Progress
+from memory_ledger.projections.catalog import catalog
+from memory_ledger.projections.events import Progress
 
 log = logging.getLogger("memory_ledger.jobs")
 

@@ -34,9 +34,17 @@ from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
-from jobs.projection_catchup import MIN_INTERVAL
-from jobs.registry import JOBS, JobRun, spec_named
-from jobs.runs import (
+from memory_ledger.api import MemoryService
+from memory_ledger.config import Settings
+from memory_ledger.errors import (
+    ConfigurationError,
+    InvalidTransition,
+    InvalidWrite,
+    MemoryLedgerError,
+)
+from memory_ledger.jobs.projection_catchup import MIN_INTERVAL
+from memory_ledger.jobs.registry import JOBS, JobRun, spec_named
+from memory_ledger.jobs.runs import (
     FAILED,
     INTERRUPTED,
     OK,
@@ -47,21 +55,13 @@ from jobs.runs import (
     create_tables,
     open_engine,
 )
-from memory_ledger.api import MemoryService
-from memory_ledger.config import Settings
-from memory_ledger.errors import (
-    ConfigurationError,
-    InvalidTransition,
-    InvalidWrite,
-    MemoryLedgerError,
-)
-from projections.events import Progress
+from memory_ledger.projections.events import Progress
 
 log = logging.getLogger("memory_ledger.jobs")
 T = TypeVar("T")
 
 JOB_TABLE = "apscheduler_jobs"
-RUN_NAMED = "jobs.scheduler:run_named"
+RUN_NAMED = "memory_ledger.jobs.scheduler:run_named"
 MIN_EVERY_MINUTES = MIN_INTERVAL / 60
 MAX_EVERY_MINUTES = 1440.0
 

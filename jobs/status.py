@@ -6,10 +6,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from jobs.registry import JOBS
-from jobs.runs import RunStore
-from jobs.scheduler import Scheduled, scheduled_jobs
 from memory_ledger.config import Settings
+from memory_ledger.jobs.registry import JOBS
+from memory_ledger.jobs.runs import RunStore
+from memory_ledger.jobs.scheduler import Scheduled, scheduled_jobs
 from memory_ledger.times import canonical_time
 
 

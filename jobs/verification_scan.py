@@ -17,7 +17,7 @@ import logging
 
 from memory_ledger.api import MemoryService
 from memory_ledger.config import number_from_env
-from projections.events import Progress
+from memory_ledger.projections.events import Progress
 
 log = logging.getLogger("memory_ledger.jobs")
 

@@ -12,6 +12,10 @@ import logging
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
+from memory_ledger import _source_tree
+
+_source_tree.register()
+
 # A library never prints on its own: applications decide where audit logs go.
 logging.getLogger("memory_ledger").addHandler(logging.NullHandler())
 

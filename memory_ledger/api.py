@@ -55,6 +55,20 @@ from memory_ledger.policy.cardinality import decide as decide_cardinality
 from memory_ledger.policy.explain import explain as explain_item
 from memory_ledger.policy.retention import RetentionPolicy, attributes_of
 from memory_ledger.principal import Principal
+from memory_ledger.projections.catalog import catalog
+from memory_ledger.projections.cells import Cells
+from memory_ledger.projections.events import Progress
+from memory_ledger.projections.facts import facts
+from memory_ledger.projections.preferences import preferences
+from memory_ledger.projections.runner import (
+    ProjectionRunner,
+    make_engine,
+    refuse_damaged_projections,
+)
+from memory_ledger.projections.side_by_side import rebuild_all
+from memory_ledger.projections.summaries import SummariesProjection
+from memory_ledger.projections.transcripts import transcripts
+from memory_ledger.projections.vector_index import VECTORS_DIR, VectorIndex
 from memory_ledger.restoring import refuse_while_restoring
 from memory_ledger.retrieval.context import (
     MAX_RECALL_LIMIT,
@@ -89,16 +103,6 @@ from memory_ledger.write_policy import (
     parse_update,
     parse_write,
 )
-from projections.catalog import catalog
-from projections.cells import Cells
-from projections.events import Progress
-from projections.facts import facts
-from projections.preferences import preferences
-from projections.runner import ProjectionRunner, make_engine, refuse_damaged_projections
-from projections.side_by_side import rebuild_all
-from projections.summaries import SummariesProjection
-from projections.transcripts import transcripts
-from projections.vector_index import VECTORS_DIR, VectorIndex
 
 log = logging.getLogger("memory_ledger")
 KINDS = ("fact", "preference", "turn")

@@ -19,8 +19,8 @@ from sqlalchemy import select
 from memory_ledger.event_log import ERASED
 from memory_ledger.ledger import EntryType
 from memory_ledger.principal import Principal
+from memory_ledger.projections.catalog import catalog
 from memory_ledger.times import now_text
-from projections.catalog import catalog
 
 if TYPE_CHECKING:
     from memory_ledger.api import MemoryLedger

@@ -55,10 +55,10 @@ from memory_ledger.errors import (
     WrongMasterKey,
 )
 from memory_ledger.keystore import KEY_CHECK, ROTATION
+from memory_ledger.projections.vector_codes import CODES_DIR
+from memory_ledger.projections.vector_files import fsync_dir
 from memory_ledger.retrieval.state_files import STATE_DIR
 from memory_ledger.times import now_text
-from projections.vector_codes import CODES_DIR
-from projections.vector_files import fsync_dir
 
 NEW_MASTER_KEY_ENV = "MEMORY_LEDGER_NEW_MASTER_KEY"
 #: Where a rotation of a development key keeps the new key until it replaces the old.
@@ -381,8 +381,8 @@ class _Rotator:
             cursor.execute("PRAGMA secure_delete = ON")
 
     def _backups(self, state: dict[str, Any], old: MasterKey, new: MasterKey) -> None:
-        from restore.backup import rekey
-        from restore.store import known
+        from memory_ledger.restore.backup import rekey
+        from memory_ledger.restore.store import known
 
         done = skipped = 0
         for backup in known(self.settings.data_dir):

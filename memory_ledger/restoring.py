@@ -22,7 +22,7 @@ from typing import Any
 
 from memory_ledger.config import Settings
 from memory_ledger.errors import ConfigurationError
-from projections.vector_files import write_atomic
+from memory_ledger.projections.vector_files import write_atomic
 
 MARKER_FILE = "RESTORING.json"
 MARKER_TABLE = "memory_ledger_restoring"

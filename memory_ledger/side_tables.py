@@ -21,7 +21,7 @@ from memory_ledger.config import Settings
 def open_engine(settings: Settings, file_name: str) -> Engine:
     """`<data_dir>/<file_name>` on SQLite, or the projections' PostgreSQL schema."""
     if settings.postgres is not None:
-        from projections.runner import make_engine
+        from memory_ledger.projections.runner import make_engine
 
         return make_engine(settings)
     settings.data_dir.mkdir(parents=True, exist_ok=True)

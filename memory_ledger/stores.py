@@ -24,15 +24,15 @@ from sqlalchemy import select
 from memory_ledger.errors import ConfigurationError
 from memory_ledger.forgetting.redaction import span_pattern
 from memory_ledger.keystore import KeyDestruction
+from memory_ledger.projections.cells import Cells
 from memory_ledger.write_policy import canonical_time
-from projections.cells import Cells
 
 if TYPE_CHECKING:
     from memory_ledger.api import MemoryService
     from memory_ledger.event_log import EventLog
-    from projections.base import Projection
-    from projections.runner import ProjectionRunner
-    from projections.vector_index import VectorIndex
+    from memory_ledger.projections.base import Projection
+    from memory_ledger.projections.runner import ProjectionRunner
+    from memory_ledger.projections.vector_index import VectorIndex
 
 log = logging.getLogger("memory_ledger.stores")
 #: The data map's name for a registered subscriber (memory_ledger/feed/subscribers.py).
@@ -390,7 +390,9 @@ def default_registry(service: MemoryService) -> StoreRegistry:
     from memory_ledger.forgetting.planning import PlansStore  # plans label their targets
 
     registry.register(PlansStore(service.plans, lambda: service.clock()))
-    from restore.store import BackupsStore  # backups build on the log and the key store
+    from memory_ledger.restore.store import (
+        BackupsStore,  # backups build on the log and the key store
+    )
 
     registry.register(BackupsStore(service.settings.data_dir, service.log, service.ledger))
     return registry

@@ -27,10 +27,10 @@ from sqlalchemy import (
     select,
 )
 
+from memory_ledger.projections.cells import Cells
+from memory_ledger.projections.events import ProjectedEvent
+from memory_ledger.projections.id_sets import among
 from memory_ledger.write_policy import canonical_time
-from projections.cells import Cells
-from projections.events import ProjectedEvent
-from projections.id_sets import among
 
 metadata = MetaData()
 Row = dict[str, Any]

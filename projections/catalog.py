@@ -26,8 +26,8 @@ from sqlalchemy import (
 )
 
 from memory_ledger.policy.retention import RetentionPolicy
-from projections.base import Batch, Projection, Row, iso, metadata
-from projections.events import ProjectedEvent
+from memory_ledger.projections.base import Batch, Projection, Row, iso, metadata
+from memory_ledger.projections.events import ProjectedEvent
 
 #: Rows that name inputs: the partial index's condition, and the query's (the same text,
 #: so the planner knows the index holds exactly those rows).

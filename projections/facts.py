@@ -30,9 +30,17 @@ from typing import ClassVar
 
 from sqlalchemy import Boolean, Column, Connection, Float, Index, Integer, Table, Text, select
 
-from projections.base import Batch, Projection, Row, iso, keys_in, metadata, provenance_json
-from projections.events import ProjectedEvent
-from projections.transcripts import sealed_content
+from memory_ledger.projections.base import (
+    Batch,
+    Projection,
+    Row,
+    iso,
+    keys_in,
+    metadata,
+    provenance_json,
+)
+from memory_ledger.projections.events import ProjectedEvent
+from memory_ledger.projections.transcripts import sealed_content
 
 AUTHORITY = {"explicit": 3, "observed": 2, "inferred": 1}
 

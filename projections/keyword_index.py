@@ -111,13 +111,13 @@ from sqlalchemy import (
 )
 
 from memory_ledger.event_log import EventLog
-from projections.base import Projection, Row, keys_in, metadata
-from projections.cells import Cell, Cells
-from projections.events import ProjectedEvent
-from projections.facts import KEY_COLUMNS, LIVE_STATUSES, facts
-from projections.id_sets import among
-from projections.preferences import preferences
-from projections.transcripts import transcripts
+from memory_ledger.projections.base import Projection, Row, keys_in, metadata
+from memory_ledger.projections.cells import Cell, Cells
+from memory_ledger.projections.events import ProjectedEvent
+from memory_ledger.projections.facts import KEY_COLUMNS, LIVE_STATUSES, facts
+from memory_ledger.projections.id_sets import among
+from memory_ledger.projections.preferences import preferences
+from memory_ledger.projections.transcripts import transcripts
 
 CHUNK = 500
 #: Items indexed together at the end of a catch-up: few round trips, bounded memory.

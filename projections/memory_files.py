@@ -8,9 +8,9 @@ from typing import ClassVar
 
 from sqlalchemy import Boolean, Column, Index, Integer, Table, Text
 
-from projections.base import Batch, Projection, metadata
-from projections.events import ProjectedEvent
-from projections.transcripts import sealed_content
+from memory_ledger.projections.base import Batch, Projection, metadata
+from memory_ledger.projections.events import ProjectedEvent
+from memory_ledger.projections.transcripts import sealed_content
 
 #: The clear code a deletion leaves on a file's last version (it stays in history).
 DELETED = "file_deleted"

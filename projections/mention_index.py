@@ -46,21 +46,21 @@ from sqlalchemy import (
 
 from memory_ledger.event_log import EventLog
 from memory_ledger.forgetting.units import lookup_units, units
-from projections.base import Projection, metadata
-from projections.cells import Cells
-from projections.events import ProjectedEvent
-from projections.facts import facts
-from projections.id_sets import among
-from projections.keyword_index import (
+from memory_ledger.projections.base import Projection, metadata
+from memory_ledger.projections.cells import Cells
+from memory_ledger.projections.events import ProjectedEvent
+from memory_ledger.projections.facts import facts
+from memory_ledger.projections.id_sets import among
+from memory_ledger.projections.keyword_index import (
     DocNumber,
     TermHasher,
     hasher_of,
     pack_terms,
     unpack_terms,
 )
-from projections.memory_files import memory_files
-from projections.preferences import preferences
-from projections.transcripts import transcripts
+from memory_ledger.projections.memory_files import memory_files
+from memory_ledger.projections.preferences import preferences
+from memory_ledger.projections.transcripts import transcripts
 
 CHUNK = 500
 #: The tables whose sealed cells are texts of items, with the field each keeps.

@@ -6,9 +6,9 @@ from typing import ClassVar
 
 from sqlalchemy import Boolean, Column, Float, Index, Integer, Table, Text
 
-from projections.base import Batch, Projection, iso, metadata, provenance_json
-from projections.events import ProjectedEvent
-from projections.transcripts import sealed_content
+from memory_ledger.projections.base import Batch, Projection, iso, metadata, provenance_json
+from memory_ledger.projections.events import ProjectedEvent
+from memory_ledger.projections.transcripts import sealed_content
 
 preferences = Table(
     "preferences",

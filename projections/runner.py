@@ -46,17 +46,17 @@ from memory_ledger.errors import (
 )
 from memory_ledger.event_log import EventLog
 from memory_ledger.forgetting.residue import checkpoint_evidence
-from projections.base import Projection, metadata
-from projections.catalog import CatalogProjection
-from projections.events import Progress, decode_sealed
-from projections.facts import FactsProjection
-from projections.keyword_index import KeywordIndexProjection
-from projections.memory_files import MemoryFilesProjection
-from projections.mention_index import MentionIndexProjection
-from projections.preferences import PreferencesProjection
-from projections.summaries import SummariesProjection
-from projections.transcripts import TranscriptsProjection
-from projections.vector_files import shred
+from memory_ledger.projections.base import Projection, metadata
+from memory_ledger.projections.catalog import CatalogProjection
+from memory_ledger.projections.events import Progress, decode_sealed
+from memory_ledger.projections.facts import FactsProjection
+from memory_ledger.projections.keyword_index import KeywordIndexProjection
+from memory_ledger.projections.memory_files import MemoryFilesProjection
+from memory_ledger.projections.mention_index import MentionIndexProjection
+from memory_ledger.projections.preferences import PreferencesProjection
+from memory_ledger.projections.summaries import SummariesProjection
+from memory_ledger.projections.transcripts import TranscriptsProjection
+from memory_ledger.projections.vector_files import shred
 
 log = logging.getLogger("memory_ledger.projections")
 

@@ -35,8 +35,8 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from memory_ledger.crypto import MasterKey
-    from projections.events import Progress
-    from projections.vector_index import VectorIndex
+    from memory_ledger.projections.events import Progress
+    from memory_ledger.projections.vector_index import VectorIndex
 
 from memory_ledger.config import PostgresLocation, Settings
 
@@ -75,7 +75,7 @@ def rebuild_all(
     }
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     child = subprocess.Popen(
-        [sys.executable, "-m", "projections.side_by_side"],
+        [sys.executable, "-m", "memory_ledger.projections.side_by_side"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -129,8 +129,8 @@ def _child() -> int:
     why not (a code, never content)."""
     from memory_ledger.crypto import MasterKey
     from memory_ledger.event_log import EventLog
+    from memory_ledger.projections.vector_index import VectorIndex
     from memory_ledger.retrieval.embedders import load_embedder
-    from projections.vector_index import VectorIndex
 
     order = json.loads(sys.stdin.read())
     pg = order["postgres"]

@@ -59,14 +59,19 @@ from memory_ledger.crypto import seal, unseal
 from memory_ledger.event_log import EventLog
 from memory_ledger.keystore import KeyRing
 from memory_ledger.policy.retention import RetentionPolicy
+from memory_ledger.projections.base import Batch, Projection, Row, metadata
+from memory_ledger.projections.catalog import catalog
+from memory_ledger.projections.cells import Cells
+from memory_ledger.projections.events import ProjectedEvent
+from memory_ledger.projections.facts import LIVE_STATUSES, facts
+from memory_ledger.projections.preferences import preferences
+from memory_ledger.projections.summarizers import (
+    Summarizer,
+    SummaryInput,
+    load_summarizer,
+    summary_order,
+)
 from memory_ledger.views import Summary
-from projections.base import Batch, Projection, Row, metadata
-from projections.catalog import catalog
-from projections.cells import Cells
-from projections.events import ProjectedEvent
-from projections.facts import LIVE_STATUSES, facts
-from projections.preferences import preferences
-from projections.summarizers import Summarizer, SummaryInput, load_summarizer, summary_order
 
 PROFILE = "profile"
 #: A profile summarises at most this many live inputs, the most recently written: a

@@ -6,8 +6,8 @@ from typing import Any, ClassVar
 
 from sqlalchemy import Boolean, Column, Index, Integer, Table, Text
 
-from projections.base import Batch, Projection, iso, metadata, provenance_json
-from projections.events import ProjectedEvent
+from memory_ledger.projections.base import Batch, Projection, iso, metadata, provenance_json
+from memory_ledger.projections.events import ProjectedEvent
 
 transcripts = Table(
     "transcripts",

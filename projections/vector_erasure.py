@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from projections.vector_files import (
+from memory_ledger.projections.vector_files import (
     MANIFEST,
     BadIndexFiles,
     Manifest,
@@ -23,7 +23,7 @@ from projections.vector_files import (
     read_segment,
     stray_files,
 )
-from projections.vector_rows import IndexState, Segment, VectorAbsence
+from memory_ledger.projections.vector_rows import IndexState, Segment, VectorAbsence
 
 
 def in_memory(state: IndexState | None, wanted: set[str]) -> int:

@@ -43,11 +43,10 @@ import numpy as np
 from memory_ledger.errors import ConfigurationError, IndexMismatch
 from memory_ledger.event_log import EventLog
 from memory_ledger.keystore import KeyRing
-from memory_ledger.retrieval.embedders import Embedder
-from projections.events import Progress, decode_batch
-from projections.vector_codes import CODES_DIR, CodeFiles
-from projections.vector_erasure import check_segments, in_memory, read_back
-from projections.vector_files import (
+from memory_ledger.projections.events import Progress, decode_batch
+from memory_ledger.projections.vector_codes import CODES_DIR, CodeFiles
+from memory_ledger.projections.vector_erasure import check_segments, in_memory, read_back
+from memory_ledger.projections.vector_files import (
     MANIFEST,
     BadIndexFiles,
     Manifest,
@@ -66,7 +65,7 @@ from projections.vector_files import (
     write_atomic,
     write_segment,
 )
-from projections.vector_rows import (
+from memory_ledger.projections.vector_rows import (
     NOTHING_CHECKED,
     IndexedRow,
     IndexState,
@@ -80,8 +79,9 @@ from projections.vector_rows import (
     plan_batch,
     still_readable,
 )
-from projections.vector_seal import open_rows, seal_rows, text_digest
-from projections.vector_search import CODE_BITS, NamespaceView
+from memory_ledger.projections.vector_seal import open_rows, seal_rows, text_digest
+from memory_ledger.projections.vector_search import CODE_BITS, NamespaceView
+from memory_ledger.retrieval.embedders import Embedder
 
 log = logging.getLogger("memory_ledger.vectors")
 

@@ -18,10 +18,10 @@ import numpy as np
 
 from memory_ledger.event_log import ERASED, EventLog
 from memory_ledger.keystore import KeyRing
-from projections.events import ProjectedEvent
-from projections.vector_codes import CodeFiles, NamespaceCodes
-from projections.vector_files import Manifest, SegmentEntry, SegmentMeta
-from projections.vector_search import (
+from memory_ledger.projections.events import ProjectedEvent
+from memory_ledger.projections.vector_codes import CodeFiles, NamespaceCodes
+from memory_ledger.projections.vector_files import Manifest, SegmentEntry, SegmentMeta
+from memory_ledger.projections.vector_search import (
     CODE_BITS,
     EXACT_ROWS,
     NamespaceView,

@@ -19,7 +19,7 @@ import numpy as np
 from memory_ledger.crypto import open_bytes, seal_bytes
 from memory_ledger.errors import CorruptKeyEntry
 from memory_ledger.keystore import KeyRing
-from projections.vector_files import DIGEST_BYTES, row_bytes
+from memory_ledger.projections.vector_files import DIGEST_BYTES, row_bytes
 
 log = logging.getLogger("memory_ledger.vectors")
 

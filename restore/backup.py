@@ -55,10 +55,10 @@ from memory_ledger.config import Settings
 from memory_ledger.crypto import BACKUP_MANIFEST_LABEL, MasterKey
 from memory_ledger.errors import ConfigurationError, InvalidWrite
 from memory_ledger.ledger import EntryType, LifecycleLedger
+from memory_ledger.projections.vector_files import fsync_dir, write_atomic
+from memory_ledger.restore import pg_snapshot
 from memory_ledger.times import AwareDatetime, canonical_time
 from memory_ledger.write_policy import StrictModel
-from projections.vector_files import fsync_dir, write_atomic
-from restore import pg_snapshot
 
 #: 3: the manifest names the store the backup was taken from (`store_id`).
 FORMAT_VERSION = 3
@@ -193,7 +193,9 @@ def create(
     body = json.loads(manifest.model_copy(update={"mac": mac}).model_dump_json())
     manifest = Manifest.model_validate(signed("backup manifest", body, master))
     write_atomic(target, MANIFEST, manifest.model_dump_json(indent=2).encode())
-    from restore.store import register  # the data map's backups store reads the registry
+    from memory_ledger.restore.store import (
+        register,  # the data map's backups store reads the registry
+    )
 
     register(settings.data_dir, target)
     ledger.append(

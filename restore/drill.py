@@ -47,11 +47,11 @@ from memory_ledger.forgetting.residue_check import database_rows
 from memory_ledger.ledger import EntryType, LifecycleLedger
 from memory_ledger.ledger.storage import SCHEMA_SUFFIX as LEDGER_SCHEMA_SUFFIX
 from memory_ledger.policy import POLICY_FILE
+from memory_ledger.restore.backup import Backup, verify
+from memory_ledger.restore.restore import RestorePlan, requests_in, restore
+from memory_ledger.restore.serving import changed_after, serving
+from memory_ledger.restore.store import registered
 from memory_ledger.times import canonical_time
-from restore.backup import Backup, verify
-from restore.restore import RestorePlan, requests_in, restore
-from restore.serving import changed_after, serving
-from restore.store import registered
 
 if TYPE_CHECKING:
     from memory_ledger.api import MemoryService
@@ -282,8 +282,8 @@ def _sample(scratch: MemoryService, erased: list[str]) -> list[str]:
     erased ones: a drill that only looks at current items misses half the promises."""
     from sqlalchemy import select
 
-    from projections.catalog import catalog
-    from projections.facts import facts
+    from memory_ledger.projections.catalog import catalog
+    from memory_ledger.projections.facts import facts
 
     c = catalog.c
     lapsed = scratch.retention.expired_clause(c)

@@ -47,23 +47,23 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-from jobs.verification_window import CLOSED as WINDOW_CLOSED
 from memory_ledger.config import Settings
 from memory_ledger.crypto import MasterKey
 from memory_ledger.errors import ConfigurationError
 from memory_ledger.event_log import EventLog
 from memory_ledger.feed.feed import EPOCH, EPOCH_START
 from memory_ledger.forgetting.residue_check import RESIDUE_KEY_PREFIX
+from memory_ledger.jobs.verification_window import CLOSED as WINDOW_CLOSED
 from memory_ledger.keystore import KeyDestruction
 from memory_ledger.ledger import EntryType, LedgerEntry, LifecycleLedger
+from memory_ledger.projections.keyword_index import INDEX_KEY_PREFIX
+from memory_ledger.projections.vector_files import write_atomic
+from memory_ledger.projections.vector_index import VECTORS_DIR
+from memory_ledger.restore import carried as carried_after
+from memory_ledger.restore import pg_snapshot
+from memory_ledger.restore.backup import EVENTS_TABLES, MANIFEST, Backup, open_verified
 from memory_ledger.restoring import WAY_FORWARD, RestoreMarker
 from memory_ledger.times import canonical_time
-from projections.keyword_index import INDEX_KEY_PREFIX
-from projections.vector_files import write_atomic
-from projections.vector_index import VECTORS_DIR
-from restore import carried as carried_after
-from restore import pg_snapshot
-from restore.backup import EVENTS_TABLES, MANIFEST, Backup, open_verified
 
 STEPS = ("checked", "loaded", "replayed", "rebuilt", "verified", "opened")
 #: Request statuses whose erasures happened (or began): they are replayed.
@@ -400,7 +400,7 @@ def resume(
     """Finish the restore the store's mark records, from the step it reached: the same
     as running it again with its backup, which the mark names (its directory, or its id
     in this store's registry)."""
-    from restore.store import resolve
+    from memory_ledger.restore.store import resolve
 
     state = _marked(settings)
     path = Path(str(state.get("backup_path") or ""))

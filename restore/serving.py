@@ -32,10 +32,10 @@ from memory_ledger.errors import NotFound
 from memory_ledger.event_log import ERASED
 from memory_ledger.policy.retention import attributes_of
 from memory_ledger.principal import Principal
+from memory_ledger.projections.catalog import catalog
+from memory_ledger.projections.facts import LIVE_STATUSES, facts
 from memory_ledger.retrieval.context import MAX_RECALL_LIMIT
 from memory_ledger.times import canonical_time
-from projections.catalog import catalog
-from projections.facts import LIVE_STATUSES, facts
 
 if TYPE_CHECKING:
     from memory_ledger.api import MemoryService

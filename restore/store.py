@@ -28,10 +28,17 @@ from uuid import UUID
 
 from memory_ledger.errors import ConfigurationError, NotFound
 from memory_ledger.ledger import EntryType, LifecycleLedger
+from memory_ledger.projections.vector_files import write_atomic
+from memory_ledger.restore.backup import (
+    BACKUP_ID,
+    BACKUPS_DIR,
+    MANIFEST,
+    Backup,
+    list_backups,
+    read_manifest,
+)
 from memory_ledger.stores import Evidence, Receipt
 from memory_ledger.times import canonical_time, to_utc
-from projections.vector_files import write_atomic
-from restore.backup import BACKUP_ID, BACKUPS_DIR, MANIFEST, Backup, list_backups, read_manifest
 
 if TYPE_CHECKING:
     from memory_ledger.event_log import EventLog

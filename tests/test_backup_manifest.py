@@ -26,10 +26,17 @@ from memory_ledger.crypto import MasterKey
 from memory_ledger.errors import ConfigurationError, NotFound
 from memory_ledger.ledger import LifecycleLedger
 from memory_ledger.principal import Principal
+from memory_ledger.restore.backup import (
+    MANIFEST,
+    SEALED_EVENTS,
+    create,
+    list_backups,
+    open_verified,
+    verify,
+)
+from memory_ledger.restore.restore import plan
+from memory_ledger.restore.store import registered
 from memory_ledger.restoring import RestoreMarker
-from restore.backup import MANIFEST, SEALED_EVENTS, create, list_backups, open_verified, verify
-from restore.restore import plan
-from restore.store import registered
 
 ALICE = Principal("acme", "alice")
 Change = Callable[[dict[str, Any]], None]
@@ -224,7 +231,7 @@ def test_restore_drill_and_verify_take_a_backup_by_its_id(store: Settings, tmp_p
 
 
 def test_the_resolver_takes_an_id_or_a_path(store: Settings, tmp_path: Path) -> None:
-    from restore.store import resolve
+    from memory_ledger.restore.store import resolve
 
     with MemoryService(store) as service:
         made = create(store, service.log.master, service.ledger, datetime.now(UTC))
@@ -339,7 +346,7 @@ def test_an_expiry_edited_later_neither_keeps_the_backup_nor_the_receipts_promis
 ) -> None:
     """Listing does not check a manifest's MAC, so retention and the forget receipts take
     the expiry the ledger recorded when the backup was taken, when it is earlier."""
-    from jobs.backup_retention import destroy_expired
+    from memory_ledger.jobs.backup_retention import destroy_expired
 
     with MemoryService(store) as service:
         alice = service.for_principal(Principal("acme", "alice"))

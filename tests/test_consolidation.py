@@ -14,7 +14,10 @@ from uuid import UUID
 import pytest
 from factories import T0, fact, file_bytes_contain, later, sqlite_files, turn
 
-from jobs.consolidation import (
+from memory_ledger.api import MemoryLedger, MemoryService
+from memory_ledger.config import Settings
+from memory_ledger.errors import ConfigurationError, InvalidWrite
+from memory_ledger.jobs.consolidation import (
     EXTRACTOR_ENV,
     PROMOTION_ENV,
     THIRD_PARTY_ENV,
@@ -23,11 +26,8 @@ from jobs.consolidation import (
     consolidated,
     pending,
 )
-from jobs.consolidation.canonical import normalise_value
-from jobs.consolidation.extractors import PhrasePatterns, Turn, load_extractor
-from memory_ledger.api import MemoryLedger, MemoryService
-from memory_ledger.config import Settings
-from memory_ledger.errors import ConfigurationError, InvalidWrite
+from memory_ledger.jobs.consolidation.canonical import normalise_value
+from memory_ledger.jobs.consolidation.extractors import PhrasePatterns, Turn, load_extractor
 from memory_ledger.write_policy import MAX_CANDIDATES, MAX_VALUE_BYTES, canonical_time
 
 ADDRESS = "18 Haisong Road, Hangzhou"
@@ -434,7 +434,7 @@ def _forget(
 # -- the pluggable extractor -------------------------------------------------------------
 
 PLUGIN = """
-from jobs.consolidation.extractors import TurnCandidate
+from memory_ledger.jobs.consolidation.extractors import TurnCandidate
 
 class Shouting:
     name = "shouting"

@@ -7,8 +7,8 @@ from uuid import UUID
 
 from factories import fact, later, preference
 
-from jobs.dedupe import Deduper, merge_duplicates
 from memory_ledger.api import MemoryLedger, MemoryService
+from memory_ledger.jobs.dedupe import Deduper, merge_duplicates
 from memory_ledger.policy.retention import attributes_of, inherited_retention
 
 

@@ -11,9 +11,9 @@ from uuid import UUID
 
 from factories import fact, file_bytes_contain, sqlite_files
 
-from jobs.projection_catchup import start_catchup_scheduler
 from memory_ledger.api import MemoryLedger, MemoryService
 from memory_ledger.config import Settings
+from memory_ledger.jobs.projection_catchup import start_catchup_scheduler
 
 
 def test_demo_runs_end_to_end_and_proves_the_erasure(tmp_path: Path) -> None:

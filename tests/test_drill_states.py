@@ -13,13 +13,13 @@ from pathlib import Path
 
 from factories import T0, cli_location, fact, preference, turn
 
-from jobs.decay import decay_pass
 from memory_ledger.api import MemoryLedger, MemoryService
 from memory_ledger.config import Settings
+from memory_ledger.jobs.decay import decay_pass
 from memory_ledger.policy import POLICY_FILE
 from memory_ledger.principal import Principal
-from restore.backup import create, verify
-from restore.drill import (
+from memory_ledger.restore.backup import create, verify
+from memory_ledger.restore.drill import (
     DrillReport,
     check_scratch,
     drill,
@@ -28,7 +28,7 @@ from restore.drill import (
     restore_into_scratch,
     scratch_settings,
 )
-from restore.serving import STATES
+from memory_ledger.restore.serving import STATES
 
 ALICE = Principal("acme", "alice")
 DECAY = """[retention]

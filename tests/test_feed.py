@@ -187,8 +187,8 @@ def test_a_cursor_from_before_a_restore_is_refused_with_how_to_resynchronise(
     settings: Settings, tmp_path: Path
 ) -> None:
     from memory_ledger.ledger import LifecycleLedger
-    from restore.backup import create
-    from restore.restore import restore
+    from memory_ledger.restore.backup import create
+    from memory_ledger.restore.restore import restore
 
     with MemoryService(settings) as service:
         alice = service.for_principal(ALICE)
@@ -318,8 +318,8 @@ def test_a_forget_completes_only_when_every_hosts_vector_index_dropped_the_vecto
 ) -> None:
     """Two hosts (two data directories, so two vector indexes) on one database: the
     forget waits for the other host, named, until its catch-up dropped the vectors."""
-    from jobs.projection_catchup import catch_up_all
     from memory_ledger.crypto import MASTER_KEY_ENV, MasterKey
+    from memory_ledger.jobs.projection_catchup import catch_up_all
 
     master = MasterKey.generate()  # every host of a deployment has the master key
     monkeypatch.setenv(MASTER_KEY_ENV, base64.b64encode(master.material).decode())

@@ -7,9 +7,9 @@ import sqlite3
 import pytest
 from factories import turn
 
-from jobs.file_vacuum import file_space, ratio_from_env, vacuum_fragmented
 from memory_ledger.api import MemoryLedger, MemoryService
 from memory_ledger.errors import ConfigurationError
+from memory_ledger.jobs.file_vacuum import file_space, ratio_from_env, vacuum_fragmented
 
 
 def _churned(alice: MemoryLedger, service: MemoryService) -> None:

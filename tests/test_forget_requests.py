@@ -387,7 +387,7 @@ def test_a_value_inside_a_clear_identifier_is_counted_not_residue(
 def test_the_scheduled_scan_finds_fragments_and_reopens_the_request(
     alice: MemoryLedger, service: MemoryService, settings: Settings
 ) -> None:
-    from jobs.verification_scan import due_requests, scan_due
+    from memory_ledger.jobs.verification_scan import due_requests, scan_due
 
     home = alice.remember(fact("home_address", "18 Zqxwvbt Road, Hangzhou"))
     office = alice.remember(fact("office", "Room 4417, Tower B"))

@@ -347,7 +347,7 @@ def test_another_stores_backup_is_refused_over_http_unless_named(
 
     from memory_ledger.api import MemoryService
     from memory_ledger.crypto import DEV_KEY_FILE
-    from restore.backup import BACKUPS_DIR, create
+    from memory_ledger.restore.backup import BACKUPS_DIR, create
 
     base, settings = server
     ops = {"Authorization": tokens["ops"]}

@@ -20,7 +20,7 @@ from sqlalchemy import (
     select,
 )
 
-from projections.id_sets import among
+from memory_ledger.projections.id_sets import among
 
 metadata = MetaData()
 rows = Table(

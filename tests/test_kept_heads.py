@@ -19,7 +19,6 @@ from factories import fact
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
-from jobs.audit_head import HEADS_FILE
 from memory_ledger.access import TokenStore
 from memory_ledger.api import MemoryService
 from memory_ledger.audit import verifier
@@ -30,6 +29,7 @@ from memory_ledger.config import Settings
 from memory_ledger.crypto import MasterKey
 from memory_ledger.errors import IntegrityError
 from memory_ledger.http.app import create_app
+from memory_ledger.jobs.audit_head import HEADS_FILE
 from memory_ledger.ledger import LEDGER_FILE, LifecycleLedger
 from memory_ledger.principal import Principal
 from memory_ledger.times import now

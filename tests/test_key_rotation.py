@@ -36,8 +36,8 @@ from memory_ledger.key_rotation import (
 )
 from memory_ledger.ledger import EntryType, LifecycleLedger
 from memory_ledger.principal import Principal
-from restore.backup import create, verify
-from restore.restore import restore
+from memory_ledger.restore.backup import create, verify
+from memory_ledger.restore.restore import restore
 
 ALICE = Principal("acme", "alice")
 
@@ -234,7 +234,7 @@ def test_a_rotation_stopped_while_rewriting_a_backup_finishes_it_when_run_again(
     """Stopped after a backup's new sealed file and manifest were written beside the
     old ones, before they replaced them: the next run puts them in place, and the
     backup opens under the new key."""
-    import restore.backup as backups
+    import memory_ledger.restore.backup as backups
 
     with MemoryService(settings) as service:
         kept, gone, backup = _seed(service, tmp_path)

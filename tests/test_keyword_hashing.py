@@ -13,7 +13,7 @@ from sqlalchemy import select
 
 from memory_ledger.api import MemoryLedger, MemoryService
 from memory_ledger.config import Settings
-from projections.keyword_index import (
+from memory_ledger.projections.keyword_index import (
     KeywordIndexProjection,
     hasher_of,
     index_key_ident,

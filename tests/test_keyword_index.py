@@ -11,7 +11,7 @@ from sqlalchemy import event, inspect, select, text
 from memory_ledger.api import MemoryLedger, MemoryService
 from memory_ledger.config import Settings
 from memory_ledger.principal import Principal
-from projections.keyword_index import (
+from memory_ledger.projections.keyword_index import (
     KeywordIndexProjection,
     hasher_of,
     keyword_docs,

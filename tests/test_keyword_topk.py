@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from sqlalchemy import event
 
 from memory_ledger.api import MemoryService
-from projections.keyword_index import (
+from memory_ledger.projections.keyword_index import (
     K1,
     B,
     KeywordIndexProjection,

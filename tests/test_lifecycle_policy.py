@@ -25,11 +25,11 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from sqlalchemy import Column, MetaData, Table, Text, create_engine, insert, select
 
-from jobs.decay import decay_pass
-from jobs.retention import due_items, expire_due
 from memory_ledger.api import MemoryLedger, MemoryService
 from memory_ledger.config import Settings
 from memory_ledger.errors import ConfigurationError, InvalidWrite, NotFound
+from memory_ledger.jobs.decay import decay_pass
+from memory_ledger.jobs.retention import due_items, expire_due
 from memory_ledger.policy import POLICY_FILE, policy_from_text
 from memory_ledger.policy.review import diff, install, read_candidate
 from memory_ledger.principal import Principal
@@ -527,7 +527,7 @@ def test_a_sweep_killed_mid_fan_out_resumes_to_completion(
         import sys
         from datetime import UTC, datetime, timedelta
         sys.path.insert(0, {str(plugin_path)!r})
-        from jobs.retention import expire_due
+        from memory_ledger.jobs.retention import expire_due
         from memory_ledger.api import MemoryService
         with MemoryService.open({str(settings.data_dir)!r}, {url!r} or None) as service:
             expire_due(service, datetime.now(UTC) + timedelta(days=91))
@@ -568,7 +568,7 @@ def test_the_decay_job_runs_once_through_the_scheduler_path(
 def test_a_merge_never_gives_its_inputs_a_new_life(
     alice: MemoryLedger, service: MemoryService
 ) -> None:
-    from jobs.dedupe import merge_duplicates
+    from memory_ledger.jobs.dedupe import merge_duplicates
 
     first = alice.remember(fact("employer", "Acme Robotics", origin="inferred")).item_id
     alice.remember(fact("employer", "acme robotics.", origin="inferred", turn="t2"))

@@ -17,11 +17,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import memory_ledger.agent_state.files as files_module
-from jobs.retention import expire_due
 from memory_ledger.agent_state.items import StaleState
 from memory_ledger.agent_state.paths import ROOT, normalise
 from memory_ledger.api import MemoryLedger, MemoryService
 from memory_ledger.errors import InvalidWrite, NotFound
+from memory_ledger.jobs.retention import expire_due
 from memory_ledger.times import now
 
 PATHS = tomllib.loads((Path(__file__).parent / "data" / "memory_paths.toml").read_text("utf-8"))

@@ -14,7 +14,7 @@ from memory_ledger.api import MemoryService
 from memory_ledger.forgetting.mentions import REPLACEMENT, MentionPattern, mention_pattern
 from memory_ledger.forgetting.units import lookup_units, units, written_forms
 from memory_ledger.principal import Principal
-from projections.mention_index import candidates
+from memory_ledger.projections.mention_index import candidates
 
 ALICE = Principal("acme", "alice")
 

@@ -13,8 +13,8 @@ from factories import fact, turn
 from memory_ledger.api import MemoryService
 from memory_ledger.forgetting.mentions import find_mentions, mention_pattern, where_mentioned
 from memory_ledger.principal import Principal
-from projections.cells import Cells
-from projections.mention_index import candidates, candidates_each
+from memory_ledger.projections.cells import Cells
+from memory_ledger.projections.mention_index import candidates, candidates_each
 
 ALICE = Principal("acme", "alice")
 DATA = json.loads((Path(__file__).parent / "data" / "mention_lookup_batch.json").read_text())

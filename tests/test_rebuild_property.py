@@ -24,7 +24,7 @@ from memory_ledger.api import MemoryLedger, MemoryService
 from memory_ledger.config import Settings
 from memory_ledger.errors import InvalidTransition, InvalidWrite
 from memory_ledger.principal import Principal
-from projections.runner import ProjectionRunner
+from memory_ledger.projections.runner import ProjectionRunner
 
 PREDICATES = ["city", "seat", "visited"]
 ORIGINS = ["explicit", "observed", "inferred"]

@@ -15,7 +15,7 @@ from factories import fact, turn
 from memory_ledger.api import MemoryService
 from memory_ledger.config import Settings
 from memory_ledger.errors import ProjectionsDamaged
-from projections.facts import facts
+from memory_ledger.projections.facts import facts
 
 NS = ["--namespace", "acme/alice"]
 
@@ -28,7 +28,7 @@ def sqlite_settings(tmp_path: Path) -> Settings:
 def fill(settings: Settings) -> tuple[str, str]:
     """A live fact, a consolidated turn whose conclusion was then suppressed (it must not
     be derived again after a discard), and a rebuilt vector index."""
-    from jobs.consolidation import Consolidator
+    from memory_ledger.jobs.consolidation import Consolidator
 
     with MemoryService(settings) as service:
         alice = service.for_principal(ALICE)

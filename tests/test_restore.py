@@ -22,16 +22,16 @@ import psycopg
 import pytest
 from factories import cli_location, fact, store_bytes_contain, turn
 
-from jobs.retention import expire_due
-from jobs.runs import RunStore
 from memory_ledger.api import MemoryService
 from memory_ledger.config import Settings
 from memory_ledger.errors import ConfigurationError
+from memory_ledger.jobs.retention import expire_due
+from memory_ledger.jobs.runs import RunStore
 from memory_ledger.ledger import LifecycleLedger
 from memory_ledger.principal import Principal
+from memory_ledger.restore.backup import MANIFEST, SEALED_EVENTS, create, list_backups, verify
+from memory_ledger.restore.restore import KILL_AFTER_ENV, STEPS, plan, restore
 from memory_ledger.restoring import RestoreMarker
-from restore.backup import MANIFEST, SEALED_EVENTS, create, list_backups, verify
-from restore.restore import KILL_AFTER_ENV, STEPS, plan, restore
 
 ALICE = Principal("acme", "alice")
 
@@ -275,7 +275,7 @@ def test_a_restore_killed_after_any_step_is_finished_by_running_it_again(
         from memory_ledger.config import Settings
         from memory_ledger.crypto import load_master_key
         from memory_ledger.ledger import LifecycleLedger
-        from restore.restore import restore
+        from memory_ledger.restore.restore import restore
         settings = {_settings_code(store)}
         master, _ = load_master_key(settings.data_dir, allow_dev_key=False)
         with LifecycleLedger(settings) as ledger:
@@ -359,7 +359,7 @@ def test_an_erasure_while_the_backup_is_taken_is_gone_after_the_restore(
 def test_a_forgets_receipt_names_the_backups_that_still_hold_sealed_copies(
     store: Settings, tmp_path: Path
 ) -> None:
-    from jobs.backup_retention import destroy_expired
+    from memory_ledger.jobs.backup_retention import destroy_expired
 
     with MemoryService(store) as service:
         alice = service.for_principal(ALICE)
@@ -394,7 +394,7 @@ def test_a_forgets_receipt_names_the_backups_that_still_hold_sealed_copies(
 def test_a_drill_passes_on_a_good_backup_and_records_its_report(
     store: Settings, tmp_path: Path
 ) -> None:
-    from restore.drill import drill
+    from memory_ledger.restore.drill import drill
 
     token = f"zq{secrets.token_hex(8)}"
     with MemoryService(store) as service:
@@ -421,7 +421,7 @@ def test_a_drill_after_every_kind_of_rewrite_passes_and_the_restore_erases_them(
     content field was redacted and one with a span redacted, all after the backup: the
     drill expects each erased by the restore (it cannot replay a rewrite), passes, and
     the real restore that follows erases them and keeps the rest."""
-    from restore.drill import drill
+    from memory_ledger.restore.drill import drill
 
     number = f"555 {secrets.randbelow(9000) + 1000}"
     code = f"zq{secrets.token_hex(8)}"  # long enough that no timestamp digits match it
@@ -454,7 +454,7 @@ def test_a_drill_catches_an_erased_key_written_back_into_the_restored_store(
 ) -> None:
     import sqlite3
 
-    from restore.drill import (
+    from memory_ledger.restore.drill import (
         DrillReport,
         check_scratch,
         drop_scratch,
@@ -496,7 +496,7 @@ def test_a_drill_catches_an_erased_key_written_back_into_the_restored_store(
 def _wrapped_key_in(path: Path, service: MemoryService, item_id: str) -> bytes:
     import sqlite3
 
-    from restore.backup import open_events, read_manifest
+    from memory_ledger.restore.backup import open_events, read_manifest
 
     copy = path.parent / "peek.sqlite"
     copy.write_bytes(open_events(path, read_manifest(path), service.log.master))
@@ -601,7 +601,7 @@ def test_key_destructions_after_the_backup_are_replayed_too(
     """Derived keys destroyed after the backup (a closed verification window's
     fingerprints, a whole-user forget's keyword-index key) are live again in the copy:
     the restore destroys them again, and indexes under new keyword-index keys."""
-    from jobs.verification_window import close_elapsed_windows
+    from memory_ledger.jobs.verification_window import close_elapsed_windows
 
     bob = Principal("acme", "bob")
     with MemoryService(store) as service:
@@ -634,7 +634,7 @@ def test_a_drill_restores_an_agents_files_and_runs_without_what_was_forgotten(
 ) -> None:
     """Memory files and runs are items of the same log: a restore replays their erasure,
     and the kept ones read back."""
-    from restore.drill import drill
+    from memory_ledger.restore.drill import drill
 
     token = f"zq{secrets.token_hex(8)}"
     with MemoryService(store) as service:

@@ -11,13 +11,13 @@ from pathlib import Path
 
 from factories import cli, cli_location, fact, later, turn
 
-from jobs.registry import JOBS
 from memory_ledger.api import MemoryService
 from memory_ledger.config import Settings
+from memory_ledger.jobs.registry import JOBS
 from memory_ledger.ledger import LifecycleLedger
 from memory_ledger.principal import Principal
-from restore.backup import create
-from restore.restore import restore
+from memory_ledger.restore.backup import create
+from memory_ledger.restore.restore import restore
 
 ALICE = Principal("acme", "alice")
 

@@ -26,9 +26,9 @@ from memory_ledger.crypto import DEV_KEY_FILE, MasterKey
 from memory_ledger.errors import ConfigurationError
 from memory_ledger.ledger import LifecycleLedger
 from memory_ledger.principal import Principal
+from memory_ledger.restore.backup import MANIFEST, create, manifest_mac, verify
+from memory_ledger.restore.restore import plan, restore
 from memory_ledger.restoring import RestoreMarker
-from restore.backup import MANIFEST, create, manifest_mac, verify
-from restore.restore import plan, restore
 
 ALICE = Principal("acme", "alice")
 

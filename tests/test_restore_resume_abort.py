@@ -24,10 +24,10 @@ from memory_ledger.config import Settings
 from memory_ledger.errors import ConfigurationError
 from memory_ledger.ledger import LifecycleLedger
 from memory_ledger.principal import Principal
+from memory_ledger.restore import restore as restoring
+from memory_ledger.restore.backup import create
+from memory_ledger.restore.restore import KILL_AFTER_ENV, PREVIOUS_DIR, STEPS
 from memory_ledger.restoring import RestoreMarker
-from restore import restore as restoring
-from restore.backup import create
-from restore.restore import KILL_AFTER_ENV, PREVIOUS_DIR, STEPS
 
 ALICE = Principal("acme", "alice")
 BEFORE_OPEN = STEPS[:-1]  # after "opened" the store serves: there is nothing left to do

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from factories import fact, file_bytes_contain, sqlite_files, turn
 
-from jobs.consolidation import Consolidator
 from memory_ledger.api import MemoryLedger, MemoryService
 from memory_ledger.config import Settings
 from memory_ledger.errors import StaleDerivation
+from memory_ledger.jobs.consolidation import Consolidator
 
 SAID = "Hi! My address is 18 Haisong Road, Hangzhou. Please book me a window seat."
 

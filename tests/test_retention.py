@@ -11,9 +11,9 @@ from uuid import UUID
 
 from factories import T0, expiring, fact, file_bytes_contain, sqlite_files, turn
 
-from jobs.retention import due_items, expire_due
 from memory_ledger.api import MemoryLedger, MemoryService
 from memory_ledger.config import Settings
+from memory_ledger.jobs.retention import due_items, expire_due
 
 
 def test_expired_items_are_erased_like_a_forget_and_the_rest_stays(

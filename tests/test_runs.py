@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from factories import cli_location, fact, store_bytes_contain
 
-from jobs.retention import expire_due
 from memory_ledger.agent_state import OperationInDoubt, PromotionRefused, StaleState
 from memory_ledger.api import MemoryLedger, MemoryService
 from memory_ledger.config import Settings
 from memory_ledger.errors import InvalidTransition, NotFound
+from memory_ledger.jobs.retention import expire_due
 from memory_ledger.principal import Principal
 from memory_ledger.times import now
 

@@ -22,8 +22,11 @@ import pytest
 from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 from factories import T0, cli, expiring, fact
 
-from jobs.registry import JOBS, JobSpec
-from jobs.runs import (
+from memory_ledger.api import MemoryLedger, MemoryService
+from memory_ledger.config import Settings
+from memory_ledger.errors import ConfigurationError, InvalidWrite
+from memory_ledger.jobs.registry import JOBS, JobSpec
+from memory_ledger.jobs.runs import (
     DEFAULT_LEASE_SECONDS,
     FAILED,
     INTERRUPTED,
@@ -34,16 +37,13 @@ from jobs.runs import (
     open_engine,
     this_holder,
 )
-from jobs.scheduler import (
+from memory_ledger.jobs.scheduler import (
     JOB_TABLE,
     MIN_EVERY_MINUTES,
     execute,
     scheduled_jobs,
     start_scheduler,
 )
-from memory_ledger.api import MemoryLedger, MemoryService
-from memory_ledger.config import Settings
-from memory_ledger.errors import ConfigurationError, InvalidWrite
 from memory_ledger.principal import Principal
 
 WAIT = 60.0  # seconds a test waits for work it started before it fails

@@ -18,10 +18,10 @@ import sys
 import pytest
 from factories import fact, preference, turn
 
-from jobs.consolidation import Consolidator
 from memory_ledger.api import MemoryService
 from memory_ledger.config import Settings
 from memory_ledger.forgetting.residue import files_under, needles_for, scan
+from memory_ledger.jobs.consolidation import Consolidator
 from memory_ledger.principal import Principal
 
 ALICE = Principal("acme", "alice")

@@ -14,9 +14,9 @@ from factories import fact, turn
 from memory_ledger.api import MemoryService
 from memory_ledger.config import Settings
 from memory_ledger.principal import Principal
+from memory_ledger.projections.side_by_side import SIDE_BY_SIDE_ENV
+from memory_ledger.projections.vector_index import VECTORS_DIR
 from memory_ledger.retrieval.embedders import HashingEmbedder
-from projections.side_by_side import SIDE_BY_SIDE_ENV
-from projections.vector_index import VECTORS_DIR
 
 ALICE = Principal("acme", "alice")
 

@@ -26,8 +26,8 @@ from memory_ledger.config import Settings
 from memory_ledger.crypto import MasterKey
 from memory_ledger.errors import ConfigurationError
 from memory_ledger.principal import Principal
-from restore.backup import MANIFEST, create, verify
-from restore.drill import drill
+from memory_ledger.restore.backup import MANIFEST, create, verify
+from memory_ledger.restore.drill import drill
 
 VERIFIER = Path(verifier.__file__)
 
@@ -133,10 +133,10 @@ def test_a_drill_report_and_its_markdown_are_signed_and_a_changed_finding_fails(
 def test_the_scheduled_head_is_kept_and_a_later_pack_extends_it(store: Settings) -> None:
     """The `audit-head` job signs the ledger's head and keeps it, one line per run; a
     pack made after more entries shows the kept head's tree is a prefix of its own."""
-    from jobs.audit_head import HEADS_FILE
-    from jobs.registry import JOBS
     from memory_ledger.audit.heads import Auditor
     from memory_ledger.audit.pack import build_pack
+    from memory_ledger.jobs.audit_head import HEADS_FILE
+    from memory_ledger.jobs.registry import JOBS
 
     with MemoryService(store) as service:
         first = JOBS["audit-head"].run(service, datetime.now(UTC), None)

@@ -15,8 +15,8 @@ from factories import fact, preference, turn
 
 from memory_ledger.api import MemoryService
 from memory_ledger.principal import Principal
+from memory_ledger.projections.runner import all_projections
 from memory_ledger.stores import Store
-from projections.runner import all_projections
 
 STORE_NAMES = [
     "event_log",

@@ -19,11 +19,11 @@ from memory_ledger.cli import app
 from memory_ledger.config import Settings
 from memory_ledger.errors import ConfigurationError
 from memory_ledger.principal import Principal
-from projections.cells import Cells
-from projections.events import ProjectedEvent
-from projections.runner import ProjectionRunner
-from projections.summaries import SummariesProjection, summary_inputs
-from projections.summarizers import SUMMARIZER_ENV, ProfileSummarizer, load_summarizer
+from memory_ledger.projections.cells import Cells
+from memory_ledger.projections.events import ProjectedEvent
+from memory_ledger.projections.runner import ProjectionRunner
+from memory_ledger.projections.summaries import SummariesProjection, summary_inputs
+from memory_ledger.projections.summarizers import SUMMARIZER_ENV, ProfileSummarizer, load_summarizer
 
 ADDRESS = "18 Haisong Road, Hangzhou"
 EMPLOYER = "Globex Corporation"
@@ -386,7 +386,7 @@ def test_a_heavy_users_profile_summarises_the_newest_inputs_only(
 ) -> None:
     """A profile stays readable and its recomposition cheap for a user with thousands
     of facts: the newest MAX_INPUTS by log position, the same ones after a rebuild."""
-    import projections.summaries as summaries_module
+    import memory_ledger.projections.summaries as summaries_module
 
     monkeypatch.setattr(summaries_module, "MAX_INPUTS", 3)
     stored = alice.remember_many([fact(f"note_{i}", f"value {i}") for i in range(6)])

@@ -24,15 +24,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import select
 
-import projections.summaries as summaries_module
+import memory_ledger.projections.summaries as summaries_module
 from memory_ledger.api import MemoryLedger, MemoryService
 from memory_ledger.config import Settings
 from memory_ledger.errors import InvalidTransition, InvalidWrite
 from memory_ledger.principal import Principal
-from projections.cells import Cells
-from projections.runner import ProjectionRunner
-from projections.summaries import SummariesProjection, summaries, summary_key_ident
-from projections.summarizers import SummaryInput
+from memory_ledger.projections.cells import Cells
+from memory_ledger.projections.runner import ProjectionRunner
+from memory_ledger.projections.summaries import SummariesProjection, summaries, summary_key_ident
+from memory_ledger.projections.summarizers import SummaryInput
 
 #: Few enough that a profile fills, loses inputs and is refilled from below its floor.
 SMALL_PROFILE = 3

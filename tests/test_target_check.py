@@ -11,7 +11,7 @@ from sqlalchemy import update
 
 from memory_ledger.api import MemoryLedger, MemoryService
 from memory_ledger.errors import ProjectionMismatch
-from projections.catalog import catalog
+from memory_ledger.projections.catalog import catalog
 
 
 def _tamper(service: MemoryService, item_id: str, **values: str) -> None:

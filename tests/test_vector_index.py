@@ -19,24 +19,18 @@ import pytest
 from factories import fact, later, preference, provenance, turn
 from typer.testing import CliRunner
 
-import projections.vector_codes as vector_codes
-import projections.vector_erasure as vector_erasure
-import projections.vector_index as vector_index
-from jobs.projection_catchup import _catch_up
+import memory_ledger.projections.vector_codes as vector_codes
+import memory_ledger.projections.vector_erasure as vector_erasure
+import memory_ledger.projections.vector_index as vector_index
 from memory_ledger.api import MemoryLedger, MemoryService
 from memory_ledger.cli import app
 from memory_ledger.config import Settings
 from memory_ledger.crypto import MasterKey, new_data_key
 from memory_ledger.errors import ConfigurationError, IndexMismatch
+from memory_ledger.jobs.projection_catchup import _catch_up
 from memory_ledger.keystore import KeyDestruction, KeyRing
 from memory_ledger.principal import Principal
-from memory_ledger.retrieval.embedders import (
-    EMBEDDER_ENV,
-    HashingEmbedder,
-    UniversalSentenceEncoder,
-)
-from memory_ledger.stores import Receipt
-from projections.vector_files import (
+from memory_ledger.projections.vector_files import (
     DISCARDS,
     MANIFEST,
     Manifest,
@@ -44,10 +38,16 @@ from projections.vector_files import (
     SegmentMeta,
     digest,
 )
-from projections.vector_index import SEGMENT_ROWS, VectorIndex
-from projections.vector_rows import IndexState, Put, Segment
-from projections.vector_seal import seal_rows, text_digest
-from projections.vector_search import EXACT_ROWS
+from memory_ledger.projections.vector_index import SEGMENT_ROWS, VectorIndex
+from memory_ledger.projections.vector_rows import IndexState, Put, Segment
+from memory_ledger.projections.vector_seal import seal_rows, text_digest
+from memory_ledger.projections.vector_search import EXACT_ROWS
+from memory_ledger.retrieval.embedders import (
+    EMBEDDER_ENV,
+    HashingEmbedder,
+    UniversalSentenceEncoder,
+)
+from memory_ledger.stores import Receipt
 
 ALICE = Principal("acme", "alice")
 BOB = Principal("acme", "bob")
@@ -971,7 +971,7 @@ def test_a_writer_killed_during_an_erasure_commit_leaves_nothing_erased_servable
     url = f"postgresql://{pg.user}@{pg.host}:{pg.port}/{pg.dbname}" if pg else ""
     script = textwrap.dedent(f"""
         import os, signal
-        import projections.vector_index as vi
+        import memory_ledger.projections.vector_index as vi
         from memory_ledger.api import MemoryService
         from memory_ledger.keystore import KeyDestruction
 

@@ -8,10 +8,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from factories import fact
 
-from jobs.projection_catchup import start_catchup_scheduler
-from jobs.verification_window import CLOSED, close_elapsed_windows, window_from_env
 from memory_ledger.api import MemoryLedger, MemoryService
 from memory_ledger.errors import ConfigurationError
+from memory_ledger.jobs.projection_catchup import start_catchup_scheduler
+from memory_ledger.jobs.verification_window import CLOSED, close_elapsed_windows, window_from_env
 
 
 def _closing_receipts(service: MemoryService, request_id: str) -> list[dict]:

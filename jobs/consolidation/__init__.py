@@ -49,8 +49,6 @@ from uuid import UUID
 from pydantic import ValidationError
 from sqlalchemy import Column, Index, Table, Text, delete, select
 
-from jobs.consolidation.canonical import CanonicalKey
-from jobs.consolidation.extractors import EXTRACTOR_ENV, Extractor, Turn, load_extractor
 from memory_ledger.api import MemoryLedger, MemoryService
 from memory_ledger.errors import (
     ConfigurationError,
@@ -61,8 +59,20 @@ from memory_ledger.errors import (
 from memory_ledger.event_log import ERASED
 from memory_ledger.forgetting.mentions import REPLACEMENT as FORGOTTEN
 from memory_ledger.forgetting.redaction import REDACTED
+from memory_ledger.jobs.consolidation.canonical import CanonicalKey
+from memory_ledger.jobs.consolidation.extractors import (
+    EXTRACTOR_ENV,
+    Extractor,
+    Turn,
+    load_extractor,
+)
 from memory_ledger.policy.retention import inherited_retention
 from memory_ledger.principal import Principal
+from memory_ledger.projections.base import metadata
+from memory_ledger.projections.catalog import catalog, unexpired
+from memory_ledger.projections.facts import LIVE_STATUSES, facts
+from memory_ledger.projections.preferences import preferences
+from memory_ledger.projections.transcripts import transcripts
 from memory_ledger.write_policy import (
     MAX_DERIVED_FROM,
     USER_SUBJECT,
@@ -70,11 +80,6 @@ from memory_ledger.write_policy import (
     canonical_time,
     decode_candidates,
 )
-from projections.base import metadata
-from projections.catalog import catalog, unexpired
-from projections.facts import LIVE_STATUSES, facts
-from projections.preferences import preferences
-from projections.transcripts import transcripts
 
 __all__ = [
     "EXTRACTOR_ENV",

@@ -316,7 +316,7 @@ def _build_write_back(service: MemoryService) -> Ids:
 
 def _forget_during_consolidation(ledger: MemoryLedger, ids: Ids, notes: Notes) -> RequestReport:
     """The job reads the turn, the deletion lands, then the job commits its proposals."""
-    from jobs.consolidation import Consolidator
+    from memory_ledger.jobs.consolidation import Consolidator
 
     job = Consolidator(ledger.service)
     proposals = job.read(ledger)
@@ -479,7 +479,7 @@ TIME_RANGE = Case(
 
 
 def _build_by_turn(service: MemoryService) -> Ids:
-    from jobs.consolidation import Consolidator
+    from memory_ledger.jobs.consolidation import Consolidator
 
     ids = _named(
         _user(service),

@@ -537,7 +537,7 @@ def _run_request(
         before = {ns: set(FULL_RECALL.texts(ledger_for(service, ns))) for ns in case.namespaces}
         steps = "consolidation"
         try:
-            from jobs.consolidation import Consolidator
+            from memory_ledger.jobs.consolidation import Consolidator
 
             written, refused = Consolidator(service).run_all()
             info["maintenance"] = {"consolidation_written": written, "refused": refused}
@@ -629,7 +629,7 @@ def _carriers(service: MemoryService, case: Case, ids: Ids) -> list[_Carrier]:
     afterwards `get` and `history` of each must not give it back."""
     from sqlalchemy import select
 
-    from projections.catalog import catalog
+    from memory_ledger.projections.catalog import catalog
 
     candidates: dict[str, str] = {}  # item id -> namespace
     with service.engine.connect() as conn:

@@ -36,11 +36,11 @@ from memory_ledger.agent_state.items import AgentItems, StaleState, Version
 from memory_ledger.agent_state.paths import ROOT, check, inside
 from memory_ledger.domain import MemoryItem
 from memory_ledger.errors import InvalidWrite, NotFound
+from memory_ledger.projections.cells import Cells
+from memory_ledger.projections.memory_files import DELETED, memory_files
 from memory_ledger.retrieval.instruction_like import FLAG, content_flags
 from memory_ledger.times import canonical_time, to_utc
 from memory_ledger.write_policy import Provenance
-from projections.cells import Cells
-from projections.memory_files import DELETED, memory_files
 
 MAX_FILE_BYTES = 64 * 1024
 MAX_FILES = 200

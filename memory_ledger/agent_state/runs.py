@@ -46,10 +46,10 @@ from memory_ledger.agent_state.run_context import RunContext, digest, replay, sn
 from memory_ledger.domain import MemoryItem
 from memory_ledger.errors import InvalidTransition, InvalidWrite, NotFound
 from memory_ledger.identifiers import is_identifier
+from memory_ledger.projections.catalog import catalog
+from memory_ledger.projections.facts import facts
 from memory_ledger.times import canonical_time
 from memory_ledger.write_policy import Provenance, parse_write
-from projections.catalog import catalog
-from projections.facts import facts
 
 STATUSES = ("running", "waiting", "succeeded", "failed", "cancelled")
 FINISHED = ("succeeded", "failed", "cancelled")

@@ -100,11 +100,11 @@ from memory_ledger.api import MemoryLedger
 from memory_ledger.errors import InvalidWrite
 from memory_ledger.forgetting.requests import RequestReport
 from memory_ledger.identifiers import IDENTIFIER_RULE, is_identifier
+from memory_ledger.projections.catalog import catalog
 from memory_ledger.retrieval.context import MAX_RECALL_LIMIT
 from memory_ledger.stores import Receipt
 from memory_ledger.views import Memory
 from memory_ledger.write_policy import Origin, Sensitivity, canonical_time
-from projections.catalog import catalog
 
 log = logging.getLogger("memory_ledger.agents")
 

@@ -92,6 +92,7 @@ from memory_ledger.api import MemoryLedger
 from memory_ledger.errors import InvalidWrite, StaleDerivation
 from memory_ledger.forgetting.requests import RequestReport
 from memory_ledger.identifiers import IDENTIFIER_RULE, is_identifier
+from memory_ledger.projections.catalog import catalog
 from memory_ledger.views import ItemState
 from memory_ledger.write_policy import (
     MAX_DERIVED_FROM,
@@ -99,7 +100,6 @@ from memory_ledger.write_policy import (
     RetentionBasis,
     Sensitivity,
 )
-from projections.catalog import catalog
 
 if TYPE_CHECKING:
     from agents.items import TResponseInputItem

@@ -29,7 +29,7 @@ def backup_create(
     as_json: Json = False,
 ) -> None:
     """Take a consistent, encrypted copy of the event and key store while writes go on."""
-    from restore.backup import create
+    from memory_ledger.restore.backup import create
 
     with open_service(data_dir, url, as_json, create=False) as service:
         made = create(
@@ -60,7 +60,7 @@ def backup_list(
     as_json: Json = False,
 ) -> None:
     """The backups kept under PATH (default: DATA_DIR/backups), oldest first."""
-    from restore.backup import BACKUPS_DIR, list_backups
+    from memory_ledger.restore.backup import BACKUPS_DIR, list_backups
 
     with open_service(data_dir, url, as_json, create=False) as service:
         found = list_backups(path or service.settings.data_dir / BACKUPS_DIR)
@@ -91,8 +91,8 @@ def backup_verify(
     """Check a backup: its manifest authenticates under this master key, its checksums
     match, and the key decrypts it; and say whether this store took it (a restore
     refuses another store's backup unless told otherwise)."""
-    from restore.backup import taken_here, verify
-    from restore.store import resolve
+    from memory_ledger.restore.backup import taken_here, verify
+    from memory_ledger.restore.store import resolve
 
     with open_service(data_dir, url, as_json, create=False) as service:
         checked = verify(resolve(service.settings.data_dir, backup), service.log.master)
@@ -157,9 +157,9 @@ def restore_command(
     from memory_ledger.crypto import load_master_key
     from memory_ledger.errors import InvalidWrite, MemoryLedgerError
     from memory_ledger.ledger import LifecycleLedger
-    from restore import restore as restoring
-    from restore.backup import open_verified
-    from restore.store import resolve
+    from memory_ledger.restore import restore as restoring
+    from memory_ledger.restore.backup import open_verified
+    from memory_ledger.restore.store import resolve
 
     try:
         if (backup is not None) + resume + abort != 1:
@@ -242,8 +242,8 @@ def drill(
     (JSON and markdown under DATA_DIR/drills) and a ledger entry; exit 7 on any finding."""
     import logging
 
-    from jobs.registry import drill_by_hand
-    from restore.store import resolve
+    from memory_ledger.jobs.registry import drill_by_hand
+    from memory_ledger.restore.store import resolve
 
     # A failed drill is said once, below: not also as the drill job's log line.
     logging.getLogger("memory_ledger.jobs").addHandler(logging.NullHandler())

@@ -39,8 +39,8 @@ from memory_ledger.errors import InvalidWrite, MemoryLedgerError, StoreNotFound
 
 if TYPE_CHECKING:  # the service stack is imported when a command opens a store
     from memory_ledger.api import MemoryLedger, MemoryService
+    from memory_ledger.projections.events import Progress
     from memory_ledger.views import Memory
-    from projections.events import Progress
 
 app = typer.Typer(
     cls=Commands,

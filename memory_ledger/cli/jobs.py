@@ -65,8 +65,8 @@ def list_jobs(
 ) -> None:
     """Every job: what it does, how often, its next run time in the job store (if a
     scheduler has scheduled it), and its last run: started, ended, outcome, counts."""
-    from jobs.runs import RunStore
-    from jobs.status import job_rows
+    from memory_ledger.jobs.runs import RunStore
+    from memory_ledger.jobs.status import job_rows
 
     try:
         settings = Settings.resolve(data_dir, url)
@@ -134,8 +134,8 @@ def run_jobs(
 ) -> None:
     """Run the scheduler in the foreground until --duration or SIGTERM/SIGINT. On a
     signal the running jobs finish and release their leases, then it exits 0."""
-    from jobs.projection_catchup import check_duration
-    from jobs.scheduler import run_foreground, selected_jobs
+    from memory_ledger.jobs.projection_catchup import check_duration
+    from memory_ledger.jobs.scheduler import run_foreground, selected_jobs
 
     try:
         if duration is not None:
@@ -166,15 +166,15 @@ def run_once(
     """Run one job once, now, through the scheduler's path: under its lease (if another
     run holds it, this one is skipped and says who holds it) and recorded. Exits with
     the error's code if the run failed."""
-    from jobs.registry import spec_named
-    from jobs.runs import RunStore
+    from memory_ledger.jobs.registry import spec_named
+    from memory_ledger.jobs.runs import RunStore
 
     try:
         spec_named(name)
     except InvalidWrite as exc:
         fail(exc, as_json)
     at = as_of(now)
-    from jobs.scheduler import execute
+    from memory_ledger.jobs.scheduler import execute
 
     # The result below says it once; without this, Python's last-resort handler would
     # print the failed run's log line to stderr as well.
@@ -224,7 +224,7 @@ def _counts_text(counts: dict[str, int]) -> str:
 
 
 def _outcome_text(run: dict[str, Any]) -> Text:
-    from jobs.runs import RUNNING
+    from memory_ledger.jobs.runs import RUNNING
 
     outcome = run.get("outcome")
     if outcome is None:
@@ -239,7 +239,7 @@ def _outcome_text(run: dict[str, Any]) -> Text:
 
 
 def _run_line(run: dict[str, Any]) -> str:
-    from jobs.runs import RunRecord
+    from memory_ledger.jobs.runs import RunRecord
 
     record = RunRecord(**run)
     ended = _time_text(record.ended_at)

@@ -239,7 +239,7 @@ def decay(
 ) -> None:
     """Run the decay pass once: archive what decayed, bring back what was reinforced.
     Idempotent per decay period."""
-    from jobs.decay import decay_pass
+    from memory_ledger.jobs.decay import decay_pass
 
     at = as_of(now)
     with open_service(data_dir, url, as_json) as service:

@@ -380,7 +380,7 @@ def export(
         if output is None:
             print(text)
         else:
-            from projections.vector_files import write_atomic
+            from memory_ledger.projections.vector_files import write_atomic
 
             write_atomic(output.parent, output.name, text.encode("utf-8"))
             out.print(f"exported {namespace} to {markup_safe(output)}", highlight=False)

@@ -88,7 +88,7 @@ def rebuild(
     vector index too, re-embedding every live item). A damaged projections file is
     discarded first (overwritten and removed), and said so."""
     from memory_ledger import consistency
-    from projections.runner import (
+    from memory_ledger.projections.runner import (
         all_projections,
         check_projection_names,
         discard_damaged_projections,
@@ -179,7 +179,7 @@ def run(
     with the other lifecycle jobs on theirs (`jobs list`). SIGINT or SIGTERM: the running
     jobs finish, one last catch-up runs, exit 0. With --projection, this process runs
     just those projections (one process per projection is the scale-out shape)."""
-    from jobs.projection_catchup import check_schedule, run_catchup_job
+    from memory_ledger.jobs.projection_catchup import check_schedule, run_catchup_job
 
     try:  # typer checks the ranges; this also refuses NaN and a zero duration
         check_schedule(interval, duration, consolidate_every)
@@ -188,7 +188,7 @@ def run(
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("apscheduler").setLevel(logging.WARNING)  # not two lines per tick
     if projection:
-        from jobs.projection_runner import run_projections
+        from memory_ledger.jobs.projection_runner import run_projections
 
         with open_service(data_dir, url, False) as service:
             run_projections(service, projection, interval, duration)
@@ -202,7 +202,7 @@ def run(
 @app.command()
 def consolidate(data_dir: DataDir = None, url: Url = None, as_json: Json = False) -> None:
     """Extract inferred facts and preferences from turns not consolidated yet, once."""
-    from jobs.consolidation import Consolidator
+    from memory_ledger.jobs.consolidation import Consolidator
 
     with open_service(data_dir, url, as_json) as service:
         written, refused = Consolidator(service).run_all()
@@ -226,7 +226,7 @@ def expire(
     """Erase every item whose retention has run out, once (the `run` schedule does it
     hourly): one forget request per namespace, basis `retention_expiry`. Exit 7 if a
     request is not `completed` (it is retried like any other)."""
-    from jobs.retention import expire_due
+    from memory_ledger.jobs.retention import expire_due
 
     at = as_of(now)
     with open_service(data_dir, url, as_json) as service:
@@ -359,7 +359,7 @@ def doctor(
     none. The repair options change the store; without them nothing is changed."""
     from memory_ledger import consistency
     from memory_ledger.api import MemoryService
-    from projections.runner import projections_damage
+    from memory_ledger.projections.runner import projections_damage
 
     settings = Settings.resolve(data_dir, url)
     repaired: list[str] = []
@@ -560,9 +560,9 @@ def _restore_consolidated_turns(service: MemoryService) -> int:
     suppressed are not derived again from their turns."""
     from sqlalchemy import select
 
-    from jobs.consolidation import consolidated
-    from projections.base import metadata
-    from projections.runner import turns_cited_by_consolidation
+    from memory_ledger.jobs.consolidation import consolidated
+    from memory_ledger.projections.base import metadata
+    from memory_ledger.projections.runner import turns_cited_by_consolidation
 
     turns = turns_cited_by_consolidation(service.log)
     if not turns:

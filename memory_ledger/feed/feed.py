@@ -41,9 +41,9 @@ from sqlalchemy import Engine, select
 from memory_ledger.errors import CursorGone, InvalidWrite
 from memory_ledger.event_log import ERASED, EventLog
 from memory_ledger.feed.subscribers import Subscriber, Subscribers
+from memory_ledger.projections.catalog import catalog
+from memory_ledger.projections.events import ProjectedEvent, decode_clear
 from memory_ledger.times import canonical_time
-from projections.catalog import catalog
-from projections.events import ProjectedEvent, decode_clear
 
 EPOCH = "feed_epoch"
 EPOCH_START = "feed_epoch_start"  # "<position> <time>": where a restore reopened the store

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from memory_ledger.errors import ConfigurationError, NotFound
 from memory_ledger.ledger import EntryType
-from projections.vector_files import write_atomic
+from memory_ledger.projections.vector_files import write_atomic
 
 if TYPE_CHECKING:
     from memory_ledger.api import MemoryService

@@ -155,8 +155,8 @@ def _literal_values(annotation: object) -> set[str]:
 
 
 def _schema_words() -> list[str]:
-    import projections.runner  # noqa: F401 - registers every projection's tables
-    from projections.base import metadata  # the projections' tables and their columns
+    import memory_ledger.projections.runner  # noqa: F401 - registers every projection's tables
+    from memory_ledger.projections.base import metadata  # the projections' tables and their columns
 
     words = [t.name for t in metadata.tables.values()]
     words += [c.name for t in metadata.tables.values() for c in t.columns]

@@ -33,8 +33,8 @@ from sqlalchemy import Connection, and_, false, or_, select
 from memory_ledger.errors import InvalidWrite, NotFound
 from memory_ledger.identifiers import is_identifier, is_namespace, is_namespace_part
 from memory_ledger.ledger import EntryType, LifecycleLedger
-from projections.catalog import catalog
-from projections.id_sets import among
+from memory_ledger.projections.catalog import catalog
+from memory_ledger.projections.id_sets import among
 
 #: Holds in force at once within one subtree (counted at the new hold's namespace and
 #: below it, like its name, so the limit says nothing about other subtrees).

@@ -69,10 +69,10 @@ from sqlalchemy import Connection, select
 
 from memory_ledger.forgetting.residue import MIN_NEEDLE_BYTES
 from memory_ledger.forgetting.units import written_forms
-from projections.base import Projection
-from projections.cells import Cells
-from projections.id_sets import among, unindexed
-from projections.mention_index import candidates, candidates_each
+from memory_ledger.projections.base import Projection
+from memory_ledger.projections.cells import Cells
+from memory_ledger.projections.id_sets import among, unindexed
+from memory_ledger.projections.mention_index import candidates, candidates_each
 
 REPLACEMENT = "[forgotten]"
 MIN_PART_BYTES = 8

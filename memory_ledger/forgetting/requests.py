@@ -56,6 +56,8 @@ from memory_ledger.forgetting.target_check import confirm_targets, identifiers_r
 from memory_ledger.identifiers import new_request_id
 from memory_ledger.ledger import EntryType
 from memory_ledger.policy.retention import attributes_of
+from memory_ledger.projections.cells import Cells
+from memory_ledger.projections.keyword_index import index_key_ident, indexed_namespaces_under
 from memory_ledger.stores import (
     SUBSCRIBER_PREFIX,
     EventLogStore,
@@ -65,8 +67,6 @@ from memory_ledger.stores import (
 )
 from memory_ledger.times import canonical_time
 from memory_ledger.write_policy import parse_input
-from projections.cells import Cells
-from projections.keyword_index import index_key_ident, indexed_namespaces_under
 
 if TYPE_CHECKING:
     from memory_ledger.api import MemoryService

@@ -42,7 +42,7 @@ from memory_ledger.forgetting.residue import (
     scan_fingerprints,
 )
 from memory_ledger.keystore import KeyDestruction, NewKey
-from projections.catalog import catalog
+from memory_ledger.projections.catalog import catalog
 
 if TYPE_CHECKING:
     from memory_ledger.api import MemoryService

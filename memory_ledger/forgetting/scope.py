@@ -25,6 +25,9 @@ from sqlalchemy import Connection, select, text
 
 from memory_ledger.event_log import ERASED
 from memory_ledger.identifiers import ItemId
+from memory_ledger.projections.catalog import DERIVED, catalog
+from memory_ledger.projections.facts import facts
+from memory_ledger.projections.id_sets import among, unindexed
 from memory_ledger.write_policy import (
     MAX_VALUE_BYTES,
     AwareDatetime,
@@ -34,9 +37,6 @@ from memory_ledger.write_policy import (
     canonical_time,
     parse_input,
 )
-from projections.catalog import DERIVED, catalog
-from projections.facts import facts
-from projections.id_sets import among, unindexed
 
 if TYPE_CHECKING:
     from memory_ledger.event_log import EventLog

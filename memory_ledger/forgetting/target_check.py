@@ -26,9 +26,9 @@ from sqlalchemy import Connection, select
 from memory_ledger.domain import MemoryItem
 from memory_ledger.event_log import ERASED_TOPIC, EventLog
 from memory_ledger.forgetting.scope import ForgetScope
+from memory_ledger.projections.catalog import catalog
+from memory_ledger.projections.events import decode_clear
 from memory_ledger.times import canonical_time
-from projections.catalog import catalog
-from projections.events import decode_clear
 
 SOURCE_FIELDS = ("session_id", "turn_id", "tool_call_id")
 #: What a scope selects by, as the catalog holds it and the Recorded event says it.

@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING
 from sqlalchemy import select
 
 from memory_ledger.errors import InvalidWrite
+from memory_ledger.projections.facts import LIVE_STATUSES, facts
 from memory_ledger.write_policy import MemoryWrite
-from projections.facts import LIVE_STATUSES, facts
 
 if TYPE_CHECKING:
     from memory_ledger.api import MemoryLedger

@@ -16,8 +16,8 @@ from sqlalchemy import Connection, select
 from memory_ledger.domain import MemoryItem
 from memory_ledger.forgetting.holds import Holds
 from memory_ledger.policy.retention import RetentionPolicy, attributes_of
+from memory_ledger.projections.catalog import catalog
 from memory_ledger.times import canonical_time
-from projections.catalog import catalog
 
 
 def explain(

@@ -27,7 +27,7 @@ from memory_ledger.errors import ConfigurationError
 from memory_ledger.ledger import EntryType, LifecycleLedger
 from memory_ledger.policy import POLICY_FILE, policy_from_text
 from memory_ledger.policy.retention import RetentionPolicy
-from projections.catalog import catalog
+from memory_ledger.projections.catalog import catalog
 
 MAX_LISTED_IDS = 20
 

@@ -45,6 +45,10 @@ from memory_ledger.errors import InvalidWrite
 from memory_ledger.event_log import EventLog
 from memory_ledger.phrases import Phrases, normalise
 from memory_ledger.policy.retention import RetentionPolicy
+from memory_ledger.projections.cells import Cells
+from memory_ledger.projections.facts import facts
+from memory_ledger.projections.keyword_index import hasher_of, tokenize
+from memory_ledger.projections.keyword_index import ranked as keyword_ranked
 from memory_ledger.retrieval.instruction_like import FLAG
 from memory_ledger.retrieval.usable import TABLES, Entry, NamespaceState
 from memory_ledger.times import canonical_time
@@ -54,15 +58,11 @@ from memory_ledger.write_policy import (
     StrictModel,
     parse_input,
 )
-from projections.cells import Cells
-from projections.facts import facts
-from projections.keyword_index import hasher_of, tokenize
-from projections.keyword_index import ranked as keyword_ranked
 
 if TYPE_CHECKING:
+    from memory_ledger.projections.vector_index import VectorIndex
     from memory_ledger.retrieval.context_cache import ContextCache
     from memory_ledger.views import Summary
-    from projections.vector_index import VectorIndex
 
 MAX_QUERY_CHARS = 2000
 PROFILE_QUERIES = "profile_queries.toml"

@@ -45,12 +45,12 @@ from sqlalchemy import (
 
 from memory_ledger.event_log import EventLog
 from memory_ledger.policy.retention import RetentionPolicy
+from memory_ledger.projections.catalog import catalog
+from memory_ledger.projections.events import decode_clear
+from memory_ledger.projections.facts import facts
+from memory_ledger.projections.preferences import preferences
+from memory_ledger.projections.transcripts import transcripts
 from memory_ledger.retrieval.state_files import Snapshot, StateFiles, policy_digest
-from projections.catalog import catalog
-from projections.events import decode_clear
-from projections.facts import facts
-from projections.preferences import preferences
-from projections.transcripts import transcripts
 
 TABLES = {"fact": facts, "preference": preferences, "turn": transcripts}
 #: Events since the last refresh above which the namespace is read again whole: reading

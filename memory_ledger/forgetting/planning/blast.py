@@ -25,7 +25,7 @@ from sqlalchemy import func, select
 from memory_ledger.forgetting.planning.bounds import MAX_EXAMPLES, SHARE_FROM, share, too_wide
 from memory_ledger.forgetting.planning.lexicon import lexicon
 from memory_ledger.forgetting.planning.pool import Pool, candidate
-from projections.catalog import catalog
+from memory_ledger.projections.catalog import catalog
 
 if TYPE_CHECKING:
     from memory_ledger.forgetting.planning.planner import Draft, Planner

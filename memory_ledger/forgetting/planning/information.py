@@ -69,9 +69,9 @@ from memory_ledger.forgetting.residue import MIN_NEEDLE_BYTES
 from memory_ledger.forgetting.scope import erased_with
 from memory_ledger.forgetting.units import written_forms as units_forms
 from memory_ledger.phrases import longest, normalise
-from projections.catalog import catalog
-from projections.cells import Cells
-from projections.id_sets import among
+from memory_ledger.projections.catalog import catalog
+from memory_ledger.projections.cells import Cells
+from memory_ledger.projections.id_sets import among
 
 if TYPE_CHECKING:
     from memory_ledger.forgetting.planning.planner import Draft, Planner

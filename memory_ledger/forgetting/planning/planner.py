@@ -60,8 +60,8 @@ from memory_ledger.times import canonical_time
 if TYPE_CHECKING:
     from memory_ledger.event_log import EventLog
     from memory_ledger.forgetting.planning.blast import Blast
-    from projections.base import Projection
-    from projections.vector_index import VectorIndex
+    from memory_ledger.projections.base import Projection
+    from memory_ledger.projections.vector_index import VectorIndex
 
 #: A plan lists at most this many candidates in a clarification (the closest first).
 MAX_CANDIDATES = 8

@@ -13,9 +13,9 @@ from uuid import UUID
 from sqlalchemy import Connection, select
 
 from memory_ledger.event_log import ERASED
-from projections.catalog import catalog
-from projections.facts import facts
-from projections.runner import tracking
+from memory_ledger.projections.catalog import catalog
+from memory_ledger.projections.facts import facts
+from memory_ledger.projections.runner import tracking
 
 if TYPE_CHECKING:
     from memory_ledger.event_log import EventLog

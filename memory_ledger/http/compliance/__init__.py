@@ -358,8 +358,8 @@ def _scan_schedule(service: Any) -> dict[str, Any]:
     """When the verification-scan job next runs: a completed request whose files are
     `not yet` verified is scanned then. `next_run` is None when no scheduler has the
     job (then it runs only with `jobs run-once verification-scan` or `verify`)."""
-    from jobs.registry import JOBS
-    from jobs.scheduler import scheduled_jobs
+    from memory_ledger.jobs.registry import JOBS
+    from memory_ledger.jobs.scheduler import scheduled_jobs
 
     name = "verification-scan"
     try:

@@ -17,13 +17,19 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Path, Query, Request, status
 from pydantic import Field, StrictBool, StrictInt
 
-from jobs.runs import RUNS_KEPT
 from memory_ledger.access import Access
 from memory_ledger.config import Settings
 from memory_ledger.errors import Forbidden, InvalidTransition, InvalidWrite, NotFound
 from memory_ledger.http.auth import Caller, Service
+from memory_ledger.jobs.runs import RUNS_KEPT
+from memory_ledger.restore.backup import (
+    BACKUP_ID,
+    DEFAULT_KEEP_DAYS,
+    MAX_KEEP_DAYS,
+    STORE_ID,
+    Backup,
+)
 from memory_ledger.write_policy import StrictModel
-from restore.backup import BACKUP_ID, DEFAULT_KEEP_DAYS, MAX_KEEP_DAYS, STORE_ID, Backup
 
 router = APIRouter(prefix="/v1/ops", tags=["ops"])
 
@@ -39,7 +45,7 @@ Operator = Annotated[Access, Depends(_ops)]
 
 def _backup(settings: Settings, backup_id: str) -> FilePath:
     """The directory of the backup of that id (NotFound if this store knows none)."""
-    from restore.store import resolve
+    from memory_ledger.restore.store import resolve
 
     return resolve(settings.data_dir, backup_id, paths=False)
 
@@ -56,7 +62,7 @@ class BackupBody(StrictModel):
 @router.get("/backups")
 def backups(service: Service, _: Operator) -> dict[str, Any]:
     """The backups of this store, oldest first."""
-    from restore.store import known
+    from memory_ledger.restore.store import known
 
     return {"backups": [_shown(b) for b in known(service.settings.data_dir)]}
 
@@ -64,7 +70,7 @@ def backups(service: Service, _: Operator) -> dict[str, Any]:
 @router.post("/backups", status_code=status.HTTP_201_CREATED)
 def take_backup(service: Service, caller: Operator, body: BackupBody) -> dict[str, Any]:
     """Take a consistent, encrypted copy of the event and key store while writes go on."""
-    from restore.backup import create
+    from memory_ledger.restore.backup import create
 
     made = create(
         service.settings,
@@ -84,7 +90,7 @@ def verify_backup(
 ) -> dict[str, Any]:
     """Check a backup: its manifest authenticates under this master key, its checksums
     match, and the key decrypts it."""
-    from restore.backup import taken_here, verify
+    from memory_ledger.restore.backup import taken_here, verify
 
     checked = verify(_backup(service.settings, backup_id), service.log.master)
     here = taken_here(checked, service.ledger)
@@ -99,7 +105,7 @@ class DrillBody(StrictModel):
 def drill(service: Service, caller: Operator, body: DrillBody) -> dict[str, Any]:
     """Restore a backup (default: the newest) into a scratch copy and check that nothing
     erased came back; the report says `passed` or `failed` with its findings."""
-    from jobs.registry import drill_by_hand
+    from memory_ledger.jobs.registry import drill_by_hand
 
     path = _backup(service.settings, body.backup_id) if body.backup_id else None
     report = drill_by_hand(service, datetime.now(UTC), path, run_by=f"token:{caller.token_id}")
@@ -123,9 +129,9 @@ def restore(request: Request, caller: Operator, body: RestoreBody) -> dict[str, 
     `dry_run` returns the plan and changes nothing. While it runs every other request
     gets 503; if it fails half-way, the store stays closed and the same call finishes it."""
     from memory_ledger.ledger import LifecycleLedger
-    from restore.backup import open_verified
-    from restore.restore import plan
-    from restore.restore import restore as run_restore
+    from memory_ledger.restore.backup import open_verified
+    from memory_ledger.restore.restore import plan
+    from memory_ledger.restore.restore import restore as run_restore
 
     serving = request.app.state.serving
     settings, master = serving.service.settings, serving.service.log.master
@@ -150,8 +156,8 @@ def jobs(
     service: Service, _: Operator, runs: Annotated[int, Query(ge=1, le=RUNS_KEPT)] = 1
 ) -> dict[str, Any]:
     """Every job: what it does, how often, its next run, its lease and its last runs."""
-    from jobs.runs import RunStore
-    from jobs.status import job_rows
+    from memory_ledger.jobs.runs import RunStore
+    from memory_ledger.jobs.status import job_rows
 
     with RunStore(service.settings) as store:
         return {"jobs": job_rows(service.settings, store, runs, datetime.now(UTC))}
@@ -164,9 +170,9 @@ def run_job(
     """Run one job now, under its lease and recorded, as `jobs run-once` does. A job that
     another run holds is a 409 naming the holder; a failed run is answered with its
     outcome and error code (never content)."""
-    from jobs.registry import spec_named
-    from jobs.runs import RunStore
-    from jobs.scheduler import execute
+    from memory_ledger.jobs.registry import spec_named
+    from memory_ledger.jobs.runs import RunStore
+    from memory_ledger.jobs.scheduler import execute
 
     try:
         spec_named(name)
