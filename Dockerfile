@@ -16,9 +16,9 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     MEMORY_LEDGER_DATA_DIR=/data
 
 WORKDIR /app
-# What `pip install .` needs: the project file, the readme it names, and the packages
-# pyproject.toml's [tool.setuptools.packages.find] includes.
-COPY pyproject.toml README.md ./
+# What `pip install .` needs: the project file, the readme it names, setup.py (the package
+# mapping) and the folders it installs as memory_ledger, memory_ledger.projections, ...
+COPY pyproject.toml setup.py README.md ./
 COPY memory_ledger ./memory_ledger
 COPY projections ./projections
 COPY jobs ./jobs

@@ -16,41 +16,26 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from installed_layout import PACKAGE, ROOT, checkout_path, copy_installed_layout
+
 BASELINE = ROOT / ".ci" / "mypy-baseline.txt"
-PACKAGE = "memory_ledger"
-#: Folders beside the package that install inside it (setup.py's package mapping).
-MAPPED = ("projections", "jobs", "restore")
 _ERROR = re.compile(r"^(?P<path>[^:]+):\d+(?::\d+)?: error: (?P<rest>.*)$")
-
-
-def installed_layout(into: Path) -> Path:
-    """The package as the wheel lays it out, in links to the checkout: mypy resolves
-    `memory_ledger.projections` only where the folder is inside the package."""
-    package = into / PACKAGE
-    package.mkdir()
-    for entry in (ROOT / PACKAGE).iterdir():
-        if entry.name != "__pycache__":
-            (package / entry.name).symlink_to(entry)
-    for name in MAPPED:
-        (package / name).symlink_to(ROOT / name)
-    return package
-
-
-def checkout_path(path: str) -> str:
-    """An error's path in the checkout: memory_ledger/jobs/x.py is jobs/x.py."""
-    for name in MAPPED:
-        if path.startswith(f"{PACKAGE}/{name}/"):
-            return path.removeprefix(f"{PACKAGE}/")
-    return path
 
 
 def present() -> Counter[str]:
     with tempfile.TemporaryDirectory() as tmp:
-        installed_layout(Path(tmp))
+        copy_installed_layout(Path(tmp))
         run = subprocess.run(
-            [sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"),
-             "--cache-dir", str(ROOT / ".mypy_cache"), PACKAGE],
+            [
+                sys.executable,
+                "-m",
+                "mypy",
+                "--config-file",
+                str(ROOT / "pyproject.toml"),
+                "--cache-dir",
+                str(ROOT / ".mypy_cache"),
+                PACKAGE,
+            ],
             cwd=tmp,
             capture_output=True,
             text=True,

@@ -21,6 +21,7 @@ import pytest
 import typer.main
 import yaml  # PyYAML: a test dependency (pyproject.toml)
 
+from memory_ledger._source_tree import MAPPED
 from memory_ledger.cli import app
 from memory_ledger.cli.serve import LOG_LEVEL_ENV
 from memory_ledger.config import DATA_DIR_ENV, URL_ENV, Settings
@@ -130,8 +131,8 @@ def test_the_image_copies_what_pip_install_needs_and_dockerignore_keeps_it() -> 
         if not source.startswith("--")
     }
     assert {"pyproject.toml", project["project"]["readme"]} <= copied
-    packages = project["tool"]["setuptools"]["packages"]["find"]["include"]
-    assert {p.rstrip("*") for p in packages} <= copied
+    # setup.py's package mapping: the package and the three folders that install inside it
+    assert {"setup.py", "memory_ledger", *MAPPED} <= copied
     for source in copied:
         assert (ROOT / source).exists(), source
     ignored = {

@@ -7,6 +7,7 @@ imports the installed copy, not the checkout, and reads its packaged data files.
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 import zipfile
@@ -87,3 +88,16 @@ def test_the_installed_copy_imports_its_own_folders(wheel: Path, tmp_path: Path)
     own, consolidation, patterns = run.stdout.splitlines()
     assert own.startswith(str(target)) and consolidation.startswith(str(target))
     assert patterns == "True"
+
+
+def test_setup_maps_the_folders_the_source_finder_maps() -> None:
+    """setup.py cannot import the package it builds, so it names the folders itself."""
+    from memory_ledger._source_tree import MAPPED
+
+    tree = ast.parse((ROOT / "setup.py").read_text(encoding="utf-8"))
+    (mapped,) = (
+        ast.literal_eval(node.value)
+        for node in tree.body
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "MAPPED"
+    )
+    assert mapped == MAPPED
