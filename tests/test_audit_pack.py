@@ -26,6 +26,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from factories import cli, cli_location, fact
 from fastapi.testclient import TestClient
+from waits import HUNG
 
 from memory_ledger.access import TokenStore
 from memory_ledger.api import MemoryLedger, MemoryService
@@ -379,7 +380,7 @@ def test_the_verifier_runs_alone_on_a_copy(
         # would be found first; -S would also drop cryptography's site-packages.
         return subprocess.run(
             [sys.executable, "-I", "verifier.py", *args],
-            cwd=alone, capture_output=True, text=True, timeout=60,
+            cwd=alone, capture_output=True, text=True, timeout=HUNG,
         )  # fmt: skip
 
     good = run("pack.json", "--head", "head.json")

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import typer
 from typer.testing import CliRunner
+from waits import HUNG
 
 from memory_ledger.cli import app
 from memory_ledger.cli.usage import edit_distance, nearest
@@ -46,7 +47,7 @@ def test_the_top_level_help_in_a_fresh_process() -> None:
         capture_output=True,
         text=True,
         env={**env, "COLUMNS": "120"},
-        timeout=120,
+        timeout=HUNG,
     )
     assert done.returncode == 0, done.stderr
     assert "Usage" in done.stdout and "Traceback" not in done.stdout + done.stderr

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
+from waits import HUNG
 
 import memory_ledger
 from memory_ledger.api import MemoryService
@@ -80,7 +81,7 @@ def _fresh(code: str, *args: str, cwd: Path | None = None) -> dict[str, object]:
         text=True,
         env=env,
         cwd=cwd or ROOT,
-        timeout=300,
+        timeout=HUNG,
     )
     *_, last = done.stderr.strip().splitlines() or ["{}"]
     return {"rc": done.returncode, "out": done.stdout, "err": done.stderr, **json.loads(last)}

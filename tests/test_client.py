@@ -14,6 +14,7 @@ from uuid import uuid4
 
 import pytest
 from http_server import server_on_scratch_store
+from waits import HUNG
 
 from memory_ledger.access import TokenStore
 from memory_ledger.client import (
@@ -36,7 +37,7 @@ from memory_ledger.times import now
 
 pytestmark = pytest.mark.slow
 #: Every call is bounded: nothing in this file can wait for ever.
-TIMEOUT = 20.0
+TIMEOUT = HUNG
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +82,7 @@ def test_the_client_imports_neither_the_service_nor_its_libraries() -> None:
         "found = sorted(m for m in sys.modules if m.startswith(heavy))\n"
         "assert not found, found\n"
     )
-    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=HUNG)
 
 
 def test_add_continue_recall_and_read_back(alice: MemoryLedgerClient) -> None:
@@ -251,4 +252,4 @@ def test_the_async_client(server: tuple[str, Settings], tokens: dict[str, str]) 
             assert await bob.receipts(report.request_id)
             assert (await bob.get(first.item_id)).erased
 
-    asyncio.run(asyncio.wait_for(session(), timeout=120))
+    asyncio.run(asyncio.wait_for(session(), timeout=HUNG))

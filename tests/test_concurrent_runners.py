@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 from factories import fact, later, preference
+from waits import HUNG
 
 from memory_ledger.api import MemoryService
 from memory_ledger.config import Settings
@@ -39,7 +40,7 @@ def test_parallel_catch_up_in_three_processes(settings: Settings) -> None:
         for _ in range(3)
     ]
     for worker in workers:
-        _, stderr = worker.communicate(timeout=300)
+        _, stderr = worker.communicate(timeout=HUNG)
         assert worker.returncode == 0, stderr
     with MemoryService(settings) as service:
         assert all(s.behind == 0 for s in service.runner.status())

@@ -21,6 +21,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from waits import HUNG
 
 from memory_ledger.config import Settings
 from memory_ledger.errors import BackendUnavailable, InvalidWrite
@@ -460,7 +461,7 @@ def test_two_processes_appending_at_once_keep_one_chain(settings: Settings, tmp_
         for name in ("req-a", "req-b")
     ]
     for worker in workers:
-        _, stderr = worker.communicate(timeout=60)
+        _, stderr = worker.communicate(timeout=HUNG)
         assert worker.returncode == 0, stderr
     with LifecycleLedger(settings) as ledger:
         entries = ledger.entries()

@@ -23,6 +23,7 @@ import pytest
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp_types import CallToolResult
+from waits import HUNG
 
 from memory_ledger.agents.mcp_server import SERVER_NAME, tool_definitions
 from memory_ledger.agents.tools import TOOLS, input_schema
@@ -32,7 +33,7 @@ from memory_ledger.principal import Principal
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMES = [spec.name for spec in TOOLS]
-TIMEOUT = 120
+TIMEOUT = HUNG
 
 
 def test_the_server_lists_every_tool_with_its_generated_schema() -> None:

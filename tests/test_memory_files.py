@@ -15,6 +15,7 @@ import pytest
 from factories import store_bytes_contain
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from waits import HUNG
 
 import memory_ledger.agent_state.files as files_module
 from memory_ledger.agent_state.items import StaleState
@@ -208,7 +209,7 @@ def test_forget_reaches_every_version_and_nothing_is_left_in_the_bytes(
     )
     if service.settings.postgres is None:  # a new process reads what is there now
         fresh = subprocess.run([sys.executable, "-c", code, str(service.settings.data_dir)],
-                               capture_output=True, text=True, timeout=120,
+                               capture_output=True, text=True, timeout=HUNG,
                                cwd=ROOT_DIR)  # fmt: skip
         assert fresh.returncode == 0, fresh.stderr
         assert "s2.md" not in fresh.stdout and "kept note" in fresh.stdout

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpx
 from gated_embedder import FAIL_ENV, OPEN_ENV
+from waits import HUNG
 
 from memory_ledger.http.local import serve_locally
 
@@ -32,7 +33,7 @@ def _server(data_dir: Path, **extra: str) -> Iterator[str]:
 
 def _until_ready(base: str) -> httpx.Response:
     """Ask until the answer is no longer `warming` (each answer is immediate)."""
-    with httpx.Client(timeout=10) as client:
+    with httpx.Client(timeout=HUNG) as client:
         while True:
             answer = client.get(f"{base}/v1/ready")
             if answer.json().get("status") != "warming":

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from factories import cli_location, fact, store_bytes_contain
+from waits import HUNG
 
 from memory_ledger.agent_state import OperationInDoubt, PromotionRefused, StaleState
 from memory_ledger.api import MemoryLedger, MemoryService
@@ -96,7 +97,7 @@ def test_a_crash_between_an_operation_and_its_result_never_runs_it_twice(
     crashed = subprocess.run(
         [sys.executable, "-c", CRASHING, str(service.settings.data_dir), run_id, str(tool_log),
          url],
-        cwd=ROOT, capture_output=True, timeout=120,
+        cwd=ROOT, capture_output=True, timeout=HUNG,
     )  # fmt: skip
     assert crashed.returncode == -9 and tool_log.read_text() == "op-book-1\n"
     with MemoryService(service.settings) as again:  # a restart: resume reads the log

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
+from waits import HUNG
 
 from memory_ledger.access import TokenStore
 from memory_ledger.cli.serve import store_text
@@ -85,7 +86,7 @@ def serving(data_dir: Path, *args: str) -> Iterator[Served]:
     finally:
         if process.poll() is None:
             process.kill()
-            process.wait(timeout=30)
+            process.wait(timeout=HUNG)
 
 
 def _token(data_dir: Path) -> str:

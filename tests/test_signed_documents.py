@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from factories import fact
 from typer.testing import CliRunner
+from waits import HUNG
 
 from memory_ledger.api import MemoryService
 from memory_ledger.audit import verifier
@@ -40,7 +41,7 @@ def _offline(document: Path, *extra: str) -> subprocess.CompletedProcess[str]:
         [sys.executable, "-I", str(copy), "--document", str(document), *extra],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=HUNG,
     )
 
 
