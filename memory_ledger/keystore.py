@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from memory_ledger.crypto import MasterKey
 from memory_ledger.times import now_text
@@ -118,7 +118,8 @@ class KeySQL:
         """Live (item id, generation, wrapped) rows in key order, after `after` (all from
         the start with None), at most `limit` (all with None): a rotation's chunks."""
         p = self.param
-        where, args = "wrapped IS NOT NULL", ()
+        where = "wrapped IS NOT NULL"
+        args: tuple[str | int, ...] = ()
         if after is not None:
             where += f" AND (item_id > {p} OR (item_id = {p} AND generation > {p}))"
             args = (after[0], after[0], after[1])
@@ -198,6 +199,16 @@ class KeySQL:
         cursor.execute(f"SELECT count(wrapped), count(*) - count(wrapped) FROM {self.keys_table}")
         live, destroyed = values(cursor.fetchall()[0])
         return int(live), int(destroyed)
+
+
+@runtime_checkable
+class KeyedRecorder(Protocol):
+    """An event recorder that also carries the key store's statements
+    (memory_ledger/recorders.py, postgres_recorder.py). The event store library builds
+    its recorder from a class named in the environment, so only a check at runtime can
+    say that the one it built is ours."""
+
+    key_sql: KeySQL
 
 
 def values(row: Any) -> tuple[Any, ...]:

@@ -8,7 +8,7 @@ from typing import Any
 
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
-from psycopg.sql import SQL
+from psycopg.sql import SQL, Composed
 
 from memory_ledger.keystore import KEYS_TABLE, META_TABLE, KeySQL
 from memory_ledger.recorders import _apply_keys, _check_versions
@@ -21,7 +21,9 @@ class PostgresMemoryRecorder(PostgresApplicationRecorder):
         super().__init__(datastore, events_table_name=events_table_name)
         schema = datastore.schema
         self.key_sql = KeySQL("%s", "BYTEA", f"{schema}.{KEYS_TABLE}", f"{schema}.{META_TABLE}")
-        self.sql_create_statements.extend(SQL(s) for s in self.key_sql.create)  # type: ignore[arg-type]
+        # The library keeps Composed statements (its own are SQL(...).format(...)); ours
+        # are plain text, so each is a Composed of one SQL part.
+        self.sql_create_statements.extend(Composed([SQL(s)]) for s in self.key_sql.create)
 
     def _insert_events(
         self, curs: Any, stored_events: Sequence[StoredEvent], **kwargs: Any

@@ -139,9 +139,9 @@ class CatalogProjection(Projection):
             return
         if event.name == "ContextServed":  # reinforces what it served, not the turn
             for served in a.get("items") or []:
-                for row in batch.of_item(served["item_id"]):
-                    row["reinforced_at"] = event.timestamp
-                    row["reinforcements"] += 1
+                for served_row in batch.of_item(served["item_id"]):
+                    served_row["reinforced_at"] = event.timestamp
+                    served_row["reinforcements"] += 1
         row = self.item_row(event, batch)  # keeps version and suppression current
         if row is not None and event.name == "Viewed":  # a memory file's last read
             row["reinforced_at"] = a["at"]

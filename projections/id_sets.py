@@ -43,7 +43,9 @@ class _ValueSet(ColumnElement[Any]):
     `(SELECT unnest(CAST(? AS type[])))` on PostgreSQL."""
 
     inherit_cache = True
-    _traverse_internals: ClassVar = [
+    # SQLAlchemy declares this on HasTraverseInternals as an instance attribute, though
+    # it is read from the class (every clause class of its own sets it there).
+    _traverse_internals: ClassVar = [  # type: ignore[misc]
         ("column", InternalTraversal.dp_clauseelement),
         ("values", InternalTraversal.dp_clauseelement),
     ]

@@ -92,7 +92,7 @@ import re
 import struct
 import unicodedata
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ClassVar, NamedTuple
 
 from sqlalchemy import (
@@ -645,9 +645,9 @@ def live_texts(conn: Connection, log: EventLog, item_ids: Sequence[str]) -> dict
     found: list[tuple[int, str, str, str, str, bool]] = []
     sealed: list[Cell] = []
     for table in (facts, preferences):
-        columns = ("item_id", "version", "namespace", "subject", "predicate")
+        c = table.c
         query = select(
-            *(table.c[c] for c in columns), table.c.key_generation, table.c.sealed
+            c.item_id, c.version, c.namespace, c.subject, c.predicate, c.key_generation, c.sealed
         ).where(
             among(table.c.item_id, sorted(set(item_ids))),
             table.c.value_state == "live",
@@ -670,12 +670,12 @@ def live_texts(conn: Connection, log: EventLog, item_ids: Sequence[str]) -> dict
         key = (subject, predicate) if is_fact else (None, None)
         out[item_id] = LiveText(namespace, text, *key)
     t = transcripts
-    query = select(t.c.item_id, t.c.namespace, t.c.key_generation, t.c.sealed).where(
+    turn_query = select(t.c.item_id, t.c.namespace, t.c.key_generation, t.c.sealed).where(
         among(t.c.item_id, sorted(set(item_ids) - set(out))),
         t.c.content_state == "live",
         t.c.suppressed.is_(False),
     )
-    turns = conn.execute(query).all()
+    turns = conn.execute(turn_query).all()
     opened = cells.open([(i, g, s) for i, _, g, s in turns], "content")
     for (item_id, namespace, _, _), content in zip(turns, opened, strict=True):
         if content is not None:
@@ -815,6 +815,8 @@ def ranked(
         if sum(df[t] for t in essential) + df[term] > limits.essential_postings:
             break
         essential.append(term)
+    # None: MaxScore could not prove its answer (the others always answer).
+    attempt: Callable[[int], list[tuple[str, float]] | None]
     if sum(df.values()) <= limits.full_postings or len(essential) == len(rarest):
         how, attempt = "full", scoring.full
     elif essential:

@@ -4,7 +4,7 @@ the clear attributes a directory listing and the size limits need."""
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from sqlalchemy import Boolean, Column, Index, Integer, Table, Text
 
@@ -73,7 +73,8 @@ class MemoryFilesProjection(Projection):
             row["read_at"] = a["at"]
 
 
-def _shape(attrs: dict[str, object]) -> dict[str, object]:
+def _shape(attrs: dict[str, Any]) -> dict[str, object]:
+    """Size, flags and deletion from an event's attributes (`ProjectedEvent.attrs`)."""
     flags = [str(f) for f in attrs.get("flags") or []]
     size = next((int(f[5:]) for f in flags if f.startswith("size:")), 0)
     return {"size": size, "flags": ",".join(flags), "deleted": DELETED in flags}

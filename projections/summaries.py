@@ -40,6 +40,7 @@ from datetime import datetime
 from typing import Any, ClassVar
 
 from sqlalchemy import (
+    BindParameter,
     Column,
     Connection,
     Index,
@@ -544,7 +545,7 @@ class SummariesProjection(Projection):
                     .order_by(table.c.position.desc())
                 )
                 if table is facts:
-                    at = bindparam("now")
+                    at: BindParameter[str] = bindparam("now")  # canonical_time text
                     query = query.where(or_(facts.c.valid_to.is_(None), facts.c.valid_to > at))
                 rows.extend({**r, "kind": kind} for r in conn.execute(query, params).mappings())
             rows.sort(key=lambda r: -int(r["position"]))

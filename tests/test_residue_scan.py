@@ -20,12 +20,12 @@ ENGINES = ["hyperscan", "find"]
 @pytest.fixture(params=ENGINES)
 def engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     if request.param == "hyperscan":
-        if residue.hyperscan is None:
+        if not residue.HYPERSCAN:
             pytest.skip("Hyperscan is installed on x86-64 Linux only")
         monkeypatch.setattr(residue, "_PIECE", 7)  # most matches straddle two pieces
         monkeypatch.setattr(residue, "_CHUNK", 7)
     else:
-        monkeypatch.setattr(residue, "hyperscan", None)
+        monkeypatch.setattr(residue, "HYPERSCAN", False)
         monkeypatch.setattr(residue, "_PIECE", 11)  # pieces of several chunks
         monkeypatch.setattr(residue, "_CHUNK", 3)
     return str(request.param)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
     ConfigDict,
@@ -119,6 +119,7 @@ MAX_LIST_LIMIT = MAX_CONTEXT_LIMIT
 
 _SESSION = "The conversation session this came from (an identifier)."
 _TURN = "The turn of the conversation this came from (an identifier)."
+_T = TypeVar("_T")
 
 
 class RememberArgs(StrictModel):
@@ -889,7 +890,7 @@ class AgentTools:
         runs, act = self.ledger.runs, args.action
         if act == "start":
             _needs(args, "task")
-            return runs.start(args.task, self._source(args), state=args.state).to_dict()
+            return runs.start(_given(args.task), self._source(args), state=args.state).to_dict()
         if act == "list":
             return {"runs": runs.list()}
         _needs(args, "run_id")
@@ -898,38 +899,54 @@ class AgentTools:
             return runs.get(run_id).to_dict()
         if act == "deliver":
             _needs(args, "event_id", "payload")
-            return runs.deliver(run_id, args.event_id, args.payload).to_dict()
+            return runs.deliver(run_id, _given(args.event_id), _given(args.payload)).to_dict()
         if act == "context":
             _needs(args, "step_id", "query")
-            return runs.context(run_id, args.step_id, args.query).to_dict()
+            return runs.context(run_id, _given(args.step_id), _given(args.query)).to_dict()
         if act == "promote":
             _needs(args, "step_id", "write", "confirmed_by")
-            stored = runs.promote(run_id, args.step_id, args.write, args.confirmed_by)
+            stored = runs.promote(
+                run_id, _given(args.step_id), _given(args.write), _given(args.confirmed_by)
+            )
             return {"item_id": stored.item_id, "version": stored.version}
         _needs(args, "expected_version")
-        version = int(args.expected_version)
+        version = int(_given(args.expected_version))
         if act == "set_state":
             _needs(args, "state")
-            return runs.set_state(run_id, version, args.state).to_dict()
+            return runs.set_state(run_id, version, _given(args.state)).to_dict()
         if act == "finish":
             _needs(args, "outcome")
-            return runs.finish(run_id, version, args.outcome).to_dict()
+            return runs.finish(run_id, version, _given(args.outcome)).to_dict()
         _needs(args, "step_id")
+        step_id = _given(args.step_id)
         if act == "begin_step":
-            return runs.begin_step(run_id, version, args.step_id).to_dict()
+            return runs.begin_step(run_id, version, step_id).to_dict()
         if act == "end_step":
             _needs(args, "outcome")
-            return runs.end_step(run_id, version, args.step_id, args.outcome).to_dict()
+            return runs.end_step(run_id, version, step_id, _given(args.outcome)).to_dict()
         _needs(args, "event_id", "event_kind")
-        return runs.wait_for(run_id, version, args.event_id, args.event_kind).to_dict()
+        return runs.wait_for(
+            run_id, version, _given(args.event_id), _given(args.event_kind)
+        ).to_dict()
 
 
 def _needs(args: Any, *names: str) -> None:
+    """Refuse the action naming every field it lacks at once (so one retry can fix them
+    all), rather than the first that a narrowing check would trip on."""
     missing = [n for n in names if getattr(args, n) is None]
     if missing:
         raise InvalidWrite(
             f"{args.action} needs {', '.join(missing)}", [f"{n}: missing" for n in missing]
         )
+
+
+def _given(value: _T | None) -> _T:
+    """A field `_needs` has already vouched for, typed as present: the checker cannot
+    follow that check through `getattr`, so this narrows it (and fails loudly, not with
+    a `None` deep in the run store, if the two ever disagreed)."""
+    if value is None:
+        raise AssertionError("a field _needs checked is missing")
+    return value
 
 
 def _jsonable(data: dict[str, Any]) -> dict[str, Any]:

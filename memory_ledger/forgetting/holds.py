@@ -24,7 +24,7 @@ name within the caller's subtree (`within`), and refuses a name that is still am
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +33,7 @@ from sqlalchemy import Connection, and_, false, or_, select
 from memory_ledger.errors import InvalidWrite, NotFound
 from memory_ledger.identifiers import is_identifier, is_namespace, is_namespace_part
 from memory_ledger.ledger import EntryType, LifecycleLedger
+from memory_ledger.policy.retention import ItemAttributes
 from memory_ledger.projections.catalog import catalog
 from memory_ledger.projections.id_sets import among
 
@@ -58,7 +59,7 @@ class Hold:
     placed_by: str
     placed_at: str
 
-    def covers(self, attrs: Mapping[str, Any]) -> bool:
+    def covers(self, attrs: ItemAttributes) -> bool:
         """Whether an item (its namespace, category and predicate) is under this hold."""
         return (
             inside(str(attrs["namespace"]), self.namespace)

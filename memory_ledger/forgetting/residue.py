@@ -25,7 +25,9 @@ import numpy as np
 try:  # x86-64 Linux; see `scan`
     import hyperscan
 except ImportError:  # pragma: no cover - other platforms use the slower path
-    hyperscan = None
+    HYPERSCAN = False
+else:
+    HYPERSCAN = True  # a flag, not `hyperscan = None`: the module keeps its stub's types
 
 MIN_NEEDLE_BYTES = 4
 
@@ -82,13 +84,15 @@ def scan(paths: Sequence[str | Path], needles: Sequence[bytes]) -> list[ResidueF
     """
     if not needles:
         return []
-    search = _hyperscan_search(needles) if hyperscan is not None else _find_search(needles)
+    search = _hyperscan_search(needles) if HYPERSCAN else _find_search(needles)
     overlap = max(len(n) for n in needles) - 1
     tasks = _tasks(paths)
+
+    def scan_task(task: list[Piece]) -> list[set[int]]:
+        return [_scan_piece(path, a, b, overlap, search) for path, a, b in task]
+
     with ThreadPoolExecutor(max_workers=min(len(tasks), os.cpu_count() or 1) or 1) as pool:
-        results = list(
-            pool.map(lambda task: [_scan_piece(*p, overlap, search) for p in task], tasks)
-        )
+        results = list(pool.map(scan_task, tasks))
     found = {
         (piece[0], i)
         for task, hits in zip(tasks, results, strict=True)
@@ -109,7 +113,7 @@ def _tasks(paths: Sequence[str | Path]) -> list[list[Piece]]:
     tasks: list[list[Piece]] = []
     packed: list[Piece] = []
     packed_bytes = 0
-    for path in map(os.fspath, paths):
+    for path in (os.fspath(p) for p in paths):
         try:
             size = os.stat(path).st_size
         except FileNotFoundError:
@@ -164,7 +168,7 @@ def search_bytes(data: bytes, needles: Sequence[bytes]) -> set[int]:
     """Indexes of the needles found in one buffer, all needles in one pass."""
     if not needles:
         return set()
-    search = _hyperscan_search(needles) if hyperscan is not None else _find_search(needles)
+    search = _hyperscan_search(needles) if HYPERSCAN else _find_search(needles)
     return search(memoryview(data))
 
 
@@ -189,7 +193,9 @@ def _hyperscan_search(needles: Sequence[bytes]) -> Callable[[memoryview], set[in
             scratches.scratch = hyperscan.Scratch(database)
         # ScanTerminated: every needle was found, the rest of the chunk cannot add any.
         with contextlib.suppress(hyperscan.ScanTerminated):
-            database.scan(data, on_match, scratch=scratches.scratch)
+            # The stub says `AnyStr`; the extension takes any buffer, and a memoryview
+            # of the reused read buffer spares a copy of every chunk.
+            database.scan(data, on_match, scratch=scratches.scratch)  # type: ignore[type-var]
         return found
 
     return search

@@ -190,7 +190,7 @@ def identifiers_repeating(items: Iterable[MemoryItem], texts: Iterable[str]) -> 
         for name in map(_folded, _identifiers(item)):
             for word in set(name.split("_")):
                 by_word.setdefault(word, set()).add((item_id, name))
-    hits = set()
+    hits: set[str] = set()
     for value in values:
         # Only names holding the value's rarest word can hold the value: a common first
         # word (`note` of `note_12`) would compare it with nearly every name.

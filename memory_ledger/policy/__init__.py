@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -155,7 +155,7 @@ def parse_policy_file(source: str, text: str) -> PolicyFile:
         ) from None
 
 
-def line_of(text: str, loc: list[object]) -> int | None:
+def line_of(text: str, loc: Sequence[int | str]) -> int | None:
     """The line a validation error points at: the key's line inside its table (for an
     array of tables, the n-th `[[...]]`), else the table's header. TOML parsers keep no
     positions, so this reads the text; it only has to find what the error names."""

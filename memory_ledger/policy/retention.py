@@ -26,10 +26,10 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Protocol, TypeVar
 
 from pydantic import BeforeValidator, Field, model_validator
-from sqlalchemy import ColumnElement, and_, bindparam, case, false, func, or_
+from sqlalchemy import BindParameter, ColumnElement, and_, bindparam, case, false, func, or_
 
 from memory_ledger.times import canonical_time, to_utc
 from memory_ledger.write_policy import (
@@ -49,6 +49,16 @@ _UNIT["w"] = timedelta(weeks=1)
 MAX_DURATION = timedelta(days=100 * 366)  # a century: longer is "never", said plainly
 MAX_CLASSES = 256
 MAX_LISTED = 1024
+
+
+class ItemAttributes(Protocol):
+    """An item's clear attributes by name, as the policy reads them: a catalog row
+    (SQLAlchemy's `RowMapping`, whose keys may also be columns, so it is no
+    `Mapping[str, Any]`) or a plain dict (`attributes_of`). Only lookups are needed."""
+
+    def __getitem__(self, key: str, /) -> Any: ...
+
+    def get(self, key: str, /) -> Any: ...
 
 
 def parse_duration(value: object) -> timedelta | None:
@@ -83,24 +93,27 @@ def _listed(value: object) -> object:
     return [value] if isinstance(value, str) else value
 
 
-def _selector(item: type) -> Any:
-    return Annotated[
-        tuple[item, ...] | None,  # type: ignore[valid-type]
-        BeforeValidator(_listed),
-        Field(min_length=1, max_length=MAX_LISTED),
-    ]
+_Item = TypeVar("_Item")
+
+#: An attribute a class selects on: one value or a list of them, or absent (matches any).
+#: A generic alias, so each field names the type of its values (`Selector[Origin]`).
+Selector = Annotated[
+    tuple[_Item, ...] | None,
+    BeforeValidator(_listed),
+    Field(min_length=1, max_length=MAX_LISTED),
+]
 
 
 class RetentionClass(StrictModel):
     """Items matching every attribute given here live for `ttl` after they are recorded."""
 
     name: Identifier
-    kind: _selector(AnyKind) = None
-    category: _selector(Identifier) = None
-    predicate: _selector(Identifier) = None
-    sensitivity: _selector(Sensitivity) = None
-    basis: _selector(RetentionBasis) = None
-    origin: _selector(Origin) = None
+    kind: Selector[AnyKind] = None
+    category: Selector[Identifier] = None
+    predicate: Selector[Identifier] = None
+    sensitivity: Selector[Sensitivity] = None
+    basis: Selector[RetentionBasis] = None
+    origin: Selector[Origin] = None
     ttl: Duration
     #: What the TTL counts from: when the store recorded the item, or (memory files
     #: only) when an agent last read it, so a file in use lives on.
@@ -116,13 +129,13 @@ class RetentionClass(StrictModel):
             raise ValueError(f'class {self.name}: since = last_read needs kind = "file"')
         return self
 
-    def counted_from(self, attrs: Mapping[str, Any]) -> Any:
+    def counted_from(self, attrs: ItemAttributes) -> Any:
         """The time an item's TTL under this class counts from."""
         if self.since == "last_read":
             return attrs.get("reinforced_at") or attrs["recorded_at"]
         return attrs["recorded_at"]
 
-    def matches(self, attrs: Mapping[str, Any]) -> bool:
+    def matches(self, attrs: ItemAttributes) -> bool:
         return all(
             getattr(self, a) is None or attrs.get(a) in getattr(self, a) for a in MATCHED_ATTRIBUTES
         )
@@ -137,7 +150,7 @@ class Protect(StrictModel):
     predicates: Annotated[tuple[Identifier, ...], Field(max_length=MAX_LISTED)] = ()
     categories: Annotated[tuple[Identifier, ...], Field(max_length=MAX_LISTED)] = ()
 
-    def rule_for(self, attrs: Mapping[str, Any]) -> str | None:
+    def rule_for(self, attrs: ItemAttributes) -> str | None:
         if attrs.get("predicate") in self.predicates:
             return f"protect:predicate:{attrs['predicate']}"
         if attrs.get("category") in self.categories:
@@ -166,8 +179,8 @@ class RetentionTable(StrictModel):
 
 class DecayClass(StrictModel):
     name: Identifier
-    category: _selector(Identifier) = None
-    kind: _selector(AnyKind) = None
+    category: Selector[Identifier] = None
+    kind: Selector[AnyKind] = None
     half_life: Duration
 
     @model_validator(mode="after")
@@ -176,7 +189,7 @@ class DecayClass(StrictModel):
             raise ValueError(f"decay class {self.name} needs a category or a kind")
         return self
 
-    def matches(self, attrs: Mapping[str, Any]) -> bool:
+    def matches(self, attrs: ItemAttributes) -> bool:
         return (self.category is None or attrs.get("category") in self.category) and (
             self.kind is None or attrs.get("kind") in self.kind
         )
@@ -221,7 +234,7 @@ class RetentionPolicy:
     def version(self) -> int:
         return self.table.version
 
-    def decide(self, attrs: Mapping[str, Any], *, protect: bool = True) -> RetentionDecision:
+    def decide(self, attrs: ItemAttributes, *, protect: bool = True) -> RetentionDecision:
         """One item's decision from its clear attributes (a catalog row's columns).
         `protect=False`: what the classes and its own expiry say, protect list aside."""
         protected = self.table.protect.rule_for(attrs) if protect else None
@@ -256,7 +269,7 @@ class RetentionPolicy:
         (`columns` is a table's `.c`). It takes its times as parameters (`cutoffs(now)`),
         so a statement using it is built once. Equal to `decide(row).expired(now)` for
         every row (tested)."""
-        now = bindparam("now")
+        now: BindParameter[str] = bindparam("now")  # canonical_time text, as stored
         own = and_(columns.expires_at.is_not(None), columns.expires_at <= now)
         whens = [
             (_matches(c, columns), _lived(columns, c.ttl, f"ttl_cutoff_{i}", c.since))
@@ -281,14 +294,14 @@ class RetentionPolicy:
                     params[name] = ""
         return params
 
-    def decay_half_life(self, attrs: Mapping[str, Any]) -> tuple[str, timedelta | None]:
+    def decay_half_life(self, attrs: ItemAttributes) -> tuple[str, timedelta | None]:
         """(rule, half-life) for one item: the first decay class matching, or the default."""
         for decay_class in self.decay.classes:
             if decay_class.matches(attrs):
                 return f"decay:{decay_class.name}", parse_duration(decay_class.half_life)
         return "decay:default", parse_duration(self.decay.default_half_life)
 
-    def strength_of(self, row: Mapping[str, Any], at: datetime) -> tuple[float, str]:
+    def strength_of(self, row: ItemAttributes, at: datetime) -> tuple[float, str]:
         """An item's strength at `at` from its catalog row, and the decay rule used."""
         rule, half_life = self.decay_half_life(row)
         since = to_utc(row["reinforced_at"] or row["recorded_at"])

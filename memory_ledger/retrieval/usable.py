@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from sqlalchemy import (
+    ColumnElement,
     Connection,
     Float,
     Text,
@@ -434,6 +435,7 @@ def _statement(by_id: bool) -> Any:
     of a large namespace, instead of looking the ids up by key)."""
     queries = []
     for kind, table in TABLES.items():
+        narrow: ColumnElement[bool]
         if by_id:
             narrow = table.c.item_id.in_(bindparam("ids", expanding=True))
         else:
