@@ -17,6 +17,7 @@ check runs on the plan before it is stored (`flow.plan`), so no reader can slip 
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import func, select
@@ -70,9 +71,8 @@ def checked(request: PlanningRequest, draft: Draft, reading: Reading) -> Draft:
     whole = kind in WHOLE_SCOPES or every
     if whole:
         if reading.everything:
-            draft.blast = blast
             blast.scope = kind if kind in WHOLE_SCOPES else "every_item"
-            return draft
+            return replace(draft, blast=blast)
         return _ask_whole(request, draft, reading, blast)
     if draft.information:
         wide = [
@@ -91,8 +91,7 @@ def checked(request: PlanningRequest, draft: Draft, reading: Reading) -> Draft:
     elif kind not in ("category", "source", "time_range") and too_wide(blast.places, total):
         # items chosen by the reader (not a scope the words named): too many to guess
         return _ask_whole(request, draft, reading, blast, template="too_many")
-    draft.blast = blast
-    return draft
+    return replace(draft, blast=blast)
 
 
 def _examples(

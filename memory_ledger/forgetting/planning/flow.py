@@ -383,7 +383,7 @@ class ForgetPlanning:
             draft, notes = LocatedPlanner(request, Planner(request).plan).draft(located)
             # the model named the values and the user confirms: no bound turns it into
             # a question, but the plan states its size like every other plan
-            draft.blast = blast_of(draft, namespace_items(request))
+            draft = replace(draft, blast=blast_of(draft, namespace_items(request)))
         plan = self._plan(draft, reading, now, None, None)
         plan.note = " ".join(notes)
         self.plans.save(plan, now, namespace)

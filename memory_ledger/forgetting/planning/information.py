@@ -41,7 +41,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -1251,10 +1251,11 @@ class InformationPlanner:
             return Found(piece, RESOLVED, ranked[:1])
         return Found(piece, AMBIGUOUS, reason="several_things", options=things)
 
-    def mentions_of(self, draft: Draft, language: str) -> None:
-        """Add to a plan of facts (read as a request about items) every other place
+    def mentions_of(self, draft: Draft, language: str) -> Draft:
+        """A plan of facts (read as a request about items) with every other place
         that repeats their values, where the value is redacted: `pieces` and
-        `spans_by_item`. Nothing is added when nothing repeats them."""
+        `spans_by_item` (a new draft; `draft` is unchanged). `draft` itself when
+        nothing repeats them."""
         self.pool.extend([*draft.targets, *draft.cascaded])
         facts = [
             i
@@ -1262,16 +1263,16 @@ class InformationPlanner:
             if i in self.pool.by_id and self.pool.by_id[i].kind in VALUE_KINDS
         ]
         if not facts:
-            return
+            return draft
         thing = self._fact_thing(
             facts, [i for i in [*draft.targets, *draft.cascaded] if i not in facts]
         )
         if thing is None:
-            return
+            return draft
         gone = {*draft.targets, *draft.cascaded, *draft.history}
         redact = {i: s for i, s in thing.places.items() if i not in gone and s}
         if not redact:
-            return
+            return draft
         places = [
             {"item_id": i, "kind": self.pool.by_id[i].kind, "action": "erase", "spans": 0}
             for i in sorted(gone)
@@ -1281,14 +1282,14 @@ class InformationPlanner:
             {"item_id": i, "kind": self.pool.by_id[i].kind, "action": "redact", "spans": len(s)}
             for i, s in sorted(redact.items())
         ]
-        draft.pieces = [
+        pieces = [
             {"piece": 1, "kind": "description", "status": RESOLVED, "reason": "", "said": "",
              "places": places}
         ]  # fmt: skip
-        draft.spans_by_item = redact
-        for item in redact:
-            if item not in draft.labels:
-                draft.labels[item] = self.pool.label(item, language)
+        labels = {i: self.pool.label(i, language) for i in redact if i not in draft.labels}
+        return replace(
+            draft, pieces=pieces, spans_by_item=redact, labels={**draft.labels, **labels}
+        )
 
     def chosen(self, asked: Any, item_ids: list[str]) -> Draft:
         """The plan for the candidates a user picked in a plan of information: the

@@ -122,8 +122,7 @@ class Planner:
                 if draft.status in ("planned", "needs_clarification"):
                     # no fact of the user's says "花艺师": the florist's phone, not mine
                     return Draft("nothing_matched", reading.intent, reason="value_not_found")
-            self._with_mentions(draft)
-            return draft
+            return self._with_mentions(draft)
         if information and self._names_information(reading, text):
             tried = True
             assert reading.information is not None
@@ -154,7 +153,7 @@ class Planner:
             if asked is not None:
                 return asked
         if self.projections is not None and reading.information is not None:
-            self._with_mentions(draft)
+            return self._with_mentions(draft)
         return draft
 
     def _other_things(self, reading: Reading, draft: Draft, text: str) -> Draft | None:
@@ -302,14 +301,14 @@ class Planner:
         hits = self.lex.concepts.find(normalise(piece.label))
         return any(h.entry.removesuffix("#many") != "name" for h in hits)
 
-    def _with_mentions(self, draft: Draft) -> None:
+    def _with_mentions(self, draft: Draft) -> Draft:
         """A plan that erases facts lists every place that repeats their values (in any
         written form), where the value is redacted and the rest stays."""
         if draft.status not in ("planned", "partial_match") or draft.intent != "delete":
-            return
+            return draft
         if draft.scope is not None and draft.scope.get("kind") == "namespace":
-            return
-        self._information().mentions_of(draft, self.reading.language)
+            return draft
+        return self._information().mentions_of(draft, self.reading.language)
 
     def _plan_items(self, reading: Reading, text: str, session_id: str | None) -> Draft:
         if reading.parts:
