@@ -41,8 +41,9 @@ from memory_ledger.forgetting.holds import Holds
 from memory_ledger.forgetting.planning import (
     ForgetPlan,
     ForgetPlanning,
+    ItemChanges,
     PlanOutcome,
-    PlanStore,
+    PlanRecords,
 )
 from memory_ledger.forgetting.redaction import RedactionRequest, rewrite_items
 from memory_ledger.forgetting.requests import ForgetRequests, RequestReport
@@ -147,7 +148,7 @@ class MemoryService:
                     self.ledger = LifecycleLedger(settings)
                     # its table is created here, under the schema lock: concurrent DDL
                     # of the same table fails on PostgreSQL even with IF NOT EXISTS
-                    self.plans = PlanStore(self.engine, self.log)
+                    self.plans = PlanRecords(self.engine, self.log)
                 except Exception:
                     self.log.close()
                     raise
@@ -192,7 +193,16 @@ class MemoryService:
     def planning(self) -> ForgetPlanning:
         """Forget plans, built on first use: its lexicon compiles some 4,000 phrase
         patterns (about 0.4 s), which a command that plans nothing never pays."""
-        return ForgetPlanning(self.plans, lambda: self.clock())
+        return ForgetPlanning(
+            self.plans,
+            lambda: self.clock(),
+            engine=self.engine,
+            log=self.log,
+            vectors=self.vectors,
+            runner=self.runner,
+            requests=self.requests,
+            store_names=self.stores.names,
+        )
 
     @property
     def retention(self) -> RetentionPolicy:
@@ -650,7 +660,12 @@ class MemoryLedger:
         conversation it was said in ("this conversation"; an update's provenance);
         `timezone` (IANA) is whose "yesterday" it is (default UTC)."""
         return self.service.planning.plan(
-            self, text, session_id=session_id, turn_id=turn_id, timezone=timezone
+            self.namespace,
+            self.principal.user,
+            text,
+            session_id=session_id,
+            turn_id=turn_id,
+            timezone=timezone,
         )
 
     def find_information(
@@ -660,7 +675,9 @@ class MemoryLedger:
         principal's memory, in every written form, grouped by value with counts and a
         snippet each (`values[]`), and the items nearest a description (`nearest[]`), for
         the model to read. Changes nothing. Wrong types or sizes: InvalidWrite."""
-        return self.service.planning.find_information(self, values, description)
+        return self.service.planning.find_information(
+            self.namespace, self.principal.user, values, description
+        )
 
     def forget_information(
         self,
@@ -675,23 +692,28 @@ class MemoryLedger:
         it is), and erasing each `chosen` place ({description, item_id} from
         find_information); `keeps` are shown and never cut. Execute it with
         `execute_plan` once the user confirmed. Wrong types or sizes: InvalidWrite."""
-        return self.service.planning.forget_information(self, values, chosen, keeps, reason)
+        return self.service.planning.forget_information(
+            self.namespace, self.principal.user, values, chosen, keeps, reason
+        )
 
     def choose_candidates(self, plan_id: str, item_ids: Sequence[str | UUID]) -> ForgetPlan:
         """Answer a plan's clarification: a new plan for some of its candidates only."""
-        return self.service.planning.choose(self, plan_id, _listed(item_ids, UUID))
+        return self.service.planning.choose(
+            self.namespace, self.principal.user, plan_id, _listed(item_ids, UUID)
+        )
 
     def execute_plan(self, plan_id: str) -> PlanOutcome:
         """Carry out a confirmed plan, once; executing again after a crash resumes it."""
-        return self.service.planning.execute(self, plan_id)
+        changes = ItemChanges(self.get, self.suppress, self.forget_conclusion, self.update)
+        return self.service.planning.execute(self.namespace, self.principal.user, plan_id, changes)
 
     def forget_plan(self, plan_id: str) -> ForgetPlan:
         """A plan as stored (its labels only while it is open)."""
-        return self.service.planning.get(self, plan_id)
+        return self.service.planning.get(self.namespace, plan_id)
 
     def plan_outcome(self, plan_id: str) -> PlanOutcome:
         """Where an executed plan stands: its request's status, from the ledger."""
-        return self.service.planning.outcome(self, plan_id)
+        return self.service.planning.outcome(self.namespace, plan_id)
 
     # -- reads -------------------------------------------------------------------------
 

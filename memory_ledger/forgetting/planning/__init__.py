@@ -2,16 +2,17 @@
 with the principal's items, shown as a plan, executed only when confirmed. See flow.py
 for the steps, reading.py for how words are read, planner.py for how they select."""
 
-from memory_ledger.forgetting.planning.flow import ForgetPlanning, PlanOutcome
-from memory_ledger.forgetting.planning.plans import ForgetPlan, PlansStore, PlanStore
+from memory_ledger.forgetting.planning.flow import ForgetPlanning, ItemChanges, PlanOutcome
+from memory_ledger.forgetting.planning.plans import ForgetPlan, PlanRecords, PlansStore
 from memory_ledger.forgetting.planning.reading import LexiconReader, Reader, Reading
 
 __all__ = [
     "ForgetPlan",
     "ForgetPlanning",
+    "ItemChanges",
     "LexiconReader",
     "PlanOutcome",
-    "PlanStore",
+    "PlanRecords",
     "PlansStore",
     "Reader",
     "Reading",

@@ -17,19 +17,20 @@ check runs on the plan before it is stored (`flow.plan`), so no reader can slip 
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import func, select
 
 from memory_ledger.forgetting.planning.bounds import MAX_EXAMPLES, SHARE_FROM, share, too_wide
+from memory_ledger.forgetting.planning.drafts import Blast, Draft
 from memory_ledger.forgetting.planning.lexicon import lexicon
 from memory_ledger.forgetting.planning.pool import Pool, candidate
 from memory_ledger.projections.catalog import catalog
 
 if TYPE_CHECKING:
-    from memory_ledger.forgetting.planning.planner import Draft, Planner
     from memory_ledger.forgetting.planning.reading import Reading
+    from memory_ledger.forgetting.planning.request import PlanningRequest
 
 #: Scopes that cover a whole namespace or a subtree of them, whatever they hold.
 WHOLE_SCOPES = frozenset({"namespace", "subtree"})
@@ -40,32 +41,12 @@ TOO_WIDE = "too_wide"
 _QUALIFIER = re.compile(r"^(?:the|that)\s.+\sone$|^那个.+的$", re.IGNORECASE)
 
 
-@dataclass
-class Blast:
-    """What a plan would touch: counts only (safe to log and store in clear)."""
-
-    #: Places: each (piece, item) a plan of information names, or each item a plan of
-    #: items erases or changes (targets and their old versions).
-    places: int
-    #: Distinct items changed: erased, cascaded, redacted, suppressed or rewritten.
-    items: int
-    #: The namespace's items when the plan was made.
-    namespace_items: int
-    #: `items` / `namespace_items`.
-    share: float
-    #: The scope's kind when it is not a list of items (namespace, category, ...).
-    scope: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def namespace_items(planner: Planner) -> int:
+def namespace_items(request: PlanningRequest) -> int:
     """How many items the namespace holds now (one count, not a load of the catalog)."""
     query = (
-        select(func.count()).select_from(catalog).where(catalog.c.namespace == planner.namespace)
+        select(func.count()).select_from(catalog).where(catalog.c.namespace == request.namespace)
     )
-    return int(planner.conn.execute(query).scalar_one())
+    return int(request.store.conn.execute(query).scalar_one())
 
 
 def blast_of(draft: Draft, total: int) -> Blast:
@@ -78,46 +59,46 @@ def blast_of(draft: Draft, total: int) -> Blast:
     return Blast(places, items, total, share(items, total), None if kind == "item" else kind)
 
 
-def checked(planner: Planner, draft: Draft, reading: Reading) -> Draft:
+def checked(request: PlanningRequest, draft: Draft, reading: Reading) -> Draft:
     """`draft` with its blast radius, or a question in its place when it is wider than
     words may plan. Drafts that plan nothing pass unchanged."""
     if draft.status not in EXECUTABLE:
         return draft
-    total = namespace_items(planner)
+    total = namespace_items(request)
     blast = blast_of(draft, total)
     kind = (draft.scope or {}).get("kind")
     every = total >= SHARE_FROM and blast.items >= total and not draft.information
     whole = kind in WHOLE_SCOPES or every
     if whole:
         if reading.everything:
-            draft.blast = blast
             blast.scope = kind if kind in WHOLE_SCOPES else "every_item"
-            return draft
-        return _ask_whole(planner, draft, reading, blast)
+            return replace(draft, blast=blast)
+        return _ask_whole(request, draft, reading, blast)
     if draft.information:
         wide = [
             p for p in draft.pieces
             if p["status"] == "resolved" and too_wide(len(p["places"]), total)
         ]  # fmt: skip
         if wide:
-            return _ask_pieces(planner, draft, reading, wide, total)
+            return _ask_pieces(request, draft, reading, wide, total)
         unsure = _qualified(draft)
         if unsure:
-            return _ask_pieces(planner, draft, reading, unsure, total, "which_one")
+            return _ask_pieces(request, draft, reading, unsure, total, "which_one")
     elif reading.topic and kind == "item":
         # "what I said about the window repairs": turns that share words with a topic
         # are a guess, with no value to lead to them; the user picks
-        return _ask_whole(planner, draft, reading, blast, template="candidates")
+        return _ask_whole(request, draft, reading, blast, template="candidates")
     elif kind not in ("category", "source", "time_range") and too_wide(blast.places, total):
         # items chosen by the reader (not a scope the words named): too many to guess
-        return _ask_whole(planner, draft, reading, blast, template="too_many")
-    draft.blast = blast
-    return draft
+        return _ask_whole(request, draft, reading, blast, template="too_many")
+    return replace(draft, blast=blast)
 
 
-def _examples(planner: Planner, ids: list[str], language: str) -> tuple[Pool, list[dict[str, Any]]]:
+def _examples(
+    request: PlanningRequest, ids: list[str], language: str
+) -> tuple[Pool, list[dict[str, Any]]]:
     chosen = sorted(ids)[:MAX_EXAMPLES]
-    pool = Pool(planner.conn, planner.log, planner.namespace, only=chosen)
+    pool = Pool(request.store.conn, request.store.log, request.namespace, only=chosen)
     pool.texts([i for i in chosen if i in pool.by_id])
     return pool, [candidate(pool, i, language) for i in chosen if i in pool.by_id]
 
@@ -127,13 +108,15 @@ def _listing(options: list[dict[str, Any]]) -> str:
 
 
 def _ask_whole(
-    planner: Planner, draft: Draft, reading: Reading, blast: Blast, template: str = "whole_scope"
+    request: PlanningRequest,
+    draft: Draft,
+    reading: Reading,
+    blast: Blast,
+    template: str = "whole_scope",
 ) -> Draft:
     """An item plan too wide for words: asked about, with a few of its items to pick."""
-    from memory_ledger.forgetting.planning.planner import Draft
-
     language = reading.language
-    _, options = _examples(planner, [*draft.targets, *draft.history], language)
+    _, options = _examples(request, [*draft.targets, *draft.history], language)
     words = lexicon().questions[f"{language}_{template}"]
     question = words.format(
         count=len(options),
@@ -172,7 +155,7 @@ def _qualified(draft: Draft) -> list[dict[str, Any]]:
 
 
 def _ask_pieces(
-    planner: Planner,
+    request: PlanningRequest,
     draft: Draft,
     reading: Reading,
     wide: list[dict[str, Any]],
@@ -182,8 +165,6 @@ def _ask_pieces(
     """A plan of information with pieces said in too many places: those pieces become
     questions (a few example places each, to choose from); the others stay resolved,
     planned again as they are when the user answers."""
-    from memory_ledger.forgetting.planning.planner import Draft
-
     blast = blast_of(draft, total)  # before its pieces become questions
     reason = TOO_WIDE if template == "too_wide" else template
     language = reading.language
@@ -193,7 +174,7 @@ def _ask_pieces(
     for entry in wide:
         n = draft.pieces.index(entry)
         places = {p["item_id"]: p for p in entry["places"]}
-        _, mine = _examples(planner, list(places), language)
+        _, mine = _examples(request, list(places), language)
         for option in mine:
             item = option["item_id"]
             erase = places[item]["action"] == "erase"

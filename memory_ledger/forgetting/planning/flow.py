@@ -18,7 +18,7 @@ import hashlib
 import itertools
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, tzinfo
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
@@ -27,10 +27,12 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from memory_ledger.errors import InvalidTransition, InvalidWrite, NotFound
 from memory_ledger.event_log import ERASED
 from memory_ledger.forgetting.planning.blast import blast_of, checked, namespace_items
+from memory_ledger.forgetting.planning.drafts import NOT_FOUND, Draft
 from memory_ledger.forgetting.planning.information import InformationPlanner
 from memory_ledger.forgetting.planning.lexicon import lexicon
 from memory_ledger.forgetting.planning.located import LocatedPlanner, check_find, check_forget
 from memory_ledger.forgetting.planning.locations import without_locations
+from memory_ledger.forgetting.planning.part_sentences import missing_parts
 from memory_ledger.forgetting.planning.pieces import (
     KINDS as PIECE_KINDS,
 )
@@ -41,21 +43,17 @@ from memory_ledger.forgetting.planning.pieces import (
     lowered,
     prepared,
 )
-from memory_ledger.forgetting.planning.planner import (
-    NOT_FOUND,
-    Draft,
-    Planner,
-    missing_parts,
-)
+from memory_ledger.forgetting.planning.planner import Planner
 from memory_ledger.forgetting.planning.plans import (
     PLAN_TTL,
     ForgetPlan,
-    PlanStore,
+    PlanRecords,
     check_plan_id,
     require_executable,
 )
 from memory_ledger.forgetting.planning.pool import PoolRows
 from memory_ledger.forgetting.planning.reading import LexiconReader, Reader, Reading
+from memory_ledger.forgetting.planning.request import PlanningRequest, StoreReads
 from memory_ledger.forgetting.planning.statements import without_statements
 from memory_ledger.forgetting.redaction import MAX_ITEMS, MAX_SPANS, span_pattern
 from memory_ledger.forgetting.scope import parse_scope, resolve
@@ -64,9 +62,12 @@ from memory_ledger.phrases import normalise
 from memory_ledger.times import canonical_time
 
 if TYPE_CHECKING:
-    from sqlalchemy import Connection
+    from sqlalchemy import Connection, Engine
 
-    from memory_ledger.api import MemoryLedger
+    from memory_ledger.event_log import EventLog
+    from memory_ledger.forgetting.requests import ForgetRequests
+    from memory_ledger.projections.runner import ProjectionRunner
+    from memory_ledger.projections.vector_index import VectorIndex
 
 MAX_REQUEST_CHARS = 2000
 MAX_CHOICES = 50
@@ -169,14 +170,56 @@ def check_pieces(info: Information, text: str | None) -> Information:
     return info
 
 
+@dataclass(frozen=True)
+class PlanExecution:
+    """One execution's caller: whose plan it is, who confirmed it, and the item
+    operations a plan that stops using or updates items goes through."""
+
+    namespace: str
+    requested_by: str
+    changes: ItemChanges
+
+
+@dataclass(frozen=True)
+class ItemChanges:
+    """What executing a plan that stops using or updates items calls: the principal's
+    own item operations (each checks the item is the principal's), nothing else of
+    the ledger."""
+
+    get: Callable[[str], Any]
+    suppress: Callable[[str], Any]
+    forget_conclusion: Callable[[str], Any]
+    update: Callable[[str, dict[str, Any]], Any]
+
+
 class ForgetPlanning:
-    """Plans for one service: the store of plans, the reader, and the clock."""
+    """Plans for one service: the records of plans, the clock, the reader, and the
+    narrow parts of the store that planning reads (the database and log, the vector
+    index, the projections) and writes through (the forget requests). Whose memory a
+    call plans for (`namespace`) and on whose behalf (`requested_by`) are arguments of
+    each call: one of these serves every principal of the service."""
 
     def __init__(
-        self, plans: PlanStore, clock: Callable[[], datetime], reader: Reader | None = None
+        self,
+        plans: PlanRecords,
+        clock: Callable[[], datetime],
+        *,
+        engine: Engine,
+        log: EventLog,
+        vectors: VectorIndex | None,
+        runner: ProjectionRunner,
+        requests: ForgetRequests,
+        store_names: Callable[[], list[str]],
+        reader: Reader | None = None,
     ) -> None:
         self.plans = plans
         self.clock = clock
+        self.engine = engine
+        self.log = log
+        self.vectors = vectors
+        self.runner = runner
+        self.requests = requests
+        self.store_names = store_names
         self.reader = reader or LexiconReader()
         self._lexicon_reader = LexiconReader()
         self._rows = PoolRows()  # the namespaces' clear attributes, between plans
@@ -187,7 +230,8 @@ class ForgetPlanning:
 
     def plan(
         self,
-        ledger: MemoryLedger,
+        namespace: str,
+        requested_by: str,
         text: str,
         *,
         session_id: str | None = None,
@@ -202,30 +246,63 @@ class ForgetPlanning:
             if value is not None and not is_identifier(value):
                 raise InvalidWrite(f"invalid {name}: use {IDENTIFIER_RULE}", [f"{name}: invalid"])
         zone = zone_of(timezone)
-        service = ledger.service
         now = self.clock()
-        service.runner.catch_up()
-        self.plans.expire_due(ledger.namespace, now)
-        reading = check_reading(self.reader.read(words, now, zone), words)
-        if reading.everything and self.reader is not self._lexicon_reader:
+        self.runner.catch_up()
+        self.plans.expire_due(namespace, now)
+        read = check_reading(self.reader.read(words, now, zone), words)
+        everything = read.everything
+        if everything and self.reader is not self._lexicon_reader:
             # A whole-user scope only where the words say so, whoever read them.
-            reading.everything = self._lexicon_reader.read(words, now, zone).everything
-        # "I moved." may be cut as a statement; it still says the old one is the one on file
-        reading.moved = lexicon().moved.any(normalise(text))
-        for part in reading.parts:  # and never in a part of words that do not say so
-            part.reading.everything = part.reading.everything and reading.everything
-        with service.engine.connect() as conn:
-            planner = self._planner(conn, ledger)
-            draft = checked(planner, planner.plan(reading, words, session_id), reading)
+            everything = self._lexicon_reader.read(words, now, zone).everything
+        # The reader's output is not changed: the reading planned is a copy with
+        # what the flow adds. "I moved." may be cut as a statement; it still says
+        # the old one is the one on file; and no part is about everything unless the
+        # whole request is
+        reading = replace(
+            read,
+            everything=everything,
+            moved=lexicon().moved.any(normalise(text)),
+            parts=[
+                replace(
+                    p, reading=replace(p.reading, everything=p.reading.everything and everything)
+                )
+                for p in read.parts
+            ],
+        )
+        with self.engine.connect() as conn:
+            request = self._request(conn, namespace, requested_by, now, reading, words, session_id)
+            planner = Planner(request)
+            draft = checked(request, planner.plan(reading, words, session_id), reading)
             versions = planner.pool_versions(draft.targets) if draft.intent == "update" else {}
-        plan = self._plan(ledger, draft, reading, now, session_id, turn_id)
+        plan = self._plan(draft, reading, now, session_id, turn_id)
         plan.versions = versions
-        self.plans.save(plan, now, ledger.namespace)
+        self.plans.save(plan, now, namespace)
         return plan
+
+    def _request(
+        self,
+        conn: Connection,
+        namespace: str,
+        requested_by: str,
+        now: datetime,
+        reading: Reading,
+        text: str = "",
+        session_id: str | None = None,
+        *,
+        kept_rows: bool = True,
+    ) -> PlanningRequest:
+        """The call's request over the principal's namespace on `conn`, with the clear
+        rows kept between plans (PoolRows) unless `kept_rows` is False."""
+        store = StoreReads(
+            conn, self.log, self.vectors, self.runner.projections,
+            self._rows if kept_rows else None,
+        )  # fmt: skip
+        return PlanningRequest(
+            namespace, requested_by, now, reading, store, lexicon(), text, session_id
+        )
 
     def _plan(
         self,
-        ledger: MemoryLedger,
         draft: Draft,
         reading: Reading,
         now: datetime,
@@ -233,9 +310,10 @@ class ForgetPlanning:
         turn_id: str | None,
     ) -> ForgetPlan:
         executable = draft.status in ("planned", "partial_match")
-        stores = self._stores(ledger, draft.intent) if executable else []
-        if draft.intent == "update" and draft.new_value is None:
-            draft.new_value = reading.new_value
+        stores = self._stores(draft.intent) if executable else []
+        new_value = draft.new_value
+        if draft.intent == "update" and new_value is None:
+            new_value = reading.new_value
         return ForgetPlan(
             plan_id=new_plan_id(),
             status=draft.status,
@@ -254,7 +332,7 @@ class ForgetPlanning:
             expires_at=canonical_time(now + PLAN_TTL),
             conclusion=draft.conclusion,
             spans=draft.spans,
-            new_value=draft.new_value,
+            new_value=new_value,
             reason=draft.reason,
             session_id=session_id,
             turn_id=turn_id,
@@ -268,20 +346,25 @@ class ForgetPlanning:
         )
 
     def find_information(
-        self, ledger: MemoryLedger, values: object = None, description: object = None
+        self,
+        namespace: str,
+        requested_by: str,
+        values: object = None,
+        description: object = None,
     ) -> dict[str, Any]:
         """The model protocol's first call (located.py): where each value is said, and
         the items nearest a description. Reads only; nothing is planned or kept."""
         asked, said = check_find(values, description)
-        service = ledger.service
-        service.runner.catch_up()
-        with service.engine.connect() as conn:
-            planner = self._planner(conn, ledger)
-            return LocatedPlanner(planner).find(asked, said)
+        self.runner.catch_up()
+        reading = Reading("en", "delete")
+        with self.engine.connect() as conn:
+            request = self._request(conn, namespace, requested_by, self.clock(), reading)
+            return LocatedPlanner(request, Planner(request).plan).find(asked, said)
 
     def forget_information(
         self,
-        ledger: MemoryLedger,
+        namespace: str,
+        requested_by: str,
         values: object = None,
         chosen: object = None,
         keeps: object = None,
@@ -291,45 +374,36 @@ class ForgetPlanning:
         value is said, stored like any plan, executed by `execute` after the user said
         yes."""
         located = check_forget(values, chosen, keeps, reason)
-        service = ledger.service
         now = self.clock()
-        service.runner.catch_up()
-        self.plans.expire_due(ledger.namespace, now)
-        with service.engine.connect() as conn:
-            planner = self._planner(conn, ledger)
-            draft, notes = LocatedPlanner(planner).draft(located)
+        self.runner.catch_up()
+        self.plans.expire_due(namespace, now)
+        reading = Reading(located.language, "delete")  # type: ignore[arg-type]
+        with self.engine.connect() as conn:
+            request = self._request(conn, namespace, requested_by, now, reading)
+            draft, notes = LocatedPlanner(request, Planner(request).plan).draft(located)
             # the model named the values and the user confirms: no bound turns it into
             # a question, but the plan states its size like every other plan
-            draft.blast = blast_of(draft, namespace_items(planner))
-        reading = Reading(located.language, "delete")  # type: ignore[arg-type]
-        plan = self._plan(ledger, draft, reading, now, None, None)
+            draft = replace(draft, blast=blast_of(draft, namespace_items(request)))
+        plan = self._plan(draft, reading, now, None, None)
         plan.note = " ".join(notes)
-        self.plans.save(plan, now, ledger.namespace)
+        self.plans.save(plan, now, namespace)
         return plan
 
-    def _planner(self, conn: Connection, ledger: MemoryLedger) -> Planner:
-        """A planner over the principal's namespace on `conn`, with the clear rows kept
-        between plans (PoolRows): what every plan from words or values starts from."""
-        service = ledger.service
-        return Planner(
-            conn, service.log, service.vectors, ledger.namespace,
-            projections=service.runner.projections, kept=self._rows,
-        )  # fmt: skip
-
-    @staticmethod
-    def _stores(ledger: MemoryLedger, intent: str | None) -> list[str]:
-        names = ledger.service.stores.names()
+    def _stores(self, intent: str | None) -> list[str]:
+        names = self.store_names()
         if intent in ("delete", "redact"):
             return names
-        return ["event_log", *(p.name for p in ledger.service.runner.projections)]
+        return ["event_log", *(p.name for p in self.runner.projections)]
 
-    def get(self, ledger: MemoryLedger, plan_id: str) -> ForgetPlan:
-        return self.plans.load(ledger.namespace, plan_id, self.clock())
+    def get(self, namespace: str, plan_id: str) -> ForgetPlan:
+        return self.plans.load(namespace, plan_id, self.clock())
 
-    def choose(self, ledger: MemoryLedger, plan_id: str, item_ids: Sequence[str]) -> ForgetPlan:
+    def choose(
+        self, namespace: str, requested_by: str, plan_id: str, item_ids: Sequence[str]
+    ) -> ForgetPlan:
         """A narrower plan: some of a clarification's candidates, and nothing else."""
         now = self.clock()
-        asked = self.plans.load(ledger.namespace, plan_id, now)
+        asked = self.plans.load(namespace, plan_id, now)
         if asked.state != "open" or asked.status != "needs_clarification":
             raise InvalidTransition(
                 f"plan {plan_id} is not waiting for a choice ({asked.state}, {asked.status})"
@@ -345,58 +419,66 @@ class ForgetPlanning:
                 "only the plan's own candidates can be chosen; nothing was planned",
                 ["item_ids: not a candidate"],
             )
-        reading = Reading(asked.language, asked.intent)  # type: ignore[arg-type]
-        reading.conclusion = asked.conclusion
-        reading.spans = list(asked.span_kinds)
-        service = ledger.service
-        service.runner.catch_up()
-        with service.engine.connect() as conn:
-            planner = Planner(
-                conn, service.log, service.vectors, ledger.namespace,
-                projections=service.runner.projections,
+        reading = Reading(
+            asked.language,  # type: ignore[arg-type]
+            asked.intent,  # type: ignore[arg-type]
+            conclusion=asked.conclusion,
+            spans=list(asked.span_kinds),
+        )
+        self.runner.catch_up()
+        with self.engine.connect() as conn:
+            # the rows are read afresh: a choice is made on the memory as it is now
+            request = self._request(
+                conn, namespace, requested_by, now, reading, "", asked.session_id,
+                kept_rows=False,
             )  # fmt: skip
+            planner = Planner(request)
             if asked.pieces:  # a piece of information asked about: its chosen values
-                planner.reading = reading
-                draft = InformationPlanner(planner).chosen(asked, chosen)
+                draft = InformationPlanner(request, planner.plan).chosen(asked, chosen)
             else:
                 draft = planner.chosen(reading, chosen, asked.parts)
-            draft = checked(planner, draft, reading)
+            draft = checked(request, draft, reading)
             versions = planner.pool_versions(draft.targets) if draft.intent == "update" else {}
-        draft.new_value = asked.new_value
-        plan = self._plan(ledger, draft, reading, now, asked.session_id, asked.turn_id)
+        draft = replace(draft, new_value=asked.new_value)
+        plan = self._plan(draft, reading, now, asked.session_id, asked.turn_id)
         plan.versions = versions
-        self.plans.save(plan, now, ledger.namespace)
+        self.plans.save(plan, now, namespace)
         # answered: the question is done, and the plan says which one replaced it
         self.plans.close(plan_id, "withdrawn", now, replaced_by=plan.plan_id)
         return plan
 
-    def execute(self, ledger: MemoryLedger, plan_id: str) -> PlanOutcome:
+    def execute(
+        self, namespace: str, requested_by: str, plan_id: str, changes: ItemChanges
+    ) -> PlanOutcome:
+        """Run a confirmed plan once, for the principal (`namespace`, `requested_by`);
+        a plan that stops using or updates items does so through `changes`."""
         check_plan_id(plan_id)
+        run = PlanExecution(namespace, requested_by, changes)
         with self._running_lock:
             running = plan_id in self._running
             self._running.add(plan_id)
         if running:  # a second confirmation while the first runs in this process
-            raced = self.get(ledger, plan_id)
+            raced = self.get(run.namespace, plan_id)
             require_executable(raced)
             raise InvalidTransition(
                 f"plan {plan_id} is being executed as request {raced.request_id}; ask "
                 "for its status"
             )
         try:
-            return self._execute(ledger, plan_id)
+            return self._execute(run, plan_id)
         finally:
             with self._running_lock:
                 self._running.discard(plan_id)
 
-    def _execute(self, ledger: MemoryLedger, plan_id: str) -> PlanOutcome:
-        plan = self.get(ledger, plan_id)
-        if plan.state == "withdrawn" and self._stopped_between(ledger, plan):
+    def _execute(self, run: PlanExecution, plan_id: str) -> PlanOutcome:
+        plan = self.get(run.namespace, plan_id)
+        if plan.state == "withdrawn" and self._stopped_between(plan):
             plan.state = "executing"  # its first request withdrew it: finish the rest
         if plan.state != "executing":
             require_executable(plan)
             request_id = new_request_id()
             if not self.plans.claim(plan_id, request_id):
-                raced = self.get(ledger, plan_id)  # another confirmation took it just now
+                raced = self.get(run.namespace, plan_id)  # another confirmation took it just now
                 require_executable(raced)
                 raise InvalidTransition(
                     f"plan {plan_id} is being executed as request {raced.request_id}; ask "
@@ -404,28 +486,27 @@ class ForgetPlanning:
                 )
             plan.state, plan.request_id = "executing", request_id
         # else: a run that stopped half way (a crash); executing again finishes it
-        outcome = _with_parts(plan, self._run(ledger, plan))
+        outcome = _with_parts(plan, self._run(run, plan))
         self.plans.close(plan_id, "executed", self.clock())
         return outcome
 
-    @staticmethod
-    def _stopped_between(ledger: MemoryLedger, plan: ForgetPlan) -> bool:
+    def _stopped_between(self, plan: ForgetPlan) -> bool:
         """A plan of information whose redaction was filed (which withdrew the plan, as
         every erasure withdraws the open plans that show its items) and whose forget
         request may not have been: executing it again files the rest."""
         if plan.request_id is None or not _redacts(plan) or plan.intent != "delete":
             return False
         try:
-            ledger.service.requests.report(plan.request_id)
+            self.requests.report(plan.request_id)
         except NotFound:
             return False
         return True
 
-    def _run(self, ledger: MemoryLedger, plan: ForgetPlan) -> PlanOutcome:
-        requests = ledger.service.requests
+    def _run(self, run: PlanExecution, plan: ForgetPlan) -> PlanOutcome:
+        requests = self.requests
         assert plan.request_id is not None
         if _redacts(plan):
-            return self._run_information(ledger, plan)
+            return self._run_information(run, plan)
         try:
             report = requests.report(plan.request_id)  # a retry after a crash
         except NotFound:
@@ -436,7 +517,7 @@ class ForgetPlanning:
             # and by `forget resume`, never by a second runner racing the first.
             return _from_report(plan, report)
         try:
-            return self._file(ledger, plan)
+            return self._file(run, plan)
         except InvalidWrite:
             try:  # the ledger refuses a second filing of the same request id
                 requests.report(plan.request_id)
@@ -447,22 +528,22 @@ class ForgetPlanning:
                 "for its status"
             ) from None
 
-    def _file(self, ledger: MemoryLedger, plan: ForgetPlan) -> PlanOutcome:
-        requests = ledger.service.requests
-        by = ledger.principal.user
+    def _file(self, run: PlanExecution, plan: ForgetPlan) -> PlanOutcome:
+        requests = self.requests
+        by = run.requested_by
         if plan.intent == "delete":
             assert plan.scope is not None
             scope = parse_scope(plan.scope)
             if scope.kind != "item":
-                self._still_the_same(ledger, plan, scope)
+                self._refuse_if_scope_moved(run, plan, scope)
             report = requests.submit(
-                ledger.namespace, scope, requested_by=by, request_id=plan.request_id,
+                run.namespace, scope, requested_by=by, request_id=plan.request_id,
                 plan_id=plan.plan_id,
             )  # fmt: skip
             return _from_report(plan, report)
         if plan.intent == "redact":
             report = requests.submit_redaction(
-                ledger.namespace,
+                run.namespace,
                 {"item_ids": plan.targets, "spans": plan.spans},
                 requested_by=by,
                 request_id=plan.request_id,
@@ -470,20 +551,18 @@ class ForgetPlanning:
             )
             return _from_report(plan, report)
         changed = (
-            self._stop_using(ledger, plan)
-            if plan.intent == "stop_using"
-            else self._update(ledger, plan)
+            self._stop_using(run, plan) if plan.intent == "stop_using" else self._update(run, plan)
         )
         message = lexicon().messages[f"{plan.language}_done"].format(count=changed)
         return PlanOutcome(plan.plan_id, plan.intent, "completed", None, message, plan.targets)
 
-    def _run_information(self, ledger: MemoryLedger, plan: ForgetPlan) -> PlanOutcome:
+    def _run_information(self, run: PlanExecution, plan: ForgetPlan) -> PlanOutcome:
         """A plan that redacts spans (and may erase facts): one redaction request per
         batch of items (the spans need the plan's sealed part, so they go first), then
         the forget request for the facts, each under an id fixed by the plan's, so a
         run that stopped half way finds what it filed and files the rest."""
-        requests = ledger.service.requests
-        by = ledger.principal.user
+        requests = self.requests
+        by = run.requested_by
         assert plan.request_id is not None
         ids = _request_ids(plan.request_id)
         reports = []
@@ -492,12 +571,12 @@ class ForgetPlanning:
             request_id = next(ids)
             report = _filed(requests, request_id)
             if report is None and n < len(batches):
-                live = _still_holding(ledger, batches[n])
+                live = _still_holding(self.log, batches[n])
                 if not live:
                     continue
                 spans = list(dict.fromkeys(s for v in live.values() for s in v))
                 report = requests.submit_redaction(
-                    ledger.namespace,
+                    run.namespace,
                     {"item_ids": sorted(live), "spans": spans},
                     requested_by=by,
                     request_id=request_id,
@@ -511,20 +590,20 @@ class ForgetPlanning:
             if report is None:
                 scope = parse_scope(plan.scope)
                 if scope.kind != "item":
-                    self._still_the_same(ledger, plan, scope)
+                    self._refuse_if_scope_moved(run, plan, scope)
                 report = requests.submit(
-                    ledger.namespace, scope, requested_by=by, request_id=request_id,
+                    run.namespace, scope, requested_by=by, request_id=request_id,
                     plan_id=plan.plan_id,
                 )  # fmt: skip
             reports.append(report)
         return _from_reports(plan, reports)
 
-    def _still_the_same(self, ledger: MemoryLedger, plan: ForgetPlan, scope: Any) -> None:
+    def _refuse_if_scope_moved(self, run: PlanExecution, plan: ForgetPlan, scope: Any) -> None:
         """A scope is resolved again at execution: if it now means other items than the
         user confirmed, the plan is stale, and nothing is erased."""
-        ledger.service.runner.catch_up()
-        with ledger.service.engine.connect() as conn:
-            found = resolve(conn, ledger.namespace, scope, ledger.service.log)
+        self.runner.catch_up()
+        with self.engine.connect() as conn:
+            found = resolve(conn, run.namespace, scope, self.log)
         if (found.status, set(found.targets), set(found.history)) != (
             "resolved",
             set(plan.targets),
@@ -537,37 +616,37 @@ class ForgetPlanning:
             )
 
     @staticmethod
-    def _stop_using(ledger: MemoryLedger, plan: ForgetPlan) -> int:
+    def _stop_using(run: PlanExecution, plan: ForgetPlan) -> int:
         changed = 0
         for item_id in plan.targets:
-            if ledger.get(item_id).suppressed:
+            if run.changes.get(item_id).suppressed:
                 continue  # a retry: already done
             if plan.conclusion:
                 try:
-                    ledger.forget_conclusion(item_id)
+                    run.changes.forget_conclusion(item_id)
                 except InvalidTransition:
-                    ledger.suppress(item_id)
+                    run.changes.suppress(item_id)
             else:
-                ledger.suppress(item_id)
+                run.changes.suppress(item_id)
             changed += 1
         return changed
 
-    def _update(self, ledger: MemoryLedger, plan: ForgetPlan) -> int:
+    def _update(self, run: PlanExecution, plan: ForgetPlan) -> int:
         if plan.new_value is None:
             raise InvalidTransition(f"plan {plan.plan_id} has no new value")
         changed = 0
         for item_id in plan.targets:
-            if ledger.get(item_id).version > plan.versions.get(item_id, 0):
+            if run.changes.get(item_id).version > plan.versions.get(item_id, 0):
                 continue  # a retry after the update was saved
             source = {"session_id": plan.session_id, "turn_id": plan.turn_id}
             if not (plan.session_id or plan.turn_id):
                 source = {"tool_call_id": plan.plan_id}
-            ledger.update(
+            run.changes.update(
                 item_id,
                 {
                     "value": plan.new_value,
                     "provenance": {
-                        "writer": ledger.principal.user,
+                        "writer": run.requested_by,
                         "written_at": self.clock(),
                         **{k: v for k, v in source.items() if v},
                     },
@@ -576,19 +655,19 @@ class ForgetPlanning:
             changed += 1
         return changed
 
-    def outcome(self, ledger: MemoryLedger, plan_id: str) -> PlanOutcome:
+    def outcome(self, namespace: str, plan_id: str) -> PlanOutcome:
         """The plan's answer now: the request's status as the ledger has it."""
-        plan = self.get(ledger, plan_id)
+        plan = self.get(namespace, plan_id)
         if plan.request_id is not None and _redacts(plan):  # each request the plan filed
             count = plan.redactions + (1 if plan.intent == "delete" else 0)
             ids = _request_ids(plan.request_id)
-            found = [_filed(ledger.service.requests, next(ids)) for _ in range(count)]
+            found = [_filed(self.requests, next(ids)) for _ in range(count)]
             reports = [r for r in found if r is not None]
             if reports:
                 return _with_parts(plan, _from_reports(plan, reports))
         elif plan.request_id is not None:
             try:
-                report = ledger.service.requests.report(plan.request_id)
+                report = self.requests.report(plan.request_id)
                 return _with_parts(plan, _from_report(plan, report))
             except NotFound:
                 pass
@@ -693,9 +772,8 @@ def _filed(requests: Any, request_id: str) -> Any:
         return None
 
 
-def _still_holding(ledger: MemoryLedger, batch: dict[str, list[str]]) -> dict[str, list[str]]:
+def _still_holding(log: EventLog, batch: dict[str, list[str]]) -> dict[str, list[str]]:
     """The items of a batch that are still there and still hold their spans."""
-    log = ledger.service.log
     items = log.get_many([UUID(i) for i in batch])
     out = {}
     for item_id, spans in batch.items():

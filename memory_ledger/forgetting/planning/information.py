@@ -41,7 +41,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -54,7 +54,9 @@ from memory_ledger.forgetting.mentions import (
     mention_pattern,
     where_mentioned,
 )
+from memory_ledger.forgetting.planning.drafts import AMBIGUOUS, NOT_FOUND, RESOLVED, Draft
 from memory_ledger.forgetting.planning.lexicon import Lexicon
+from memory_ledger.forgetting.planning.part_sentences import planned_parts
 from memory_ledger.forgetting.planning.pieces import (
     AMOUNT,
     Information,
@@ -74,11 +76,12 @@ from memory_ledger.projections.cells import Cells
 from memory_ledger.projections.id_sets import among
 
 if TYPE_CHECKING:
-    from memory_ledger.forgetting.planning.planner import Draft, Planner
     from memory_ledger.forgetting.planning.reading import Reading
+    from memory_ledger.forgetting.planning.request import PlanningRequest
 
-#: What becomes of a piece (`pieces[].status`, as `parts[].status`).
-RESOLVED, AMBIGUOUS, NOT_FOUND = "resolved", "ambiguous", "not_found"
+#: The item planner's entry point (a Reading and its words to a Draft).
+PlanItems = Callable[["Reading", str], Draft]
+
 #: Candidates offered for one ambiguous piece, at most.
 MAX_OPTIONS = 8
 #: Item kinds whose whole value can be a piece (erased, not redacted).
@@ -161,7 +164,7 @@ class Found:
         return {i for t in self.things for i in t.erase}
 
 
-def value_key(kind: str, text: str) -> str:
+def value_identity(kind: str, text: str) -> str:
     """One key for every written form of a value: a phone's digits (without the
     country code written with "+"), an amount's number and currency, a code's letters
     and digits, a text's words."""
@@ -236,11 +239,11 @@ def written_forms(kind: str, text: str) -> list[str]:
     ):  # a quoted "Copper Finch" is "copper-finch" too: the lookup folds case, not hyphens
         forms += [text.replace(" ", "-"), text.replace("-", " ")]
     out: list[str] = []
-    covered: set[str] = set()
+    looked_up: set[str] = set()
     for form in dict.fromkeys(f for f in forms if f.strip()):
-        if form not in covered:  # one lookup finds every form the lookup derives from it
+        if form not in looked_up:  # one lookup finds every form the lookup derives from it
             out.append(form)
-            covered |= units_forms(form)
+            looked_up |= units_forms(form)
     return out
 
 
@@ -260,16 +263,22 @@ def international(text: str) -> str:
 class InformationPlanner:
     """Plans a request that names information (see the module docstring)."""
 
-    def __init__(self, planner: Planner) -> None:
-        self.planner = planner
-        self.conn: Connection = planner.conn
-        self.namespace = planner.namespace
-        self.lex: Lexicon = planner.lex
+    def __init__(self, request: PlanningRequest, plan_items: PlanItems) -> None:
+        """`plan_items` is the item planner's `plan`, for a piece named by a concept
+        ("my phone number": the user's facts of it), passed in so that neither
+        planner imports the other."""
+        self.request = request
+        self.plan_items = plan_items
+        store = request.store
+        self.conn: Connection = store.conn
+        self.namespace = request.namespace
+        self.lex: Lexicon = request.lex
         self.reader = InformationReader(self.lex)
-        assert planner.projections is not None
-        self.projections = planner.projections
-        self.cells = Cells(planner.log)
-        self.pool = Pool(planner.conn, planner.log, planner.namespace, only=[])
+        assert store.projections is not None
+        self.projections = store.projections
+        self.vectors = store.vectors
+        self.cells = Cells(store.log)
+        self.pool = Pool(store.conn, store.log, request.namespace, only=[])
         self._where: dict[str, dict[str, list[str]]] = {}
         self._atoms = cache(atomic_spans)  # each text cut into words once per plan
         #: The request says the thing moved or changed: "old" may be the one on file.
@@ -314,7 +323,9 @@ class InformationPlanner:
         self.pool.extend(list(out))
         return {i: s for i, s in out.items() if i in self.pool.by_id}
 
-    def thing(self, key: str, kind: str, forms: Iterable[str], votes: int = 0) -> Thing | None:
+    def thing_where_said(
+        self, key: str, kind: str, forms: Iterable[str], votes: int = 0
+    ) -> Thing | None:
         """A value and every place it is said, with what happens there."""
         forms = list(dict.fromkeys(f for form in forms for f in written_forms(kind, form)))
         places = self.places_of(forms)
@@ -329,7 +340,7 @@ class InformationPlanner:
                 thing.erase.add(item)
         rows = [self.pool.by_id[i] for i in places]
         thing.first_seen = min(r.written_at for r in rows)
-        thing.face = _face(rows, thing.erase)
+        thing.face = _representative_item(rows, thing.erase)
         return thing
 
     # -- the plan --------------------------------------------------------------------
@@ -389,7 +400,7 @@ class InformationPlanner:
                 return mapped
         if piece.kind == "text":
             return self._text(piece, keeping)
-        key = value_key(piece.kind, piece.text)
+        key = value_identity(piece.kind, piece.text)
         forms = [piece.text]
         if piece.kind == "code" and piece.prefix:
             joined = [f"{piece.prefix}-{piece.text}", f"{piece.prefix}{piece.text}"]
@@ -398,8 +409,8 @@ class InformationPlanner:
                 joined.append(spaced)
             if any(self.where(joined).values()):  # "relay 880" is "relay-880", "MZ890697"
                 forms = list(dict.fromkeys([*joined, spaced]))
-                key = value_key("code", joined[0])
-        thing = self.thing(key, piece.kind, forms)
+                key = value_identity("code", joined[0])
+        thing = self.thing_where_said(key, piece.kind, forms)
         if thing is None and _too_short(piece):
             # "the alias May": named as a literal, looked up as said before anything
             # reads it as a month, a unit or a word
@@ -493,8 +504,8 @@ class InformationPlanner:
         if len(sides) != 2 or not all(len(s.encode()) >= MIN_NEEDLE_BYTES for s in sides):
             return None
         name, meaning = sides
-        first = self.thing(value_key("quoted", name), "quoted", [name])
-        second = self.thing(value_key("quoted", meaning), "quoted", [meaning])
+        first = self.thing_where_said(value_identity("quoted", name), "quoted", [name])
+        second = self.thing_where_said(value_identity("quoted", meaning), "quoted", [meaning])
         bare = re.sub(r"^(?:my|the|our|his|her|their)\s+", "", meaning, flags=re.IGNORECASE)
         if first is None and second is None:
             return None
@@ -508,10 +519,10 @@ class InformationPlanner:
                 if item in first.places:
                     known = places.setdefault(item, [])
                     known.extend(x for x in spans if x not in known)
-        thing = Thing(value_key("quoted", piece.text), "quoted", [name, meaning], 0, places)
+        thing = Thing(value_identity("quoted", piece.text), "quoted", [name, meaning], 0, places)
         rows = [self.pool.by_id[i] for i in places if i in self.pool.by_id]
         thing.first_seen = min((r.written_at for r in rows), default="")
-        thing.face = _face(rows, set()) if rows else next(iter(places))
+        thing.face = _representative_item(rows, set()) if rows else next(iter(places))
         return Found(piece, RESOLVED, [thing])
 
     def _of_name(self, piece: Piece) -> Found:
@@ -609,7 +620,7 @@ class InformationPlanner:
                 continue
             if not piece.label and self._label_like(text):
                 break
-            thing = self.thing(value_key("text", text), "text", [text])
+            thing = self.thing_where_said(value_identity("text", text), "text", [text])
             if thing is not None:
                 return Found(piece, RESOLVED, [thing])
         if keeping:
@@ -751,14 +762,14 @@ class InformationPlanner:
             for item in found:
                 for sentence in _sentences(texts.get(item) or ""):
                     for kind, value in self._beside(sentence, phrase, shapes):
-                        key = value_key(kind, value)
-                        if key == value_key(kind, phrase) or lowered(value) in phrases:
+                        key = value_identity(kind, value)
+                        if key == value_identity(kind, phrase) or lowered(value) in phrases:
                             continue
                         thing = things.setdefault(key, Thing(key, kind))
                         thing.votes += 1
                         if value not in thing.forms:
                             thing.forms.append(value)
-        whole = [self.thing(k, t.kind, t.forms, t.votes) for k, t in things.items()]
+        whole = [self.thing_where_said(k, t.kind, t.forms, t.votes) for k, t in things.items()]
         found_things = [t for t in whole if t is not None]
         if not found_things:
             return None
@@ -772,7 +783,7 @@ class InformationPlanner:
         value, with the versions a change links to it) stands clearly ahead of every
         other, by the texts and by what is said beside it; otherwise nothing is found.
         A label the memory does not say in its own language is not stored."""
-        vectors = self.planner.vectors
+        vectors = self.vectors
         label = lowered(piece.label).strip()
         if vectors is None or not label or not self.lex.information.labels.find(label):
             return None
@@ -801,7 +812,7 @@ class InformationPlanner:
                     spans = [s for s in spans if s.kind == "phone" or s.text.isdigit()]
                 for span in spans:
                     value = self._compound(span)
-                    key = value_key(span.kind, value)
+                    key = value_identity(span.kind, value)
                     thing = seen.setdefault(key, Thing(key, span.kind))
                     if value not in thing.forms:
                         thing.forms.append(value)
@@ -840,7 +851,10 @@ class InformationPlanner:
         margin = closest[0][0] - (closest[1][0] if len(closest) > 1 else 0.0)
         if closest[0][1] != 0 or (len(group) < 2 and margin < MEANING_MARGIN):
             return None  # a chain of versions said together, or one value clearly closest
-        found = [self.thing(k, seen[k].kind, seen[k].forms, seen[k].votes) for k in sorted(group)]
+        found = [
+            self.thing_where_said(k, seen[k].kind, seen[k].forms, seen[k].votes)
+            for k in sorted(group)
+        ]
         things = [t for t in found if t is not None]
         if not things or (piece.which == "previous" and len(things) < 2):
             return None  # an earlier version, and no change said what replaced it
@@ -853,9 +867,9 @@ class InformationPlanner:
         reading = piece.reading
         if reading is None or reading.intent is None or not reading.selects:
             return None
-        if not covered(self.lex, piece.label):
+        if not only_concept_words(self.lex, piece.label):
             return None
-        draft = self.planner.plan(reading, piece.said)
+        draft = self.plan_items(reading, piece.said)
         if draft.status == "planned" and draft.intent in ("delete", "stop_using"):
             rows = [self._row(i) for i in draft.targets]
             facts = [r for r in rows if r is not None and r.kind != "turn"]
@@ -1008,8 +1022,8 @@ class InformationPlanner:
                 continue
             for sentence in _sentences(body):
                 for kind, value in self._beside(sentence, phrase, shapes):
-                    key = value_key(kind, value)
-                    if key == value_key(kind, phrase):
+                    key = value_identity(kind, value)
+                    if key == value_identity(kind, phrase):
                         continue
                     thing = things.setdefault(key, Thing(key, kind))
                     thing.votes += 1
@@ -1017,7 +1031,7 @@ class InformationPlanner:
                         thing.forms.append(value)
         found = []
         for key, partial in things.items():
-            whole = self.thing(key, partial.kind, partial.forms, partial.votes)
+            whole = self.thing_where_said(key, partial.kind, partial.forms, partial.votes)
             if whole is not None:
                 found.append(whole)
         if not found:
@@ -1054,7 +1068,7 @@ class InformationPlanner:
                     if word not in lowered(sentence):
                         continue
                     for kind_, value in self._beside(sentence, word, shapes):
-                        key = value_key(kind_, value)
+                        key = value_identity(kind_, value)
                         thing = things.setdefault(key, Thing(key, kind_))
                         thing.votes += 1
                         if value not in thing.forms:
@@ -1063,11 +1077,11 @@ class InformationPlanner:
             for body in self._recent_texts():
                 for span in self.reader._literals(body):
                     if span.kind in shapes:
-                        key = value_key(span.kind, span.text)
+                        key = value_identity(span.kind, span.text)
                         thing = things.setdefault(key, Thing(key, span.kind))
                         if span.text not in thing.forms:
                             thing.forms.append(span.text)
-        whole = [self.thing(k, t.kind, t.forms, t.votes) for k, t in things.items()]
+        whole = [self.thing_where_said(k, t.kind, t.forms, t.votes) for k, t in things.items()]
         found_things = [t for t in whole if t is not None][: MAX_OPTIONS * 2]
         if not found_things:
             return None
@@ -1237,10 +1251,11 @@ class InformationPlanner:
             return Found(piece, RESOLVED, ranked[:1])
         return Found(piece, AMBIGUOUS, reason="several_things", options=things)
 
-    def mentions_of(self, draft: Draft) -> None:
-        """Add to a plan of facts (read as a request about items) every other place
+    def mentions_of(self, draft: Draft, language: str) -> Draft:
+        """A plan of facts (read as a request about items) with every other place
         that repeats their values, where the value is redacted: `pieces` and
-        `spans_by_item`. Nothing is added when nothing repeats them."""
+        `spans_by_item` (a new draft; `draft` is unchanged). `draft` itself when
+        nothing repeats them."""
         self.pool.extend([*draft.targets, *draft.cascaded])
         facts = [
             i
@@ -1248,16 +1263,16 @@ class InformationPlanner:
             if i in self.pool.by_id and self.pool.by_id[i].kind in VALUE_KINDS
         ]
         if not facts:
-            return
+            return draft
         thing = self._fact_thing(
             facts, [i for i in [*draft.targets, *draft.cascaded] if i not in facts]
         )
         if thing is None:
-            return
+            return draft
         gone = {*draft.targets, *draft.cascaded, *draft.history}
         redact = {i: s for i, s in thing.places.items() if i not in gone and s}
         if not redact:
-            return
+            return draft
         places = [
             {"item_id": i, "kind": self.pool.by_id[i].kind, "action": "erase", "spans": 0}
             for i in sorted(gone)
@@ -1267,22 +1282,20 @@ class InformationPlanner:
             {"item_id": i, "kind": self.pool.by_id[i].kind, "action": "redact", "spans": len(s)}
             for i, s in sorted(redact.items())
         ]
-        draft.pieces = [
+        pieces = [
             {"piece": 1, "kind": "description", "status": RESOLVED, "reason": "", "said": "",
              "places": places}
         ]  # fmt: skip
-        draft.spans_by_item = redact
-        for item in redact:
-            if item not in draft.labels:
-                draft.labels[item] = self.pool.label(item, self.planner.reading.language)
+        labels = {i: self.pool.label(i, language) for i in redact if i not in draft.labels}
+        return replace(
+            draft, pieces=pieces, spans_by_item=redact, labels={**draft.labels, **labels}
+        )
 
     def chosen(self, asked: Any, item_ids: list[str]) -> Draft:
         """The plan for the candidates a user picked in a plan of information: the
         pieces that were resolved, and the picked values of the pieces asked about
         (each with every place it is said); a piece none of whose values was picked is
         not found (`none_chosen`)."""
-        from memory_ledger.forgetting.planning.planner import Draft
-
         found: list[Found] = []
         for n, entry in enumerate(asked.pieces):
             piece = Piece(
@@ -1325,7 +1338,7 @@ class InformationPlanner:
                   [Thing("kept", k["kind"], places={i: [] for i in k["item_ids"]})])
             for k in asked.kept
         ]  # fmt: skip
-        draft = self.draft(self.planner.reading, found, kept, 0)
+        draft = self.draft(self.request.reading, found, kept, 0)
         if draft.status == "needs_clarification":  # never asked twice about the same
             return Draft("nothing_matched", "delete", reason="chosen_items_gone")
         return draft
@@ -1333,8 +1346,6 @@ class InformationPlanner:
     # -- the draft -------------------------------------------------------------------
 
     def draft(self, reading: Reading, found: list[Found], kept: list[Found], beyond: int) -> Draft:
-        from memory_ledger.forgetting.planning.planner import Draft
-
         language = reading.language
         keep_places = {i for k in kept for i in k.places}
         keep_texts = [s for k in kept for spans in k.places.values() for s in spans]
@@ -1452,8 +1463,6 @@ class InformationPlanner:
         return entry
 
     def _ask(self, reading: Reading, found: list[Found], common: dict[str, Any]) -> Draft:
-        from memory_ledger.forgetting.planning.planner import Draft, planned_parts
-
         language = reading.language
         template = self.lex.questions[f"{language}_candidates"]
         about = self.lex.messages[f"{language}_part_about"]
@@ -1499,7 +1508,7 @@ class InformationPlanner:
 # -- helpers ---------------------------------------------------------------------------
 
 
-def headed(lex: Lexicon, label: str) -> bool:
+def concept_is_head(lex: Lexicon, label: str) -> bool:
     """Whether a concept of the lexicon is a label's head: its last words ("marathon
     goal", "mobile number", "我妈妈的电话"); in Chinese, two characters at least
     ("订单号" is not a "号" of the user's, nor "半夜别打电话的备注" a phone)."""
@@ -1510,7 +1519,7 @@ def headed(lex: Lexicon, label: str) -> bool:
     return False
 
 
-def covered(lex: Lexicon, label: str) -> bool:
+def only_concept_words(lex: Lexicon, label: str) -> bool:
     """Whether a label says nothing besides the lexicon's concepts, relations and
     function words ("mobile number", "我妹妹的地址"; not "车位号", "florist's number"):
     then the facts of the concept are what it names."""
@@ -1567,7 +1576,7 @@ def _groups(linked: dict[str, set[str]]) -> list[set[str]]:
 def _at_edge(text: str | None, part: str, kind: str, *, end: bool) -> str:
     """`part` as written at the end (or the start) of `text`, with only spaces and
     punctuation beyond it; "" when it is said elsewhere in the text or not at all.
-    Written forms count as the mention lookup counts them (same `value_key`)."""
+    Written forms count as the mention lookup counts them (same `value_identity`)."""
     if not text:
         return ""
     pattern = mention_pattern([part])
@@ -1577,7 +1586,7 @@ def _at_edge(text: str | None, part: str, kind: str, *, end: bool) -> str:
     a, b = spans[-1] if end else spans[0]
     beyond = text[b:] if end else text[:a]
     said = text[a:b]
-    if re.fullmatch(r"[\W_]*", beyond) and value_key(kind, said) == value_key(kind, part):
+    if re.fullmatch(r"[\W_]*", beyond) and value_identity(kind, said) == value_identity(kind, part):
         return said
     return ""
 
@@ -1614,7 +1623,7 @@ def is_whole_value(text: str, span: str) -> bool:
     return " ".join(lowered(text).split()).strip(" .") == " ".join(lowered(span).split())
 
 
-def _face(rows: list[Row], erase: set[str]) -> str:
+def _representative_item(rows: list[Row], erase: set[str]) -> str:
     """The item that stands for a value: the fact it is, or the first place it is said."""
     for row in rows:
         if row.item_id in erase:

@@ -37,15 +37,14 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from memory_ledger.errors import InvalidWrite
+from memory_ledger.forgetting.planning.drafts import NOT_FOUND, RESOLVED, Draft
 from memory_ledger.forgetting.planning.information import (
-    NOT_FOUND,
-    RESOLVED,
     VALUE_KINDS,
     Found,
     InformationPlanner,
     Thing,
     is_whole_value,
-    value_key,
+    value_identity,
     value_shape,
 )
 from memory_ledger.forgetting.planning.pieces import EMAIL, Piece
@@ -55,7 +54,8 @@ from memory_ledger.forgetting.residue import MIN_NEEDLE_BYTES
 from memory_ledger.identifiers import is_identifier
 
 if TYPE_CHECKING:
-    from memory_ledger.forgetting.planning.planner import Draft, Planner
+    from memory_ledger.forgetting.planning.information import PlanItems
+    from memory_ledger.forgetting.planning.request import PlanningRequest
 
 # -- bounds ---------------------------------------------------------------------------
 # A model may pass anything: these keep one call's work and answer small whatever it
@@ -208,10 +208,10 @@ def _searchable(value: str) -> bool:
 class LocatedPlanner:
     """Finds and plans given values with the information planner's lookups."""
 
-    def __init__(self, planner: Planner) -> None:
-        self.info = InformationPlanner(planner)
+    def __init__(self, request: PlanningRequest, plan_items: PlanItems) -> None:
+        self.info = InformationPlanner(request, plan_items)
         self.pool = self.info.pool
-        self.planner = planner
+        self.request = request
 
     def found(self, value: str) -> Found:
         """Every place the value is said: the information planner's lookup (with a
@@ -223,7 +223,7 @@ class LocatedPlanner:
         places = self.info.short_places(value)
         if not places:
             return Found(piece, NOT_FOUND, reason="value_not_found")
-        thing = Thing(value_key(piece.kind, value), piece.kind, [value], places=places)
+        thing = Thing(value_identity(piece.kind, value), piece.kind, [value], places=places)
         facts = [i for i in places if self.pool.by_id[i].kind in VALUE_KINDS]
         texts = self.pool.texts(facts)
         thing.erase = {
@@ -307,7 +307,7 @@ class LocatedPlanner:
 
     def _nearest(self, description: str) -> list[dict[str, Any]]:
         """The items closest in meaning to a description: for the model to read."""
-        vectors = self.planner.vectors
+        vectors = self.request.store.vectors
         if vectors is None:
             return []
         vectors.catch_up()

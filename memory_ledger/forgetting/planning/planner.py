@@ -29,20 +29,21 @@ plan of facts read here lists the places that repeat their values too (`pieces`,
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-from sqlalchemy import Connection
-
-from memory_ledger.forgetting.planning.information import InformationPlanner, covered, headed
-from memory_ledger.forgetting.planning.lexicon import Lexicon, lexicon
+from memory_ledger.forgetting.planning.drafts import AMBIGUOUS, NOT_FOUND, RESOLVED, Draft
+from memory_ledger.forgetting.planning.information import (
+    InformationPlanner,
+    concept_is_head,
+    only_concept_words,
+)
+from memory_ledger.forgetting.planning.part_sentences import missing_parts, planned_parts
 from memory_ledger.forgetting.planning.people import People
 from memory_ledger.forgetting.planning.pieces import Piece
 from memory_ledger.forgetting.planning.pool import (
     Pool,
-    PoolRows,
     Row,
     candidate,
     face,
@@ -53,15 +54,12 @@ from memory_ledger.forgetting.planning.pool import (
 from memory_ledger.forgetting.planning.reading import MAX_PARTS, Part, Reading
 from memory_ledger.forgetting.planning.text_match import first_person, mentions, shares_chinese
 from memory_ledger.forgetting.scope import ForgetScope, erased_with, resolve
-from memory_ledger.forgetting.scope import normalized as value_key
+from memory_ledger.forgetting.scope import normalized as folded_value
 from memory_ledger.phrases import normalise
 from memory_ledger.times import canonical_time
 
 if TYPE_CHECKING:
-    from memory_ledger.event_log import EventLog
-    from memory_ledger.forgetting.planning.blast import Blast
-    from memory_ledger.projections.base import Projection
-    from memory_ledger.projections.vector_index import VectorIndex
+    from memory_ledger.forgetting.planning.request import PlanningRequest
 
 #: A plan lists at most this many candidates in a clarification (the closest first).
 MAX_CANDIDATES = 8
@@ -72,66 +70,31 @@ CLEAR_LEAD = 0.85
 #: Why a request about items may match nothing and still name information: no such
 #: fact, or no such person ("the florist's number", "the aisle-seat note").
 _FALLS_THROUGH = ("no_such_value", "third_party_not_found", "no_content_match", "nothing_named")
-#: What a part's planning makes of it (`parts[].status`).
-RESOLVED, AMBIGUOUS, NOT_FOUND = "resolved", "ambiguous", "not_found"
-
-
-@dataclass
-class Draft:
-    """A plan before it is stored: ids, scope, labels; nothing written anywhere yet."""
-
-    #: planned | partial_match (some parts of the request only) | needs_clarification |
-    #: not_a_request | nothing_matched
-    status: str
-    intent: str | None = None
-    conclusion: bool = False
-    scope: dict[str, Any] | None = None  # what execution resolves again (a ForgetScope)
-    targets: list[str] = field(default_factory=list)
-    cascaded: list[str] = field(default_factory=list)
-    history: list[str] = field(default_factory=list)
-    keeps: list[str] = field(default_factory=list)
-    candidates: list[dict[str, Any]] = field(default_factory=list)
-    labels: dict[str, str] = field(default_factory=dict)
-    spans: list[str] = field(default_factory=list)
-    new_value: str | None = None
-    question: str | None = None
-    reason: str = ""  # a code: why it matched nothing, why it is not a request
-    #: A request of several parts: each part's words (`said`), `status` (resolved,
-    #: ambiguous, not_found), `item_ids` (its targets, or the candidates to choose
-    #: from) and, when not found, `reason` (a code).
-    parts: list[dict[str, Any]] = field(default_factory=list)
-    #: A request that names information (information.py): each piece with its places
-    #: (`item_id`, `kind`, `action` erase|redact, `spans`: a count), and what it keeps.
-    pieces: list[dict[str, Any]] = field(default_factory=list)
-    kept: list[dict[str, Any]] = field(default_factory=list)
-    #: The spans to redact, per item (items that are not erased): the user's data.
-    spans_by_item: dict[str, list[str]] = field(default_factory=dict)
-    #: Planned by the information it names (information.py), not by items.
-    information: bool = False
-    #: What it touches (blast.py): set on every plan made from words before it is stored.
-    blast: Blast | None = None
 
 
 class Planner:
-    def __init__(
-        self,
-        conn: Connection,
-        log: EventLog,
-        vectors: VectorIndex | None,
-        namespace: str,
-        words: Lexicon | None = None,
-        projections: Sequence[Projection] | None = None,
-        kept: PoolRows | None = None,
-    ) -> None:
-        self.conn = conn
-        self.kept = kept
-        self.log = log
-        self.vectors = vectors
-        self.namespace = namespace
-        self.lex = words or lexicon()
+    """Plans a request about items (see the module docstring) for one call's request.
+
+    What it reads and for whom come from the call's `PlanningRequest`; the reading it
+    is planning at a moment (`self.reading`: the request's, or one part's) is its own,
+    set by its own entry points and never by a caller."""
+
+    def __init__(self, request: PlanningRequest) -> None:
+        self.request = request
+        self.conn = request.store.conn
+        self.kept = request.store.kept_rows
+        self.log = request.store.log
+        self.vectors = request.store.vectors
+        self.namespace = request.namespace
+        self.lex = request.lex
         #: The projections the mention lookup reads (None: requests are planned as
         #: requests about items only, as before pieces of information were read).
-        self.projections = projections
+        self.projections = request.store.projections
+
+    def _information(self) -> InformationPlanner:
+        """The information planner for this call's request; it plans a piece named by
+        a concept ("my phone number") with this planner's `plan`."""
+        return InformationPlanner(self.request, self.plan)
 
     @functools.cached_property
     def pool(self) -> Pool:
@@ -153,18 +116,17 @@ class Planner:
             draft = self._plan_items(reading, text, session_id)
             if not self._values_say(draft, self._contested(reading)):
                 assert reading.information is not None
-                found = InformationPlanner(self).plan(reading, reading.information)
+                found = self._information().plan(reading, reading.information)
                 if found is not None and found.status != "nothing_matched":
                     return found
                 if draft.status in ("planned", "needs_clarification"):
                     # no fact of the user's says "花艺师": the florist's phone, not mine
                     return Draft("nothing_matched", reading.intent, reason="value_not_found")
-            self._with_mentions(draft)
-            return draft
+            return self._with_mentions(draft)
         if information and self._names_information(reading, text):
             tried = True
             assert reading.information is not None
-            draft = InformationPlanner(self).plan(reading, reading.information)
+            draft = self._information().plan(reading, reading.information)
             if draft is not None and not self._suppresses(reading, draft):
                 return draft
             if draft is None and reading.concepts and not self._concept_selects(reading):
@@ -183,7 +145,7 @@ class Planner:
         ):
             # "the aisle-seat note": no seat preference is stored; maybe a note is
             assert reading.information is not None
-            found = InformationPlanner(self).plan(reading, reading.information)
+            found = self._information().plan(reading, reading.information)
             if found is not None and found.status != "nothing_matched":
                 return found
         if information and draft.status == "planned" and draft.intent == "delete":
@@ -191,7 +153,7 @@ class Planner:
             if asked is not None:
                 return asked
         if self.projections is not None and reading.information is not None:
-            self._with_mentions(draft)
+            return self._with_mentions(draft)
         return draft
 
     def _other_things(self, reading: Reading, draft: Draft, text: str) -> Draft | None:
@@ -202,7 +164,7 @@ class Planner:
         pieces = info.pieces if info else []
         if len(pieces) != 1 or pieces[0].kind != "description" or first_person(normalise(text)):
             return None
-        planner = InformationPlanner(self)
+        planner = self._information()
         if not planner.generic(pieces[0].label):
             return None
         found = planner.others_of_kind(draft, pieces[0])
@@ -286,11 +248,11 @@ class Planner:
         out = []
         for piece in info.pieces:
             low = normalise(piece.label)
-            if piece.kind != "description" or low.isascii() or not headed(self.lex, low):
+            if piece.kind != "description" or low.isascii() or not concept_is_head(self.lex, low):
                 continue
             if "的" in low:  # "张医生的电话": whose it is, for the item planner's people
                 continue
-            if covered(self.lex, low) or not self._kind_of_value(low):
+            if only_concept_words(self.lex, low) or not self._kind_of_value(low):
                 continue
             mask = list(low)
             hits = [*self.lex.concepts.find(low), *self.lex.information.trim_zh.find(low)]
@@ -326,9 +288,9 @@ class Planner:
         heads = [h for h in self.lex.information.labels.find(low) if h.end == len(low)]
         if not heads:
             return False
-        if not headed(self.lex, low):
+        if not concept_is_head(self.lex, low):
             return True
-        return not low.isascii() and not covered(self.lex, low)
+        return not low.isascii() and not only_concept_words(self.lex, low)
 
     def _kind_of_value(self, label: str) -> bool:
         """Whether a description names a kind of value ("gate code", "押金", "note")."""
@@ -339,14 +301,14 @@ class Planner:
         hits = self.lex.concepts.find(normalise(piece.label))
         return any(h.entry.removesuffix("#many") != "name" for h in hits)
 
-    def _with_mentions(self, draft: Draft) -> None:
+    def _with_mentions(self, draft: Draft) -> Draft:
         """A plan that erases facts lists every place that repeats their values (in any
         written form), where the value is redacted and the rest stays."""
         if draft.status not in ("planned", "partial_match") or draft.intent != "delete":
-            return
+            return draft
         if draft.scope is not None and draft.scope.get("kind") == "namespace":
-            return
-        InformationPlanner(self).mentions_of(draft)
+            return draft
+        return self._information().mentions_of(draft, self.reading.language)
 
     def _plan_items(self, reading: Reading, text: str, session_id: str | None) -> Draft:
         if reading.parts:
@@ -362,7 +324,9 @@ class Planner:
         subjects = self.people.named()
         if reading.intent == "redact" and subjects == []:
             # "the dentist's number from what I told you": words to find, not a subject
-            reading.words += [w for w in reading.relations if w.isascii()]
+            # (a copy of the reading: the caller's is never changed)
+            extra = [w for w in reading.relations if w.isascii()]
+            reading = self.reading = replace(reading, words=[*reading.words, *extra])
             subjects = None
         if subjects is not None and not subjects:
             return Draft("nothing_matched", reading.intent, reason="third_party_not_found")
@@ -492,9 +456,12 @@ class Planner:
             if not (reading.said or reading.session or reading.window or reading.topic):
                 return Draft("nothing_matched", reading.intent, reason="no_such_value")
             # "what I said about my counselling": no such fact, but maybe such words
-            reading.words = [*reading.words, *(p for p in reading.phrases if p.isascii())]
-            reading.runs = [*reading.runs, *(p for p in reading.phrases if not p.isascii())]
-            reading.concepts = []
+            reading = self.reading = replace(
+                reading,
+                words=[*reading.words, *(p for p in reading.phrases if p.isascii())],
+                runs=[*reading.runs, *(p for p in reading.phrases if not p.isascii())],
+                concepts=[],
+            )
             rows = self._in_time(list(self.pool.rows)) or []
         named = {n for s in people for n in self.people.aliases.get(s, set())}
         words, runs = self._topic_words()
@@ -674,7 +641,9 @@ class Planner:
         named = [
             r
             for r in rows
-            if (t := texts.get(r.item_id)) and len(value_key(t)) >= 2 and value_key(t) in self.text
+            if (t := texts.get(r.item_id))
+            and len(folded_value(t)) >= 2
+            and folded_value(t) in self.text
         ]
         if named:
             return named
@@ -876,8 +845,14 @@ class Planner:
         rows = self._in_time(list(self.pool.rows)) or []
         if subjects:
             rows = [r for r in rows if r.subject in subjects or r.kind == "turn"]
-        for relation in reading.relations:  # "my mom's flight": said of mom, in a turn
-            reading.words += [w for w in self.lex.relation_words.get(relation, ()) if w.isascii()]
+        said_of = [  # "my mom's flight": said of mom, in a turn
+            w
+            for relation in reading.relations
+            for w in self.lex.relation_words.get(relation, ())
+            if w.isascii()
+        ]
+        if said_of:
+            reading = self.reading = replace(reading, words=[*reading.words, *said_of])
         people = subjects or ["user"]
         predicates = self._predicates([r for r in rows if r.subject in people])
         if predicates:  # "the flat number from my current address": in that fact
@@ -1020,35 +995,3 @@ def _part(part: Part, draft: Draft, intent: str | None) -> dict[str, Any]:
     else:
         out["reason"] = draft.reason or draft.status
     return out
-
-
-def missing_parts(parts: list[dict[str, Any]], language: str) -> list[str]:
-    """A sentence for each part that is not planned: "I could not find 'my phone
-    number': nothing stored matches it now (it may have been erased already)."."""
-    words = lexicon().messages
-    out = []
-    for part in parts:
-        if part["status"] != NOT_FOUND or part["reason"] == "too_many_parts":
-            continue
-        why = words.get(f"{language}_why_{part['reason']}", words[f"{language}_why"])
-        if part.get("read_as"):  # "phone number", read as "my sister's phone number"
-            template = words[f"{language}_part_not_found_read_as"]
-        else:
-            template = words[f"{language}_part_not_found"]
-        out.append(template.format(said=part["said"], read_as=part.get("read_as"), why=why))
-    beyond = sum(1 for p in parts if p["reason"] == "too_many_parts")
-    if beyond:  # one sentence for them all
-        out.append(words[f"{language}_parts_too_many"].format(count=beyond, max=MAX_PARTS))
-    return out
-
-
-def planned_parts(parts: list[dict[str, Any]], language: str) -> list[str]:
-    """The parts that stay planned while another is asked about, with their counts."""
-    words = lexicon().messages
-    listing = [
-        words[f"{language}_part_count"].format(said=p["said"], count=len(p["item_ids"]))
-        for p in parts
-        if p["status"] == RESOLVED
-    ]
-    sep = "；" if language == "zh" else "; "
-    return [words[f"{language}_parts_planned"].format(listing=sep.join(listing))] if listing else []

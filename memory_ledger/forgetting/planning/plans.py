@@ -167,7 +167,7 @@ def check_plan_id(plan_id: object) -> str:
     return plan_id
 
 
-class PlanStore:
+class PlanRecords:
     """Plans of every namespace in one table of the store's database."""
 
     def __init__(self, engine: Engine, log: EventLog) -> None:
@@ -329,7 +329,7 @@ class PlansStore:
     name = "forget_plans"
     holds = "forget plans awaiting confirmation (candidates' labels, sealed per plan)"
 
-    def __init__(self, plans: PlanStore, clock: Any) -> None:
+    def __init__(self, plans: PlanRecords, clock: Any) -> None:
         self.plans = plans
         self.clock = clock
 
