@@ -14,8 +14,8 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime, timedelta
 
-from memory_ledger.api import MemoryService
 from memory_ledger.config import number_from_env
+from memory_ledger.jobs.context import JobContext
 
 log = logging.getLogger("memory_ledger.jobs")
 
@@ -32,13 +32,13 @@ def window_from_env() -> timedelta:
 
 
 def close_elapsed_windows(
-    service: MemoryService, window: timedelta, now: datetime | None = None
+    context: JobContext, window: timedelta, now: datetime | None = None
 ) -> list[str]:
     """Close every window that has elapsed; returns the request ids closed this time."""
     deadline = (now or datetime.now(UTC)) - window
     completed_at: dict[str, datetime] = {}
     closed: set[str] = set()
-    for entry in service.ledger.entries():
+    for entry in context.ledger.entries():
         payload = entry.payload
         if entry.entry_type == "status":
             if payload["status"] == "completed":
@@ -49,9 +49,9 @@ def close_elapsed_windows(
             closed.add(entry.request_id)
     due = [r for r, at in completed_at.items() if r not in closed and at <= deadline]
     for request_id in due:
-        held = service.requests.residue.fingerprints(request_id) is not None
-        service.requests.close_verification(request_id)
-        service.ledger.append(
+        held = context.requests.residue.fingerprints(request_id) is not None
+        context.requests.close_verification(request_id)
+        context.ledger.append(
             request_id,
             "receipt",
             {

@@ -11,7 +11,7 @@ import os
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -53,12 +53,25 @@ class PostgresLocation:
         return f"postgresql://{auth}{self.host}:{self.port}/{self.dbname}"
 
 
+EXTRA_STORES_ENV = "MEMORY_LEDGER_EXTRA_STORES"
+
+
+def _split_specs(raw: str) -> tuple[str, ...]:
+    return tuple(filter(None, (s.strip() for s in raw.split(","))))
+
+
 @dataclass(frozen=True)
 class Settings:
-    """A resolved storage location. `data_dir` always exists: it holds the dev key too."""
+    """A resolved storage location, and the deployment's settings read with it.
+
+    `data_dir` always exists: it holds the dev key too. `extra_stores` are the
+    `module:factory` specs of MEMORY_LEDGER_EXTRA_STORES (memory_ledger/stores.py)."""
 
     data_dir: Path
     postgres: PostgresLocation | None = None
+    extra_stores: tuple[str, ...] = field(
+        default_factory=lambda: _split_specs(os.environ.get(EXTRA_STORES_ENV, "")), compare=False
+    )
 
     @classmethod
     def resolve(cls, data_dir: str | Path | None = None, url: str | None = None) -> Settings:

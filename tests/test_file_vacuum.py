@@ -37,13 +37,15 @@ def test_a_fragmented_file_is_rebuilt_and_keeps_its_rows(
     size_before = path.stat().st_size
     recalled = sorted(m.item_id for m in alice.recall())
 
-    rebuilt = vacuum_fragmented(service, ratio=0.3, min_free_bytes=0)
+    rebuilt = vacuum_fragmented(service.job_context, ratio=0.3, min_free_bytes=0)
 
     assert [s.path for s in rebuilt] == [path]
     after = file_space(path)
     assert after is not None and after.free_pages == 0 and path.stat().st_size < size_before
     assert sorted(m.item_id for m in alice.recall()) == recalled
-    assert vacuum_fragmented(service, ratio=0.3, min_free_bytes=0) == []  # nothing left to give
+    assert (
+        vacuum_fragmented(service.job_context, ratio=0.3, min_free_bytes=0) == []
+    )  # nothing left to give
 
 
 @pytest.mark.parametrize("backend", ["sqlite"])
@@ -54,15 +56,18 @@ def test_files_below_the_thresholds_are_left_alone(
     path = service.settings.projections_path
     space = file_space(path)
     assert space is not None and space.free_pages > 0
-    assert vacuum_fragmented(service, ratio=1.0, min_free_bytes=0) == []
-    assert vacuum_fragmented(service, ratio=0.01, min_free_bytes=space.free_bytes + 1) == []
+    assert vacuum_fragmented(service.job_context, ratio=1.0, min_free_bytes=0) == []
+    assert (
+        vacuum_fragmented(service.job_context, ratio=0.01, min_free_bytes=space.free_bytes + 1)
+        == []
+    )
     assert file_space(path) == space
 
 
 @pytest.mark.parametrize("backend", ["postgresql"])
 def test_postgresql_is_left_to_its_autovacuum(alice: MemoryLedger, service: MemoryService) -> None:
     alice.remember(turn("hello"))
-    assert vacuum_fragmented(service, ratio=0.0001, min_free_bytes=0) == []
+    assert vacuum_fragmented(service.job_context, ratio=0.0001, min_free_bytes=0) == []
 
 
 @pytest.mark.parametrize("raw", ["0", "-0.1", "1.5", "half"])

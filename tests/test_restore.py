@@ -134,7 +134,7 @@ def test_an_expiry_and_a_redaction_after_the_backup_are_replayed(
         note = alice.remember(fact("note", "call Dr. Wang at 555-0199")).item_id
         kept = alice.remember(fact("city", "Hangzhou")).item_id
         path = _backup(service, tmp_path)
-        [expired] = expire_due(service, datetime.now(UTC) + timedelta(days=91))
+        [expired] = expire_due(service.job_context, datetime.now(UTC) + timedelta(days=91))
         assert expired.completed
         assert alice.redact(note, spans=["555-0199"]).completed
     result = _restore(store, path)
@@ -379,8 +379,8 @@ def test_a_forgets_receipt_names_the_backups_that_still_hold_sealed_copies(
         [later] = [r for r in alice.forget(after).receipts if r.store == "backups"]
         assert later.evidence["backups_holding_sealed_copies"] == 0  # written after both
         # Backup retention destroys them at their expiry, and the ledger records it.
-        assert destroy_expired(service, datetime.now(UTC))["destroyed"] == 0
-        gone = destroy_expired(service, datetime.now(UTC) + timedelta(days=31))
+        assert destroy_expired(service.job_context, datetime.now(UTC))["destroyed"] == 0
+        gone = destroy_expired(service.job_context, datetime.now(UTC) + timedelta(days=31))
         assert gone["destroyed"] == 2 and not first.exists() and not second.exists()
         kinds = [e.entry_type for e in service.ledger.entries(first.name)]
         assert kinds == ["backup", "backup_destroyed"]
@@ -612,7 +612,7 @@ def test_key_destructions_after_the_backup_are_replayed_too(
         kept = alice.remember(fact("city", "Hangzhou")).item_id
         service.runner.catch_up()
         path = _backup(service, tmp_path)
-        assert close_elapsed_windows(service, timedelta(0)) == [first.request_id]
+        assert close_elapsed_windows(service.job_context, timedelta(0)) == [first.request_id]
         gone = service.for_principal(bob).forget_scope({"kind": "namespace"})
         assert gone.completed
     _restore(store, path)

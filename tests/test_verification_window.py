@@ -30,10 +30,12 @@ def test_a_window_closes_only_after_it_has_elapsed(
     window = timedelta(days=30)
     now = datetime.now(UTC)
 
-    assert close_elapsed_windows(service, window, now + timedelta(days=29)) == []
+    assert close_elapsed_windows(service.job_context, window, now + timedelta(days=29)) == []
     assert service.requests.residue.fingerprints(report.request_id) is not None
 
-    assert close_elapsed_windows(service, window, now + timedelta(days=31)) == [report.request_id]
+    assert close_elapsed_windows(service.job_context, window, now + timedelta(days=31)) == [
+        report.request_id
+    ]
     assert service.requests.residue.fingerprints(report.request_id) is None
     assert _closing_receipts(service, report.request_id) == [
         {
@@ -47,14 +49,17 @@ def test_a_window_closes_only_after_it_has_elapsed(
     ]
     assert "window has closed" in service.requests.verify(report.request_id).residue_scan
     # Closed once: a later run neither repeats it nor touches requests still open.
-    assert close_elapsed_windows(service, window, now + timedelta(days=90)) == []
+    assert close_elapsed_windows(service.job_context, window, now + timedelta(days=90)) == []
     assert service.ledger.verify().ok
 
 
 def test_unfinished_requests_keep_their_window(alice: MemoryLedger, service: MemoryService) -> None:
     stored = alice.remember(fact("home_address", "18 Haisong Road"))
     dry = alice.forget_scope({"kind": "item", "item_ids": [stored.item_id]}, dry_run=True)
-    assert close_elapsed_windows(service, timedelta(0), datetime.now(UTC) + timedelta(1)) == []
+    assert (
+        close_elapsed_windows(service.job_context, timedelta(0), datetime.now(UTC) + timedelta(1))
+        == []
+    )
     assert _closing_receipts(service, dry.request_id) == []
 
 
@@ -64,7 +69,7 @@ def test_the_scheduler_closes_elapsed_windows(
 ) -> None:
     report = alice.forget(alice.remember(fact("home_address", "18 Haisong Road")).item_id)
     monkeypatch.setenv("MEMORY_LEDGER_VERIFICATION_DAYS", "0")
-    scheduler = start_catchup_scheduler(service, interval=60)
+    scheduler = start_catchup_scheduler(service.job_context, interval=60)
     try:
         closed = threading.Event()
         for _ in range(100):

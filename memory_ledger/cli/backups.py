@@ -249,7 +249,9 @@ def drill(
     logging.getLogger("memory_ledger.jobs").addHandler(logging.NullHandler())
     with open_service(data_dir, url, as_json, create=False) as service:
         path = resolve(service.settings.data_dir, backup) if backup is not None else None
-        report = drill_by_hand(service, datetime.now(UTC), path, run_by=by, keep_scratch=keep)
+        report = drill_by_hand(
+            service.job_context, datetime.now(UTC), path, run_by=by, keep_scratch=keep
+        )
 
         def human() -> None:
             out.print(

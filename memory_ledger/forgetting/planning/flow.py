@@ -202,7 +202,7 @@ class ForgetPlanning:
             if value is not None and not is_identifier(value):
                 raise InvalidWrite(f"invalid {name}: use {IDENTIFIER_RULE}", [f"{name}: invalid"])
         zone = zone_of(timezone)
-        service = ledger.service
+        service = ledger._service
         now = self.clock()
         service.runner.catch_up()
         self.plans.expire_due(ledger.namespace, now)
@@ -273,7 +273,7 @@ class ForgetPlanning:
         """The model protocol's first call (located.py): where each value is said, and
         the items nearest a description. Reads only; nothing is planned or kept."""
         asked, said = check_find(values, description)
-        service = ledger.service
+        service = ledger._service
         service.runner.catch_up()
         with service.engine.connect() as conn:
             planner = self._planner(conn, ledger)
@@ -291,7 +291,7 @@ class ForgetPlanning:
         value is said, stored like any plan, executed by `execute` after the user said
         yes."""
         located = check_forget(values, chosen, keeps, reason)
-        service = ledger.service
+        service = ledger._service
         now = self.clock()
         service.runner.catch_up()
         self.plans.expire_due(ledger.namespace, now)
@@ -310,7 +310,7 @@ class ForgetPlanning:
     def _planner(self, conn: Connection, ledger: MemoryLedger) -> Planner:
         """A planner over the principal's namespace on `conn`, with the clear rows kept
         between plans (PoolRows): what every plan from words or values starts from."""
-        service = ledger.service
+        service = ledger._service
         return Planner(
             conn, service.log, service.vectors, ledger.namespace,
             projections=service.runner.projections, kept=self._rows,
@@ -318,10 +318,10 @@ class ForgetPlanning:
 
     @staticmethod
     def _stores(ledger: MemoryLedger, intent: str | None) -> list[str]:
-        names = ledger.service.stores.names()
+        names = ledger._service.stores.names()
         if intent in ("delete", "redact"):
             return names
-        return ["event_log", *(p.name for p in ledger.service.runner.projections)]
+        return ["event_log", *(p.name for p in ledger._service.runner.projections)]
 
     def get(self, ledger: MemoryLedger, plan_id: str) -> ForgetPlan:
         return self.plans.load(ledger.namespace, plan_id, self.clock())
@@ -348,7 +348,7 @@ class ForgetPlanning:
         reading = Reading(asked.language, asked.intent)  # type: ignore[arg-type]
         reading.conclusion = asked.conclusion
         reading.spans = list(asked.span_kinds)
-        service = ledger.service
+        service = ledger._service
         service.runner.catch_up()
         with service.engine.connect() as conn:
             planner = Planner(
@@ -416,13 +416,13 @@ class ForgetPlanning:
         if plan.request_id is None or not _redacts(plan) or plan.intent != "delete":
             return False
         try:
-            ledger.service.requests.report(plan.request_id)
+            ledger._service.requests.report(plan.request_id)
         except NotFound:
             return False
         return True
 
     def _run(self, ledger: MemoryLedger, plan: ForgetPlan) -> PlanOutcome:
-        requests = ledger.service.requests
+        requests = ledger._service.requests
         assert plan.request_id is not None
         if _redacts(plan):
             return self._run_information(ledger, plan)
@@ -448,7 +448,7 @@ class ForgetPlanning:
             ) from None
 
     def _file(self, ledger: MemoryLedger, plan: ForgetPlan) -> PlanOutcome:
-        requests = ledger.service.requests
+        requests = ledger._service.requests
         by = ledger.principal.user
         if plan.intent == "delete":
             assert plan.scope is not None
@@ -482,7 +482,7 @@ class ForgetPlanning:
         batch of items (the spans need the plan's sealed part, so they go first), then
         the forget request for the facts, each under an id fixed by the plan's, so a
         run that stopped half way finds what it filed and files the rest."""
-        requests = ledger.service.requests
+        requests = ledger._service.requests
         by = ledger.principal.user
         assert plan.request_id is not None
         ids = _request_ids(plan.request_id)
@@ -522,9 +522,9 @@ class ForgetPlanning:
     def _still_the_same(self, ledger: MemoryLedger, plan: ForgetPlan, scope: Any) -> None:
         """A scope is resolved again at execution: if it now means other items than the
         user confirmed, the plan is stale, and nothing is erased."""
-        ledger.service.runner.catch_up()
-        with ledger.service.engine.connect() as conn:
-            found = resolve(conn, ledger.namespace, scope, ledger.service.log)
+        ledger._service.runner.catch_up()
+        with ledger._service.engine.connect() as conn:
+            found = resolve(conn, ledger.namespace, scope, ledger._service.log)
         if (found.status, set(found.targets), set(found.history)) != (
             "resolved",
             set(plan.targets),
@@ -582,13 +582,13 @@ class ForgetPlanning:
         if plan.request_id is not None and _redacts(plan):  # each request the plan filed
             count = plan.redactions + (1 if plan.intent == "delete" else 0)
             ids = _request_ids(plan.request_id)
-            found = [_filed(ledger.service.requests, next(ids)) for _ in range(count)]
+            found = [_filed(ledger._service.requests, next(ids)) for _ in range(count)]
             reports = [r for r in found if r is not None]
             if reports:
                 return _with_parts(plan, _from_reports(plan, reports))
         elif plan.request_id is not None:
             try:
-                report = ledger.service.requests.report(plan.request_id)
+                report = ledger._service.requests.report(plan.request_id)
                 return _with_parts(plan, _from_report(plan, report))
             except NotFound:
                 pass
@@ -695,7 +695,7 @@ def _filed(requests: Any, request_id: str) -> Any:
 
 def _still_holding(ledger: MemoryLedger, batch: dict[str, list[str]]) -> dict[str, list[str]]:
     """The items of a batch that are still there and still hold their spans."""
-    log = ledger.service.log
+    log = ledger._service.log
     items = log.get_many([UUID(i) for i in batch])
     out = {}
     for item_id, spans in batch.items():
