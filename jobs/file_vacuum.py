@@ -20,7 +20,7 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from memory_ledger.config import number_from_env
+from memory_ledger.config import Settings
 from memory_ledger.forgetting.residue_check import rewrite_sqlite_file
 from memory_ledger.jobs.context import JobContext
 
@@ -48,8 +48,8 @@ class FileSpace:
         return self.free_pages * self.page_size
 
 
-def ratio_from_env() -> float:
-    return number_from_env(
+def ratio_setting(settings: Settings) -> float:
+    return settings.number(
         RATIO_ENV, DEFAULT_RATIO, lambda r: 0 < r <= 1, "a share of the file above 0, up to 1"
     )
 

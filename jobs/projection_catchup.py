@@ -20,7 +20,7 @@ from memory_ledger.bounds import (
     MIN_CONSOLIDATE_EVERY,
     MIN_INTERVAL,
 )
-from memory_ledger.config import number_from_env
+from memory_ledger.config import Settings
 from memory_ledger.errors import InvalidWrite, MemoryLedgerError
 from memory_ledger.jobs.context import JobContext
 from memory_ledger.projections.events import Progress
@@ -66,10 +66,10 @@ def _seconds(name: str, value: object, low: float, high: float, above_low: bool 
         raise InvalidWrite(f"{wanted}; nothing was started")
 
 
-def catchup_seconds_from_env() -> float:
+def catchup_seconds_setting(settings: Settings) -> float:
     """Seconds between catch-ups under `jobs run` (`run` takes `--interval`), within
     the schedule's bounds."""
-    return number_from_env(
+    return settings.number(
         CATCHUP_ENV,
         DEFAULT_CATCHUP_SECONDS,
         lambda s: MIN_INTERVAL <= s <= MAX_INTERVAL,

@@ -16,13 +16,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from memory_ledger.config import number_from_env
+from memory_ledger.config import Settings
 from memory_ledger.errors import InvalidWrite
 from memory_ledger.jobs import backup_retention, decay, retention, verification_scan
 from memory_ledger.jobs.context import JobContext
-from memory_ledger.jobs.file_vacuum import ratio_from_env, vacuum_fragmented
-from memory_ledger.jobs.projection_catchup import catch_up_all, catchup_seconds_from_env
-from memory_ledger.jobs.verification_window import close_elapsed_windows, window_from_env
+from memory_ledger.jobs.file_vacuum import ratio_setting, vacuum_fragmented
+from memory_ledger.jobs.projection_catchup import catch_up_all, catchup_seconds_setting
+from memory_ledger.jobs.verification_window import close_elapsed_windows, window_setting
 from memory_ledger.projections.events import Progress
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ CONSOLIDATION_ENV = "MEMORY_LEDGER_CONSOLIDATION_MINUTES"
 DEFAULT_CONSOLIDATION_MINUTES = 10.0
 
 
-def _no_settings() -> None:
+def _no_settings(settings: Settings) -> None:
     return None
 
 
@@ -43,16 +43,16 @@ def _no_settings() -> None:
 class JobSpec:
     """One named job.
 
-    `every_minutes` and `check` read the job's settings from the environment; the
+    `every_minutes` and `check` resolve the job's settings from the `Settings`; the
     scheduler calls both before it starts, so a bad setting stops the start rather
     than a later tick. `default_on` is whether `jobs run` schedules it without being
     asked (consolidation writes inferred memories: an operator opts in)."""
 
     name: str
     describe: str
-    every_minutes: Callable[[], float]
+    every_minutes: Callable[[Settings], float]
     run: JobRun
-    check: Callable[[], object] = _no_settings
+    check: Callable[[Settings], object] = _no_settings
     default_on: bool = True
 
 
@@ -112,7 +112,7 @@ def _drill_counts(report: DrillReport) -> dict[str, int]:
     }
 
 
-def _daily() -> float:
+def _daily(settings: Settings) -> float:
     return 1440.0
 
 
@@ -138,11 +138,11 @@ def _verification_scan(
 def _verification_window(
     context: JobContext, now: datetime, progress: Progress | None
 ) -> dict[str, int]:
-    return {"closed": len(close_elapsed_windows(context, window_from_env(), now))}
+    return {"closed": len(close_elapsed_windows(context, window_setting(context.settings), now))}
 
 
 def _file_vacuum(context: JobContext, now: datetime, progress: Progress | None) -> dict[str, int]:
-    rebuilt = vacuum_fragmented(context, ratio_from_env())
+    rebuilt = vacuum_fragmented(context, ratio_setting(context.settings))
     return {"files_rebuilt": len(rebuilt), "free_pages": sum(f.free_pages for f in rebuilt)}
 
 
@@ -173,8 +173,8 @@ def _projection_catchup(
     return catch_up_all(context, progress)
 
 
-def _consolidation_every() -> float:
-    return number_from_env(
+def _consolidation_every(settings: Settings) -> float:
+    return settings.number(
         CONSOLIDATION_ENV,
         DEFAULT_CONSOLIDATION_MINUTES,
         lambda m: 1 <= m <= 1440,
@@ -182,12 +182,12 @@ def _consolidation_every() -> float:
     )
 
 
-def _hourly() -> float:
+def _hourly(settings: Settings) -> float:
     return 60.0
 
 
-def _catchup_every() -> float:
-    return catchup_seconds_from_env() / 60
+def _catchup_every(settings: Settings) -> float:
+    return catchup_seconds_setting(settings) / 60
 
 
 JOBS: dict[str, JobSpec] = {
@@ -196,7 +196,7 @@ JOBS: dict[str, JobSpec] = {
         JobSpec(
             "retention",
             "erase items whose retention has run out (one forget request per namespace)",
-            retention.every_from_env,
+            retention.every_setting,
             _retention,
         ),
         JobSpec(
@@ -221,7 +221,7 @@ JOBS: dict[str, JobSpec] = {
         JobSpec(
             "verification-scan",
             "scan every file for what each completed forget request erased",
-            verification_scan.every_from_env,
+            verification_scan.every_setting,
             _verification_scan,
         ),
         JobSpec(
@@ -229,14 +229,14 @@ JOBS: dict[str, JobSpec] = {
             "close verification windows that have elapsed (destroy their fingerprints)",
             _hourly,
             _verification_window,
-            check=window_from_env,
+            check=window_setting,
         ),
         JobSpec(
             "file-vacuum",
             "VACUUM SQLite files whose free pages have piled up",
             _hourly,
             _file_vacuum,
-            check=ratio_from_env,
+            check=ratio_setting,
         ),
         JobSpec(
             "consolidation",

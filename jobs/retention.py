@@ -25,7 +25,7 @@ from datetime import datetime
 
 from sqlalchemy import select
 
-from memory_ledger.config import number_from_env
+from memory_ledger.config import Settings
 from memory_ledger.forgetting.requests import RequestReport
 from memory_ledger.forgetting.scope import MAX_SCOPE_ITEMS
 from memory_ledger.jobs.context import JobContext
@@ -39,9 +39,9 @@ DEFAULT_EVERY_MINUTES = 60.0
 REQUESTED_BY = "retention_job"
 
 
-def every_from_env() -> float:
-    """Minutes between sweeps, from the environment (1 to 1,440)."""
-    return number_from_env(
+def every_setting(settings: Settings) -> float:
+    """Minutes between sweeps, from MEMORY_LEDGER_RETENTION_MINUTES (1 to 1,440)."""
+    return settings.number(
         EVERY_ENV, DEFAULT_EVERY_MINUTES, lambda m: 1 <= m <= 1440, "a number of minutes, 1-1440"
     )
 

@@ -252,9 +252,9 @@ def start_scheduler(
     intervals: dict[str, float] = {}
     for name in chosen:
         spec = JOBS[name]
-        minutes = every[name] if every and name in every else spec.every_minutes()
+        minutes = every[name] if every and name in every else spec.every_minutes(context.settings)
         _check_every(name, minutes)
-        spec.check()
+        spec.check(context.settings)
         intervals[name] = float(minutes)
     with _current_lock:
         if _current is not None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 
-from memory_ledger.config import number_from_env
+from memory_ledger.config import Settings
 from memory_ledger.jobs.context import JobContext
 from memory_ledger.projections.events import Progress
 
@@ -25,9 +25,9 @@ EVERY_ENV = "MEMORY_LEDGER_SCAN_MINUTES"
 DEFAULT_EVERY_MINUTES = 10.0
 
 
-def every_from_env() -> float:
-    """Minutes between runs, from the environment (1 to 1,440)."""
-    return number_from_env(
+def every_setting(settings: Settings) -> float:
+    """Minutes between runs, from MEMORY_LEDGER_SCAN_MINUTES (1 to 1,440)."""
+    return settings.number(
         EVERY_ENV, DEFAULT_EVERY_MINUTES, lambda m: 1 <= m <= 1440, "a number of minutes, 1-1440"
     )
 

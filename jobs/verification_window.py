@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime, timedelta
 
-from memory_ledger.config import number_from_env
+from memory_ledger.config import Settings
 from memory_ledger.jobs.context import JobContext
 
 log = logging.getLogger("memory_ledger.jobs")
@@ -24,8 +24,8 @@ DEFAULT_WINDOW = timedelta(days=30)
 CLOSED = "verification_closed"
 
 
-def window_from_env() -> timedelta:
-    days = number_from_env(
+def window_setting(settings: Settings) -> timedelta:
+    days = settings.number(
         WINDOW_ENV, DEFAULT_WINDOW.days, lambda d: 0 <= d <= 3650, "a number of days from 0 to 3650"
     )
     return timedelta(days=days)

@@ -137,7 +137,7 @@ class MemoryService:
         settings.check_reachable()
         if not restoring:  # a store being restored serves nothing (restore/restore.py)
             refuse_while_restoring(settings)
-        embedder = embedder or load_embedder()  # a bad setting fails before anything opens
+        embedder = embedder or load_embedder(settings.embedder)  # a bad one fails first
         self.policy = load_policy(settings.data_dir)  # so does a bad policy.toml
         #: The time reads decide expiry, validity and decay by. Injected by tests and
         #: drills (never a sleep); a store's recording time is the log's own.
@@ -147,7 +147,7 @@ class MemoryService:
         self.dev_key_created = False
         if master is None:
             master, self.dev_key_created = load_master_key(
-                settings.data_dir, allow_dev_key=not settings.store_exists()
+                settings, allow_dev_key=not settings.store_exists()
             )
         try:
             with settings.schema_lock():

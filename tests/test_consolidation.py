@@ -12,7 +12,7 @@ from typing import Any
 from uuid import UUID
 
 import pytest
-from factories import T0, fact, file_bytes_contain, later, sqlite_files, turn
+from factories import T0, fact, file_bytes_contain, jobs_reread, later, sqlite_files, turn
 
 from memory_ledger.api import MemoryLedger, MemoryService
 from memory_ledger.config import Settings
@@ -197,12 +197,12 @@ def test_third_party_information_is_opt_in(
 ) -> None:
     alice.remember(said("My sister lives in Oslo.", "t1"))
     monkeypatch.setenv(THIRD_PARTY_ENV, "1")
-    Consolidator(service.job_context).consolidate(alice)
+    Consolidator(jobs_reread(service)).consolidate(alice)
     [fact] = derived(alice)
     assert (fact.subject, fact.predicate, fact.text) == ("sister", "home_address", "Oslo")
     monkeypatch.setenv(THIRD_PARTY_ENV, "perhaps")
     with pytest.raises(ConfigurationError, match=THIRD_PARTY_ENV):
-        Consolidator(service.job_context)
+        Consolidator(jobs_reread(service))
 
 
 # -- promotion ---------------------------------------------------------------------------
@@ -237,14 +237,14 @@ def test_promotion_threshold_from_the_environment(
     monkeypatch.setenv(PROMOTION_ENV, "3")
     for n in range(1, 4):
         alice.remember(said("Give me a window seat.", f"t{n}"))
-        written = Consolidator(service.job_context).consolidate(alice)["written"]
+        written = Consolidator(jobs_reread(service)).consolidate(alice)["written"]
         assert written == (1 if n == 3 else 0)
     [seat] = alice.recall(kind="preference")
     assert len(inputs(service, seat.item_id)) == 3, "the evidence count"
     for bad in ("0", "33", "two", "-1"):
         monkeypatch.setenv(PROMOTION_ENV, bad)
         with pytest.raises(ConfigurationError, match=PROMOTION_ENV):
-            Consolidator(service.job_context)
+            Consolidator(jobs_reread(service))
     with pytest.raises(ConfigurationError):
         Consolidator(service.job_context, promote_after=True)  # type: ignore[arg-type]
 
@@ -472,7 +472,7 @@ def test_an_extractor_plugs_in_through_the_environment(
     monkeypatch.setenv(EXTRACTOR_ENV, f"{plugin}:make")
     alice.remember(said("carpe diem", "t1"))
     exploding = alice.remember(said("explode", "t2"))
-    job = Consolidator(service.job_context)
+    job = Consolidator(jobs_reread(service))
     assert job.extractor.name == "shouting"
     counts = job.consolidate(alice)
     assert (counts["written"], counts["invalid"], counts["failed"]) == (2, 1, 1)
@@ -481,7 +481,7 @@ def test_an_extractor_plugs_in_through_the_environment(
     with service.engine.connect() as conn:
         read = set(conn.execute(consolidated.select()).scalars())
     assert exploding.item_id not in read
-    assert Consolidator(service.job_context).consolidate(alice)["failed"] == 1
+    assert Consolidator(jobs_reread(service)).consolidate(alice)["failed"] == 1
 
 
 @pytest.mark.parametrize(

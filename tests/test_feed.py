@@ -21,7 +21,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from factories import cli, cli_location, fact, preference, provenance
+from factories import cli, cli_location, fact, preference, provenance, reread
 
 from memory_ledger.api import MemoryService
 from memory_ledger.config import Settings
@@ -332,7 +332,7 @@ def test_a_forget_completes_only_when_every_hosts_vector_index_dropped_the_vecto
         code, output = cli("jobs", "run-once", "projection-catchup", *where, "--json")
         assert code == 0, output
 
-    with MemoryService(settings) as here:
+    with MemoryService(reread(settings)) as here:
         alice = here.for_principal(ALICE)
         secret = alice.remember(fact("locker", "code 4471")).item_id
         alice.remember(fact("city", "Hangzhou"))

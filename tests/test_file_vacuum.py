@@ -8,8 +8,9 @@ import pytest
 from factories import turn
 
 from memory_ledger.api import MemoryLedger, MemoryService
+from memory_ledger.config import Settings
 from memory_ledger.errors import ConfigurationError
-from memory_ledger.jobs.file_vacuum import file_space, ratio_from_env, vacuum_fragmented
+from memory_ledger.jobs.file_vacuum import file_space, ratio_setting, vacuum_fragmented
 
 
 def _churned(alice: MemoryLedger, service: MemoryService) -> None:
@@ -74,11 +75,11 @@ def test_postgresql_is_left_to_its_autovacuum(alice: MemoryLedger, service: Memo
 def test_a_bad_ratio_setting_is_refused(raw: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MEMORY_LEDGER_VACUUM_FREE_RATIO", raw)
     with pytest.raises(ConfigurationError, match="MEMORY_LEDGER_VACUUM_FREE_RATIO"):
-        ratio_from_env()
+        ratio_setting(Settings.from_env())
 
 
 def test_the_ratio_defaults_and_can_be_set(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("MEMORY_LEDGER_VACUUM_FREE_RATIO", raising=False)
-    assert ratio_from_env() == 0.2
+    assert ratio_setting(Settings.from_env()) == 0.2
     monkeypatch.setenv("MEMORY_LEDGER_VACUUM_FREE_RATIO", "0.5")
-    assert ratio_from_env() == 0.5
+    assert ratio_setting(Settings.from_env()) == 0.5

@@ -277,7 +277,7 @@ def test_a_restore_killed_after_any_step_is_finished_by_running_it_again(
         from memory_ledger.ledger import LifecycleLedger
         from memory_ledger.restore.restore import restore
         settings = {_settings_code(store)}
-        master, _ = load_master_key(settings.data_dir, allow_dev_key=False)
+        master, _ = load_master_key(settings, allow_dev_key=False)
         with LifecycleLedger(settings) as ledger:
             restore(__import__("pathlib").Path({str(path)!r}), settings, master, ledger,
                     datetime.now(UTC))

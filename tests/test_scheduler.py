@@ -20,7 +20,7 @@ from uuid import UUID
 
 import pytest
 from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
-from factories import T0, cli, expiring, fact
+from factories import T0, cli, expiring, fact, jobs_reread, reread
 
 from memory_ledger.api import MemoryLedger, MemoryService
 from memory_ledger.config import Settings
@@ -153,7 +153,7 @@ def test_a_job_cannot_record_content_in_its_counts(
     def leaky(*_: object) -> dict[str, int]:
         return {"erased": 1, "value": "18 Haisong Road"}  # type: ignore[dict-item]
 
-    monkeypatch.setitem(JOBS, "leaky", JobSpec("leaky", "returns content", lambda: 60.0, leaky))
+    monkeypatch.setitem(JOBS, "leaky", JobSpec("leaky", "returns content", lambda _: 60.0, leaky))
     result = execute(service.job_context, "leaky", T0, runs=runs)
     assert result.outcome == FAILED and result.error is not None
     assert result.error.startswith("InvalidWrite") and "Haisong" not in result.error
@@ -167,7 +167,7 @@ def test_a_bug_is_recorded_by_class_name_only_and_raised(
     def buggy(*_: object) -> dict[str, int]:
         raise ValueError("18 Haisong Road")  # not ours: its message may carry content
 
-    monkeypatch.setitem(JOBS, "buggy", JobSpec("buggy", "has a bug", lambda: 60.0, buggy))
+    monkeypatch.setitem(JOBS, "buggy", JobSpec("buggy", "has a bug", lambda _: 60.0, buggy))
     with pytest.raises(ValueError):
         execute(service.job_context, "buggy", T0, runs=runs)
     [record] = runs.recent("buggy")
@@ -228,7 +228,7 @@ def test_the_lease_setting_is_bounded(settings: Settings, monkeypatch: pytest.Mo
     for raw in ("0", "5", "99999", "nan", "soon"):
         monkeypatch.setenv("MEMORY_LEDGER_JOB_LEASE_SECONDS", raw)
         with pytest.raises(ConfigurationError, match="MEMORY_LEDGER_JOB_LEASE_SECONDS"):
-            RunStore(settings)
+            RunStore(reread(settings))
     with pytest.raises(InvalidWrite):
         RunStore(settings, lease_seconds=1)
 
@@ -327,7 +327,7 @@ def test_a_failing_job_is_recorded_failed_and_the_scheduler_keeps_going(
     def boom(*_: object) -> dict[str, int]:
         raise ConfigurationError("MEMORY_LEDGER_BOOM must be a number")
 
-    spec = JobSpec("boom", "always fails", lambda: MIN_EVERY_MINUTES, boom)
+    spec = JobSpec("boom", "always fails", lambda _: MIN_EVERY_MINUTES, boom)
     monkeypatch.setitem(JOBS, "boom", spec)
     scheduler = start_scheduler(service.job_context, ["boom", "verification-window"])
     try:
@@ -348,7 +348,7 @@ def test_one_scheduler_per_process_and_bad_settings_stop_the_start(
     threads = threading.active_count()
     monkeypatch.setenv("MEMORY_LEDGER_RETENTION_MINUTES", "0")
     with pytest.raises(ConfigurationError, match="MEMORY_LEDGER_RETENTION_MINUTES"):
-        start_scheduler(service.job_context)
+        start_scheduler(jobs_reread(service))
     monkeypatch.delenv("MEMORY_LEDGER_RETENTION_MINUTES")
     with pytest.raises(InvalidWrite, match="nothing was started"):
         start_scheduler(service.job_context, ["retention"], {"retention": 0.0})

@@ -6,12 +6,13 @@ import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from factories import fact
+from factories import fact, jobs_reread
 
 from memory_ledger.api import MemoryLedger, MemoryService
+from memory_ledger.config import Settings
 from memory_ledger.errors import ConfigurationError
 from memory_ledger.jobs.projection_catchup import start_catchup_scheduler
-from memory_ledger.jobs.verification_window import CLOSED, close_elapsed_windows, window_from_env
+from memory_ledger.jobs.verification_window import CLOSED, close_elapsed_windows, window_setting
 
 
 def _closing_receipts(service: MemoryService, request_id: str) -> list[dict]:
@@ -69,7 +70,7 @@ def test_the_scheduler_closes_elapsed_windows(
 ) -> None:
     report = alice.forget(alice.remember(fact("home_address", "18 Haisong Road")).item_id)
     monkeypatch.setenv("MEMORY_LEDGER_VERIFICATION_DAYS", "0")
-    scheduler = start_catchup_scheduler(service.job_context, interval=60)
+    scheduler = start_catchup_scheduler(jobs_reread(service), interval=60)
     try:
         closed = threading.Event()
         for _ in range(100):
@@ -87,8 +88,8 @@ def test_the_scheduler_closes_elapsed_windows(
 def test_a_bad_window_setting_is_refused(raw: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MEMORY_LEDGER_VERIFICATION_DAYS", raw)
     with pytest.raises(ConfigurationError, match="MEMORY_LEDGER_VERIFICATION_DAYS"):
-        window_from_env()
+        window_setting(Settings.from_env())
 
 
 def test_the_default_window_is_thirty_days() -> None:
-    assert window_from_env() == timedelta(days=30)
+    assert window_setting(Settings.from_env()) == timedelta(days=30)

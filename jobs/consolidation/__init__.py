@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -49,6 +48,7 @@ from uuid import UUID
 from pydantic import ValidationError
 from sqlalchemy import Column, Index, Table, Text, delete, select
 
+from memory_ledger.config import Settings
 from memory_ledger.errors import (
     ConfigurationError,
     InvalidTransition,
@@ -240,10 +240,11 @@ class Consolidator:
         now: datetime | None = None,
     ) -> None:
         self.context = context
-        self.extractor = extractor if extractor is not None else load_extractor()
-        self.promote_after = _promote_after(promote_after)
+        settings = context.settings
+        self.extractor = extractor if extractor is not None else load_extractor(settings.extractor)
+        self.promote_after = _promote_after(promote_after, settings)
         self.allow_third_party = (
-            _env_flag(THIRD_PARTY_ENV) if allow_third_party is None else allow_third_party
+            settings.flag(THIRD_PARTY_ENV) if allow_third_party is None else allow_third_party
         )
         if isinstance(batch_size, bool) or not 1 <= batch_size <= MAX_BATCH:
             raise ConfigurationError(f"batch_size must be from 1 to {MAX_BATCH}")
@@ -747,9 +748,9 @@ def consolidate_all(context: JobContext, now: datetime | None = None) -> dict[st
     return Consolidator(context, now=now).consolidate_all()
 
 
-def _promote_after(value: int | None) -> int:
+def _promote_after(value: int | None, settings: Settings) -> int:
     if value is None:
-        raw = os.environ.get(PROMOTION_ENV, "").strip()
+        raw = settings.text(PROMOTION_ENV)
         if not raw:
             return DEFAULT_PROMOTE_AFTER
         if not raw.isdigit():
@@ -762,12 +763,3 @@ def _promote_after(value: int | None) -> int:
             f"{PROMOTION_ENV}: a whole number of turns from 1 to {MAX_PROMOTE_AFTER}"
         )
     return value
-
-
-def _env_flag(name: str) -> bool:
-    raw = os.environ.get(name, "").strip().lower()
-    if raw in ("", "0", "false", "no", "off"):
-        return False
-    if raw in ("1", "true", "yes", "on"):
-        return True
-    raise ConfigurationError(f"{name}: expected 1/true/yes or 0/false/no")

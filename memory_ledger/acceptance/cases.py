@@ -156,7 +156,7 @@ SINGLE_FACT = Case(
     name="single_fact",
     description="Forget one fact by id (an employer from a CRM lookup); nothing else.",
     build=_build_single_fact,
-    forget=lambda ledger, ids, notes: ledger.forget(ids["employer"]),
+    forget=lambda store, ledger, ids, notes: ledger.forget(ids["employer"]),
     targets=("Globex Corporation",),
     kept=(
         "window",

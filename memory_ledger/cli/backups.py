@@ -170,7 +170,7 @@ def restore_command(
                 "finish or abandon the restore as it was started"
             )
         settings = Settings.resolve(data_dir, url)
-        master, _ = load_master_key(settings.data_dir, allow_dev_key=False)
+        master, _ = load_master_key(settings, allow_dev_key=False)
         with LifecycleLedger(settings) as ledger:
             if abort:
                 aborted = restoring.abort(settings, master, ledger, aborted_by=by)
