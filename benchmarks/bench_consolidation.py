@@ -12,7 +12,7 @@ addresses, employers, allergies, seat requests and chit-chat, the values drawn f
 small pools so that conclusions repeat (as a heavy user's do). It is filled once (this
 tree's code, hashing embedder, projections caught up), closed, and copied for every
 measurement. Each measurement runs in a worker process of its own, on its own copy:
-it opens the service untimed, then times `Consolidator(service).run_all()` end to end,
+it opens the service untimed, then times `Consolidator(service.job_context).run_all()` end to end,
 once (a second run reads nothing, and must write nothing).
 
 Versions, interleaved: `new` is this tree's `jobs.consolidation`; `baseline` is
@@ -156,7 +156,7 @@ def worker(store: str, version: str, source: str | None) -> dict[str, Any]:
 
     job = _load_job(version, source)
     with MemoryService.open(store) as service:
-        consolidator = job.Consolidator(service)
+        consolidator = job.Consolidator(service.job_context)
         started = time.perf_counter()
         written, refused = consolidator.run_all()
         seconds = time.perf_counter() - started

@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     now = datetime.now(UTC) + timedelta(days=200)
 
     started = time.perf_counter()
-    first = decay_pass(service, now)
+    first = decay_pass(service.job_context, now)
     first_s = time.perf_counter() - started
     assert first["archived"] == (args.items + 1) // 2, first
 
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     columns = [catalog.c[n] for n in ("item_id", "kind", "category", "strength", "tier")]
     for _ in range(args.reps):
         started = time.perf_counter()
-        again = decay_pass(service, now + timedelta(minutes=1))
+        again = decay_pass(service.job_context, now + timedelta(minutes=1))
         repeat_s.append(time.perf_counter() - started)
         assert again["archived"] == again["unarchived"] == 0, again
         started = time.perf_counter()

@@ -106,7 +106,7 @@ def run(users: int, per_user: int, heavy: int, tombstones: int) -> dict[str, Any
     }
 
     now = T0 + timedelta(days=2)
-    wall, cpu, reports = _timed(lambda: expire_due(service, now))
+    wall, cpu, reports = _timed(lambda: expire_due(service.job_context, now))
     assert all(r.completed for r in reports), [r.status for r in reports]
     swept = sum(len(r.all_targets) for r in reports)
     out["sweep"] = {"n": swept, "wall_s": wall, "cpu_s": cpu}

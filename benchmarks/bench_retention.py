@@ -100,16 +100,16 @@ def main(argv: list[str] | None = None) -> int:
     console.log(f"filling two stores of {args.items:,} items ({args.due:.0%} due) ...")
     fill = (args.items, args.due, 1, args.users)
     sweep_store, user_store = _fill(*fill), _fill(*fill)
-    due = due_items(sweep_store, now)
+    due = due_items(sweep_store.job_context, now)
     count = sum(len(ids) for ids in due.values())
 
     started = time.perf_counter()
-    reports = expire_due(sweep_store, now)
+    reports = expire_due(sweep_store.job_context, now)
     sweep_s = time.perf_counter() - started
     assert all(r.completed for r in reports), [r.status for r in reports]
-    assert expire_due(sweep_store, now) == [], "a second sweep must find nothing due"
+    assert expire_due(sweep_store.job_context, now) == [], "a second sweep must find nothing due"
 
-    baseline_due = due_items(user_store, now)
+    baseline_due = due_items(user_store.job_context, now)
     started = time.perf_counter()
     for namespace, ids in baseline_due.items():
         ledger = user_store.for_principal(Principal(*namespace.split("/", 1)))

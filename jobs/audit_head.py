@@ -12,16 +12,16 @@ ledger rolled back or rewritten since is reported, never signed over.
 
 from __future__ import annotations
 
-from memory_ledger.api import MemoryService
 from memory_ledger.audit.heads import Auditor
 from memory_ledger.audit.kept import HEADS_FILE, keep_head
+from memory_ledger.jobs.context import JobContext
 
 __all__ = ["HEADS_FILE", "sign_and_keep"]
 
 
-def sign_and_keep(service: MemoryService) -> dict[str, int]:
+def sign_and_keep(context: JobContext) -> dict[str, int]:
     """Sign the ledger's head now and append it to the heads file, after checking the
     ledger still extends the last head kept (memory_ledger/audit/kept.py): a rollback
     or fork fails the run (IntegrityError, exit 10) and keeps nothing."""
-    head = keep_head(Auditor(service.ledger, service.log.master), service.settings.data_dir)
+    head = keep_head(Auditor(context.ledger, context.log.master), context.settings.data_dir)
     return {"size": head.size}

@@ -14,21 +14,21 @@ from __future__ import annotations
 import shutil
 from datetime import datetime
 
-from memory_ledger.api import MemoryService
+from memory_ledger.jobs.context import JobContext
 from memory_ledger.ledger import EntryType
 from memory_ledger.restore.store import expires_at, registered, unregister
 
 
-def destroy_expired(service: MemoryService, now: datetime) -> dict[str, int]:
+def destroy_expired(context: JobContext, now: datetime) -> dict[str, int]:
     destroyed = 0
-    for backup in registered(service.settings.data_dir):
-        if expires_at(backup, service.ledger) > now:
+    for backup in registered(context.settings.data_dir):
+        if expires_at(backup, context.ledger) > now:
             continue
         backup_id = backup.manifest.backup_id
         shutil.rmtree(backup.path)
-        unregister(service.settings.data_dir, backup.path)
-        if service.ledger.entries(backup_id):  # taken by this tool: its entry comes first
-            service.ledger.append(
+        unregister(context.settings.data_dir, backup.path)
+        if context.ledger.entries(backup_id):  # taken by this tool: its entry comes first
+            context.ledger.append(
                 backup_id,
                 EntryType.BACKUP_DESTROYED,
                 {"backup_id": backup_id, "reason": "retention_expiry"},

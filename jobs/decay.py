@@ -22,7 +22,7 @@ from uuid import UUID
 
 from sqlalchemy import select
 
-from memory_ledger.api import MemoryService
+from memory_ledger.jobs.context import JobContext
 from memory_ledger.projections.catalog import catalog
 
 log = logging.getLogger("memory_ledger.jobs")
@@ -30,11 +30,11 @@ SAVE_BATCH = 500
 
 
 def decide_tiers(
-    service: MemoryService, now: datetime
+    context: JobContext, now: datetime
 ) -> tuple[int, dict[str, tuple[str, float, str]]]:
     """(period, item id -> (tier it should be in, strength, rule)) for the items whose
     tier must change at `now`. Reads clear catalog columns only."""
-    policy = service.retention
+    policy = context.retention()
     period, start = policy.period_start(now)
     query = select(
         catalog.c.item_id,
@@ -47,7 +47,7 @@ def decide_tiers(
         catalog.c.tier,
     ).where(~policy.protected_clause(catalog.c))
     changes: dict[str, tuple[str, float, str]] = {}
-    with service.engine.connect() as conn:
+    with context.engine.connect() as conn:
         for row in conn.execute(query).mappings():
             strength, rule = policy.strength_of(row, start)
             wanted = "archived" if strength < policy.decay.archive_below else "active"
@@ -56,21 +56,21 @@ def decide_tiers(
     return period, changes
 
 
-def decay_pass(service: MemoryService, now: datetime) -> dict[str, int]:
+def decay_pass(context: JobContext, now: datetime) -> dict[str, int]:
     """Archive what decayed below the threshold; bring back what was reinforced."""
-    service.runner.catch_up()
-    period, changes = decide_tiers(service, now)
+    context.runner.catch_up()
+    period, changes = decide_tiers(context, now)
     counts = {"period": period, "archived": 0, "unarchived": 0, "skipped": 0}
     decided = sorted(changes.items())
     for start in range(0, len(decided), SAVE_BATCH):
         batch = decided[start : start + SAVE_BATCH]
         try:
-            done = _apply(service, batch, period)
+            done = _apply(context, batch, period)
         except Exception:  # e.g. a version conflict with another writer: one by one
             done = []
             for one in batch:
                 try:
-                    done += _apply(service, [one], period)
+                    done += _apply(context, [one], period)
                 except Exception:  # erased or changed meanwhile: the next pass decides
                     counts["skipped"] += 1
         for tier in done:
@@ -86,12 +86,12 @@ def decay_pass(service: MemoryService, now: datetime) -> dict[str, int]:
 
 
 def _apply(
-    service: MemoryService, batch: list[tuple[str, tuple[str, float, str]]], period: int
+    context: JobContext, batch: list[tuple[str, tuple[str, float, str]]], period: int
 ) -> list[str]:
     """Record the tier changes of a batch in one save; returns the tiers changed to."""
     items, tiers = [], []
     for item_id, (tier, strength, rule) in batch:
-        item = service.log.get(UUID(item_id))
+        item = context.log.get(UUID(item_id))
         if item.erased:
             continue
         verb = item.archive if tier == "archived" else item.unarchive
@@ -99,5 +99,5 @@ def _apply(
             items.append(item)
             tiers.append(tier)
     if items:
-        service.log.save(items)
+        context.log.save(items)
     return tiers

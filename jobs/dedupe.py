@@ -41,13 +41,12 @@ from uuid import UUID
 
 from sqlalchemy import select
 
-from memory_ledger.api import MemoryLedger, MemoryService
 from memory_ledger.domain import MemoryItem
 from memory_ledger.errors import InvalidTransition, InvalidWrite, StaleDerivation
 from memory_ledger.event_log import ERASED
 from memory_ledger.jobs.consolidation.canonical import normalise_value
+from memory_ledger.jobs.context import JobContext, NamespaceLedger
 from memory_ledger.policy.retention import attributes_of, inherited_retention
-from memory_ledger.principal import Principal
 from memory_ledger.projections.catalog import catalog, unexpired
 from memory_ledger.projections.facts import LIVE_STATUSES, facts
 from memory_ledger.projections.preferences import preferences
@@ -88,10 +87,10 @@ class Group:
 
 
 class Deduper:
-    """The merge job for one service; `now` decides what is live (expiry, validity)."""
+    """The merge job for one store; `now` decides what is live (expiry, validity)."""
 
-    def __init__(self, service: MemoryService, now: datetime | None = None) -> None:
-        self.service = service
+    def __init__(self, context: JobContext, now: datetime | None = None) -> None:
+        self.context = context
         self.now = now
 
     def _now(self) -> datetime:
@@ -99,15 +98,15 @@ class Deduper:
 
     # -- reading -----------------------------------------------------------------------
 
-    def read(self, ledger: MemoryLedger) -> list[Group]:
+    def read(self, ledger: NamespaceLedger) -> list[Group]:
         """The namespace's groups of two or more live items that say the same thing."""
-        self.service.runner.catch_up()
+        self.context.runner.catch_up()
         now = canonical_time(self._now())
         namespace = ledger.namespace
         f, p = facts.c, preferences.c
         # Decay's archived tier is left as it is: a merge would lift it back.
         archived = select(catalog.c.item_id).where(catalog.c.tier != "active")
-        times = self.service.retention.cutoffs(self._now())
+        times = self.context.retention().cutoffs(self._now())
         fact_query = select(
             f.item_id, f.version, f.position, f.subject, f.predicate, f.valid_to,
             f.key_generation, f.sealed,
@@ -115,7 +114,7 @@ class Deduper:
             f.namespace == namespace,
             f.status.in_(LIVE_STATUSES),
             f.suppressed.is_(False),
-            unexpired(self.service.retention, f.item_id),
+            unexpired(self.context.retention(), f.item_id),
             f.item_id.not_in(archived),
             f.valid_to.is_(None) | (f.valid_to > now),
             f.sealed.is_not(None),
@@ -126,13 +125,13 @@ class Deduper:
         ).where(
             p.namespace == namespace,
             p.suppressed.is_(False),
-            unexpired(self.service.retention, p.item_id),
+            unexpired(self.context.retention(), p.item_id),
             p.item_id.not_in(archived),
             p.sealed.is_not(None),
         )  # fmt: skip
         # Clear attributes first: only rows that share them are decrypted.
         by_clear: dict[tuple[str, ...], dict[str, Any]] = {}
-        with self.service.engine.connect() as conn:
+        with self.context.engine.connect() as conn:
             for row in conn.execute(fact_query, times):
                 clear = ("fact", row.subject, row.predicate, row.valid_to or "")
                 _newest(by_clear.setdefault(clear, {}), row)
@@ -141,7 +140,7 @@ class Deduper:
                 _newest(by_clear.setdefault(clear, {}), row)
         shared = {k: rows for k, rows in by_clear.items() if len(rows) > 1}
         ids = sorted({i for rows in shared.values() for i in rows})
-        log_ = self.service.log
+        log_ = self.context.log
         keys = log_.keys_for(ids)
         groups: list[Group] = []
         for clear, rows in sorted(shared.items()):
@@ -162,7 +161,7 @@ class Deduper:
 
     # -- committing --------------------------------------------------------------------
 
-    def commit(self, ledger: MemoryLedger, groups: Sequence[Group]) -> dict[str, int]:
+    def commit(self, ledger: NamespaceLedger, groups: Sequence[Group]) -> dict[str, int]:
         """Merge each group still as it was read; the counts (COUNTS)."""
         counts: Counter[str] = Counter(groups=len(groups))
         planned: list[tuple[Group, dict[str, Any]]] = []
@@ -204,11 +203,11 @@ class Deduper:
                     counts["kept_changed"] += 1  # erased meanwhile (the cascade follows)
         return {name: counts[name] for name in COUNTS}
 
-    def _write(self, ledger: MemoryLedger, group: Group) -> dict[str, Any] | None:
+    def _write(self, ledger: NamespaceLedger, group: Group) -> dict[str, Any] | None:
         """The merged item, from the members as the log has them now."""
         items: list[MemoryItem] = []
         for member in group.members:
-            item = self.service.log.get(UUID(member.item_id))
+            item = self.context.log.get(UUID(member.item_id))
             if item.erased or item.namespace != ledger.namespace:
                 return None
             items.append(item)
@@ -232,7 +231,7 @@ class Deduper:
                 **{k: v for k, v in source.items() if v is not None},
             },
             "retention": inherited_retention(
-                self.service.retention, [attributes_of(i) for i in items]
+                self.context.retention(), [attributes_of(i) for i in items]
             ),
             "derived_from": [{"item_id": m.item_id, "version": m.version} for m in group.members],
             "valid_from": newest_item.valid_from,
@@ -246,29 +245,29 @@ class Deduper:
 
     # -- running -----------------------------------------------------------------------
 
-    def run_once(self, ledger: MemoryLedger) -> dict[str, int]:
+    def run_once(self, ledger: NamespaceLedger) -> dict[str, int]:
         return self.commit(ledger, self.read(ledger))
 
     def run_all(self) -> dict[str, int]:
         """One pass over every namespace that holds facts or preferences."""
-        self.service.runner.catch_up()
-        with self.service.engine.connect() as conn:
+        self.context.runner.catch_up()
+        with self.context.engine.connect() as conn:
             namespaces = sorted(
                 set(conn.execute(select(facts.c.namespace).distinct()).scalars())
                 | set(conn.execute(select(preferences.c.namespace).distinct()).scalars())
             )
         total: Counter[str] = Counter()
         for namespace in namespaces:
-            ledger = self.service.for_principal(Principal.from_namespace(namespace))
+            ledger = self.context.ledger_for(namespace)
             total.update(self.run_once(ledger))
         return {name: total[name] for name in COUNTS}
 
 
-def merge_duplicates(service: MemoryService, now: datetime | None = None) -> dict[str, int]:
+def merge_duplicates(context: JobContext, now: datetime | None = None) -> dict[str, int]:
     """The scheduled job: merge near-duplicates in every namespace; the counts
     (`groups` found, `merged`, `inputs` suppressed, `refused` stale, `invalid`,
     `kept_changed`: members left live because they changed after the merge)."""
-    return Deduper(service, now).run_all()
+    return Deduper(context, now).run_all()
 
 
 def _newest(rows: dict[str, Any], row: Any) -> None:

@@ -20,8 +20,9 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from memory_ledger.api import MemoryService
-from memory_ledger.config import number_from_env
+from memory_ledger.config import Settings
+from memory_ledger.forgetting.residue_check import rewrite_sqlite_file
+from memory_ledger.jobs.context import JobContext
 
 log = logging.getLogger("memory_ledger.jobs")
 
@@ -47,8 +48,8 @@ class FileSpace:
         return self.free_pages * self.page_size
 
 
-def ratio_from_env() -> float:
-    return number_from_env(
+def ratio_setting(settings: Settings) -> float:
+    return settings.number(
         RATIO_ENV, DEFAULT_RATIO, lambda r: 0 < r <= 1, "a share of the file above 0, up to 1"
     )
 
@@ -69,12 +70,12 @@ def file_space(path: Path) -> FileSpace | None:
 
 
 def vacuum_fragmented(
-    service: MemoryService, ratio: float = DEFAULT_RATIO, min_free_bytes: int = MIN_FREE_BYTES
+    context: JobContext, ratio: float = DEFAULT_RATIO, min_free_bytes: int = MIN_FREE_BYTES
 ) -> list[FileSpace]:
     """VACUUM each of the log's and the projections' files whose free pages are at least
     `ratio` of it and `min_free_bytes`; returns the files rebuilt, as they were before.
     The ledger is append-only: it has no free pages to give back."""
-    settings = service.settings
+    settings = context.settings
     if settings.postgres is not None:
         return []
     rebuilt = []
@@ -82,7 +83,7 @@ def vacuum_fragmented(
         space = file_space(path)
         if space is None or space.free_ratio < ratio or space.free_bytes < min_free_bytes:
             continue
-        if service.rewrite_sqlite_file(path):
+        if rewrite_sqlite_file(settings, context.engine, context.log, path):
             log.info(
                 "rebuilt %s: %d of %d pages were free", path.name, space.free_pages, space.pages
             )

@@ -13,7 +13,6 @@ import logging
 import math
 from typing import TYPE_CHECKING
 
-from memory_ledger.api import MemoryService
 from memory_ledger.bounds import (
     MAX_CONSOLIDATE_EVERY,
     MAX_DURATION,
@@ -21,9 +20,9 @@ from memory_ledger.bounds import (
     MIN_CONSOLIDATE_EVERY,
     MIN_INTERVAL,
 )
-from memory_ledger.config import number_from_env
+from memory_ledger.config import Settings
 from memory_ledger.errors import InvalidWrite, MemoryLedgerError
-from memory_ledger.feed.hosts import catch_up_vectors
+from memory_ledger.jobs.context import JobContext
 from memory_ledger.projections.events import Progress
 
 if TYPE_CHECKING:  # imported when a scheduler starts: the CLI reads the bounds below
@@ -67,10 +66,10 @@ def _seconds(name: str, value: object, low: float, high: float, above_low: bool 
         raise InvalidWrite(f"{wanted}; nothing was started")
 
 
-def catchup_seconds_from_env() -> float:
+def catchup_seconds_setting(settings: Settings) -> float:
     """Seconds between catch-ups under `jobs run` (`run` takes `--interval`), within
     the schedule's bounds."""
-    return number_from_env(
+    return settings.number(
         CATCHUP_ENV,
         DEFAULT_CATCHUP_SECONDS,
         lambda s: MIN_INTERVAL <= s <= MAX_INTERVAL,
@@ -78,7 +77,7 @@ def catchup_seconds_from_env() -> float:
     )
 
 
-def catch_up_all(service: MemoryService, progress: Progress | None = None) -> dict[str, int]:
+def catch_up_all(context: JobContext, progress: Progress | None = None) -> dict[str, int]:
     """The `projection-catchup` job: the tables, then the vector index (embedding is
     the slow part, and it must not delay them). A failure of one does not keep the
     other from running: the first is raised once both were tried (the run's one log
@@ -87,8 +86,8 @@ def catch_up_all(service: MemoryService, progress: Progress | None = None) -> di
     counts = {"events": 0, "vector_events": 0}
     failed: list[tuple[str, MemoryLedgerError]] = []
     for code, label, step in (
-        ("events", "projection catch-up", lambda: service.runner.catch_up(progress)),
-        ("vector_events", "vector index catch-up", lambda: catch_up_vectors(service)),
+        ("events", "projection catch-up", lambda: context.runner.catch_up(progress)),
+        ("vector_events", "vector index catch-up", context.catch_up_vectors),
     ):
         try:
             counts[code] = step()
@@ -101,10 +100,10 @@ def catch_up_all(service: MemoryService, progress: Progress | None = None) -> di
     return counts
 
 
-def _catch_up(service: MemoryService) -> None:
+def _catch_up(context: JobContext) -> None:
     """One catch-up outside the scheduler; a failure is logged, not raised."""
     try:
-        catch_up_all(service)
+        catch_up_all(context)
     except MemoryLedgerError as exc:
         log.error("catch-up failed: %s", exc)
 
@@ -125,7 +124,7 @@ def catchup_jobs(
 
 
 def start_catchup_scheduler(
-    service: MemoryService, interval: float, consolidate_every: float | None = None
+    context: JobContext, interval: float, consolidate_every: float | None = None
 ) -> BackgroundScheduler:
     """Start the scheduler of `run` (jobs/scheduler.py) in the background: projection
     catch-up every `interval` seconds, consolidation every `consolidate_every` seconds
@@ -140,11 +139,11 @@ def start_catchup_scheduler(
     from memory_ledger.jobs.scheduler import start_scheduler
 
     names, every = catchup_jobs(interval, consolidate_every)
-    return start_scheduler(service, names, every)
+    return start_scheduler(context, names, every)
 
 
 def run_catchup_job(
-    service: MemoryService,
+    context: JobContext,
     interval: float,
     duration: float | None,
     consolidate_every: float | None = None,
@@ -156,6 +155,6 @@ def run_catchup_job(
 
     names, every = catchup_jobs(interval, consolidate_every)
     log.info("projection catch-up every %ss", interval)
-    run_foreground(service, names, every, duration)
-    service.runner.catch_up()
-    catch_up_vectors(service)
+    run_foreground(context, names, every, duration)
+    context.runner.catch_up()
+    context.catch_up_vectors()

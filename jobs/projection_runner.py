@@ -22,7 +22,7 @@ from memory_ledger.errors import MemoryLedgerError
 from memory_ledger.feed.hosts import acknowledge_applied, ensure_registered
 
 if TYPE_CHECKING:
-    from memory_ledger.api import MemoryService
+    from memory_ledger.jobs.context import JobContext
     from memory_ledger.projections.runner import ProjectionRunner
 
 log = logging.getLogger("memory_ledger.jobs")
@@ -30,7 +30,7 @@ PREFIX = "runner-"
 
 
 def run_projections(
-    service: MemoryService,
+    context: JobContext,
     names: Sequence[str],
     interval: float,
     duration: float | None = None,
@@ -38,7 +38,7 @@ def run_projections(
 ) -> int:
     """Catch the named projections up every `interval` seconds until `duration` passes,
     `stop` is set, or SIGINT/SIGTERM arrives; returns the ticks run."""
-    runner = service.runner.only(names)
+    runner = context.runner.only(names)
     stop = stop or threading.Event()
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -48,7 +48,7 @@ def run_projections(
     log.info("running projection(s) %s every %ss", ", ".join(names), interval)
     while not stop.is_set():
         try:
-            tick(service, runner)
+            tick(context, runner)
         except MemoryLedgerError as exc:  # logged, and tried again at the next tick
             log.error("projection runner tick failed: %s", exc)
         ticks += 1
@@ -58,10 +58,11 @@ def run_projections(
     return ticks
 
 
-def tick(service: MemoryService, runner: ProjectionRunner) -> None:
+def tick(context: JobContext, runner: ProjectionRunner) -> None:
     """One catch-up, then the acknowledgements it allows."""
     runner.catch_up()
     for name, position in runner.positions().items():
         subscriber = f"{PREFIX}{name}"
-        if ensure_registered(service, subscriber, holds_copies=True, added_by="runner"):
-            acknowledge_applied(service, subscriber, position)
+        subscribers = context.subscribers
+        if ensure_registered(subscribers, subscriber, holds_copies=True, added_by="runner"):
+            acknowledge_applied(subscribers, context.ledger, context.requests, subscriber, position)

@@ -1,7 +1,8 @@
 """The named lifecycle jobs: one registry that the scheduler, `run`, `jobs list` and
 `jobs run-once` all read, so a job is added in one place (one entry in `JOBS`).
 
-Each job is given the service, the time it runs as of (`now`, injected: a job never
+Each job is given its `JobContext` (jobs/context.py: the parts of the store that jobs
+use, never the service itself), the time it runs as of (`now`, injected: a job never
 reads the clock, so tests and drills decide what is due) and a progress callback (or
 None), and returns counts: short codes mapped to whole numbers, never content, which
 are what its run record keeps (jobs/runs.py).
@@ -15,26 +16,26 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from memory_ledger.api import MemoryService
-from memory_ledger.config import number_from_env
+from memory_ledger.config import Settings
 from memory_ledger.errors import InvalidWrite
 from memory_ledger.jobs import backup_retention, decay, retention, verification_scan
-from memory_ledger.jobs.file_vacuum import ratio_from_env, vacuum_fragmented
-from memory_ledger.jobs.projection_catchup import catch_up_all, catchup_seconds_from_env
-from memory_ledger.jobs.verification_window import close_elapsed_windows, window_from_env
+from memory_ledger.jobs.context import JobContext
+from memory_ledger.jobs.file_vacuum import ratio_setting, vacuum_fragmented
+from memory_ledger.jobs.projection_catchup import catch_up_all, catchup_seconds_setting
+from memory_ledger.jobs.verification_window import close_elapsed_windows, window_setting
 from memory_ledger.projections.events import Progress
 
 if TYPE_CHECKING:
     from memory_ledger.restore.drill import DrillReport
 
-#: What a job runs: (service, now, progress) -> counts.
-JobRun = Callable[[MemoryService, datetime, Progress | None], dict[str, int]]
+#: What a job runs: (context, now, progress) -> counts.
+JobRun = Callable[[JobContext, datetime, Progress | None], dict[str, int]]
 
 CONSOLIDATION_ENV = "MEMORY_LEDGER_CONSOLIDATION_MINUTES"
 DEFAULT_CONSOLIDATION_MINUTES = 10.0
 
 
-def _no_settings() -> None:
+def _no_settings(settings: Settings) -> None:
     return None
 
 
@@ -42,46 +43,45 @@ def _no_settings() -> None:
 class JobSpec:
     """One named job.
 
-    `every_minutes` and `check` read the job's settings from the environment; the
+    `every_minutes` and `check` resolve the job's settings from the `Settings`; the
     scheduler calls both before it starts, so a bad setting stops the start rather
     than a later tick. `default_on` is whether `jobs run` schedules it without being
     asked (consolidation writes inferred memories: an operator opts in)."""
 
     name: str
     describe: str
-    every_minutes: Callable[[], float]
+    every_minutes: Callable[[Settings], float]
     run: JobRun
-    check: Callable[[], object] = _no_settings
+    check: Callable[[Settings], object] = _no_settings
     default_on: bool = True
 
 
 # -- what each job runs ---------------------------------------------------------------
 
 
-def _retention(service: MemoryService, now: datetime, progress: Progress | None) -> dict[str, int]:
+def _retention(context: JobContext, now: datetime, progress: Progress | None) -> dict[str, int]:
     # The sweep reads the projections: catching them up here is the long part on a
     # store that is behind, and the only part that can report its progress.
-    service.runner.catch_up(progress)
-    return retention.sweep_counts(retention.expire_due(service, now, progress))
+    context.runner.catch_up(progress)
+    return retention.sweep_counts(retention.expire_due(context, now, progress))
 
 
 def _backup_retention(
-    service: MemoryService, now: datetime, progress: Progress | None
+    context: JobContext, now: datetime, progress: Progress | None
 ) -> dict[str, int]:
-    return backup_retention.destroy_expired(service, now)
+    return backup_retention.destroy_expired(context, now)
 
 
-def _drill(service: MemoryService, now: datetime, progress: Progress | None) -> dict[str, int]:
-    from memory_ledger.restore.drill import drill
+def _drill(context: JobContext, now: datetime, progress: Progress | None) -> dict[str, int]:
     from memory_ledger.restore.store import registered
 
-    if not registered(service.settings.data_dir):
+    if not registered(context.settings.data_dir):
         return {"drills": 0}
-    return _drill_counts(drill(service, now, run_by="drill_job"))
+    return _drill_counts(context.drill(now, None, "drill_job", False))
 
 
 def drill_by_hand(
-    service: MemoryService,
+    context: JobContext,
     now: datetime,
     backup_path: Path | None = None,
     run_by: str = "operator",
@@ -92,13 +92,12 @@ def drill_by_hand(
     last drill ran, whoever started it, rather than `never run` beside a fresh report."""
     from memory_ledger.jobs.runs import RunStore
     from memory_ledger.jobs.scheduler import run_by_hand
-    from memory_ledger.restore.drill import drill
 
-    with RunStore(service.settings) as runs:
+    with RunStore(context.settings) as runs:
         return run_by_hand(
-            service,
+            context,
             "drill",
-            lambda: drill(service, now, backup_path, run_by, keep_scratch),
+            lambda: context.drill(now, backup_path, run_by, keep_scratch),
             _drill_counts,
             runs=runs,
         )
@@ -113,19 +112,19 @@ def _drill_counts(report: DrillReport) -> dict[str, int]:
     }
 
 
-def _daily() -> float:
+def _daily(settings: Settings) -> float:
     return 1440.0
 
 
-def _decay(service: MemoryService, now: datetime, progress: Progress | None) -> dict[str, int]:
-    service.runner.catch_up(progress)
-    return decay.decay_pass(service, now)
+def _decay(context: JobContext, now: datetime, progress: Progress | None) -> dict[str, int]:
+    context.runner.catch_up(progress)
+    return decay.decay_pass(context, now)
 
 
 def _verification_scan(
-    service: MemoryService, now: datetime, progress: Progress | None
+    context: JobContext, now: datetime, progress: Progress | None
 ) -> dict[str, int]:
-    done = verification_scan.scan_due(service, progress)
+    done = verification_scan.scan_due(context, progress)
     statuses = list(done.values())
     return {
         "requests": len(done),
@@ -137,49 +136,45 @@ def _verification_scan(
 
 
 def _verification_window(
-    service: MemoryService, now: datetime, progress: Progress | None
+    context: JobContext, now: datetime, progress: Progress | None
 ) -> dict[str, int]:
-    return {"closed": len(close_elapsed_windows(service, window_from_env(), now))}
+    return {"closed": len(close_elapsed_windows(context, window_setting(context.settings), now))}
 
 
-def _file_vacuum(
-    service: MemoryService, now: datetime, progress: Progress | None
-) -> dict[str, int]:
-    rebuilt = vacuum_fragmented(service, ratio_from_env())
+def _file_vacuum(context: JobContext, now: datetime, progress: Progress | None) -> dict[str, int]:
+    rebuilt = vacuum_fragmented(context, ratio_setting(context.settings))
     return {"files_rebuilt": len(rebuilt), "free_pages": sum(f.free_pages for f in rebuilt)}
 
 
-def _consolidation(
-    service: MemoryService, now: datetime, progress: Progress | None
-) -> dict[str, int]:
+def _consolidation(context: JobContext, now: datetime, progress: Progress | None) -> dict[str, int]:
     # Imported here, not at the top: importing it adds `consolidated_turns` to the
     # projections' tables, which every process would then create when it opens a store
     # (and two opening at once would race to). Consolidator creates it when it runs.
     from memory_ledger.jobs.consolidation import consolidate_all
 
-    return consolidate_all(service, now)
+    return consolidate_all(context, now)
 
 
-def _dedupe(service: MemoryService, now: datetime, progress: Progress | None) -> dict[str, int]:
+def _dedupe(context: JobContext, now: datetime, progress: Progress | None) -> dict[str, int]:
     from memory_ledger.jobs.dedupe import merge_duplicates  # lazily, for the reason above
 
-    return merge_duplicates(service, now)
+    return merge_duplicates(context, now)
 
 
-def _audit_head(service: MemoryService, now: datetime, progress: Progress | None) -> dict[str, int]:
+def _audit_head(context: JobContext, now: datetime, progress: Progress | None) -> dict[str, int]:
     from memory_ledger.jobs.audit_head import sign_and_keep
 
-    return sign_and_keep(service)
+    return sign_and_keep(context)
 
 
 def _projection_catchup(
-    service: MemoryService, now: datetime, progress: Progress | None
+    context: JobContext, now: datetime, progress: Progress | None
 ) -> dict[str, int]:
-    return catch_up_all(service, progress)
+    return catch_up_all(context, progress)
 
 
-def _consolidation_every() -> float:
-    return number_from_env(
+def _consolidation_every(settings: Settings) -> float:
+    return settings.number(
         CONSOLIDATION_ENV,
         DEFAULT_CONSOLIDATION_MINUTES,
         lambda m: 1 <= m <= 1440,
@@ -187,12 +182,12 @@ def _consolidation_every() -> float:
     )
 
 
-def _hourly() -> float:
+def _hourly(settings: Settings) -> float:
     return 60.0
 
 
-def _catchup_every() -> float:
-    return catchup_seconds_from_env() / 60
+def _catchup_every(settings: Settings) -> float:
+    return catchup_seconds_setting(settings) / 60
 
 
 JOBS: dict[str, JobSpec] = {
@@ -201,7 +196,7 @@ JOBS: dict[str, JobSpec] = {
         JobSpec(
             "retention",
             "erase items whose retention has run out (one forget request per namespace)",
-            retention.every_from_env,
+            retention.every_setting,
             _retention,
         ),
         JobSpec(
@@ -226,7 +221,7 @@ JOBS: dict[str, JobSpec] = {
         JobSpec(
             "verification-scan",
             "scan every file for what each completed forget request erased",
-            verification_scan.every_from_env,
+            verification_scan.every_setting,
             _verification_scan,
         ),
         JobSpec(
@@ -234,14 +229,14 @@ JOBS: dict[str, JobSpec] = {
             "close verification windows that have elapsed (destroy their fingerprints)",
             _hourly,
             _verification_window,
-            check=window_from_env,
+            check=window_setting,
         ),
         JobSpec(
             "file-vacuum",
             "VACUUM SQLite files whose free pages have piled up",
             _hourly,
             _file_vacuum,
-            check=ratio_from_env,
+            check=ratio_setting,
         ),
         JobSpec(
             "consolidation",

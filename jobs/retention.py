@@ -25,10 +25,10 @@ from datetime import datetime
 
 from sqlalchemy import select
 
-from memory_ledger.api import MemoryService
-from memory_ledger.config import number_from_env
+from memory_ledger.config import Settings
 from memory_ledger.forgetting.requests import RequestReport
 from memory_ledger.forgetting.scope import MAX_SCOPE_ITEMS
+from memory_ledger.jobs.context import JobContext
 from memory_ledger.projections.catalog import catalog
 from memory_ledger.projections.events import Progress
 
@@ -39,41 +39,41 @@ DEFAULT_EVERY_MINUTES = 60.0
 REQUESTED_BY = "retention_job"
 
 
-def every_from_env() -> float:
-    """Minutes between sweeps, from the environment (1 to 1,440)."""
-    return number_from_env(
+def every_setting(settings: Settings) -> float:
+    """Minutes between sweeps, from MEMORY_LEDGER_RETENTION_MINUTES (1 to 1,440)."""
+    return settings.number(
         EVERY_ENV, DEFAULT_EVERY_MINUTES, lambda m: 1 <= m <= 1440, "a number of minutes, 1-1440"
     )
 
 
-def due_items(service: MemoryService, now: datetime) -> dict[str, list[str]]:
+def due_items(context: JobContext, now: datetime) -> dict[str, list[str]]:
     """Namespace -> ids of its live items due at `now`: expired, not protected, not held."""
-    service.runner.catch_up()
+    context.runner.catch_up()
     query = (
         select(catalog.c.namespace, catalog.c.item_id)
-        .where(service.retention.expired_clause(catalog.c), ~service.holds.clause(catalog.c))
+        .where(context.retention().expired_clause(catalog.c), ~context.holds.clause(catalog.c))
         .order_by(catalog.c.namespace, catalog.c.item_id)
     )
     due: dict[str, list[str]] = defaultdict(list)
-    with service.engine.connect() as conn:
-        for namespace, item_id in conn.execute(query, service.retention.cutoffs(now)):
+    with context.engine.connect() as conn:
+        for namespace, item_id in conn.execute(query, context.retention().cutoffs(now)):
             due[namespace].append(item_id)
     return dict(due)
 
 
 def expire_due(
-    service: MemoryService, now: datetime, progress: Progress | None = None
+    context: JobContext, now: datetime, progress: Progress | None = None
 ) -> list[RequestReport]:
     """Erase every item due at `now`: one request per namespace (and per 10,000 items).
     `progress` is told ("retention", items erased, items due) after each request."""
     reports = []
-    due = due_items(service, now)
+    due = due_items(context, now)
     total, done = sum(len(ids) for ids in due.values()), 0
     for namespace, ids in due.items():
         for start in range(0, len(ids), MAX_SCOPE_ITEMS):
             scope = {"kind": "item", "item_ids": ids[start : start + MAX_SCOPE_ITEMS]}
             reports.append(
-                service.requests.submit(
+                context.requests.submit(
                     namespace, scope, requested_by=REQUESTED_BY, basis="retention_expiry"
                 )
             )

@@ -45,7 +45,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from memory_ledger import side_tables
 from memory_ledger.bounds import RUNS_KEPT
-from memory_ledger.config import Settings, number_from_env
+from memory_ledger.config import Settings
 from memory_ledger.errors import InvalidWrite
 from memory_ledger.side_tables import create_tables
 from memory_ledger.times import canonical_time
@@ -89,10 +89,10 @@ job_leases = Table(
 )
 
 
-def lease_from_env() -> float:
+def lease_setting(settings: Settings) -> float:
     """Seconds a lease lasts without renewal (10 to 3600): how long a killed process
     keeps others from running its job."""
-    return number_from_env(
+    return settings.number(
         LEASE_ENV,
         DEFAULT_LEASE_SECONDS,
         lambda s: MIN_LEASE_SECONDS <= s <= MAX_LEASE_SECONDS,
@@ -168,7 +168,7 @@ class RunStore:
 
     def __init__(self, settings: Settings, lease_seconds: float | None = None) -> None:
         self.settings = settings
-        self.lease_seconds = lease_seconds if lease_seconds is not None else lease_from_env()
+        self.lease_seconds = lease_seconds if lease_seconds is not None else lease_setting(settings)
         if not MIN_LEASE_SECONDS <= self.lease_seconds <= MAX_LEASE_SECONDS:
             raise InvalidWrite(
                 f"a lease lasts {MIN_LEASE_SECONDS:.0f} to {MAX_LEASE_SECONDS:.0f} seconds"

@@ -13,7 +13,7 @@ and outcome, release. The second scheduler finds the lease taken and does nothin
 The last scheduler to start sets the schedule (which jobs, how often) for all of them.
 
 The store pickles each job, so its callable is a textual reference
-(`jobs.scheduler:run_named` with the job's name); the process's service is found
+(`jobs.scheduler:run_named` with the job's name); the process's context is found
 through a module-level holder that `start_scheduler` sets and `shutdown` clears.
 """
 
@@ -34,7 +34,6 @@ from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
-from memory_ledger.api import MemoryService
 from memory_ledger.config import Settings
 from memory_ledger.errors import (
     ConfigurationError,
@@ -42,6 +41,7 @@ from memory_ledger.errors import (
     InvalidWrite,
     MemoryLedgerError,
 )
+from memory_ledger.jobs.context import JobContext
 from memory_ledger.jobs.projection_catchup import MIN_INTERVAL
 from memory_ledger.jobs.registry import JOBS, JobRun, spec_named
 from memory_ledger.jobs.runs import (
@@ -92,7 +92,7 @@ class RunResult:
 
 
 def execute(
-    service: MemoryService,
+    context: JobContext,
     name: str,
     now: datetime,
     *,
@@ -121,7 +121,7 @@ def execute(
     beat.start()
     outcome, counts, error, code = FAILED, {}, None, 1
     try:
-        counts = check_counts(run(service, now, progress))
+        counts = check_counts(run(context, now, progress))
         outcome, code = OK, 0
     except MemoryLedgerError as exc:
         error, code = f"{type(exc).__name__}: {exc}", exc.exit_code
@@ -140,7 +140,7 @@ def execute(
 
 
 def run_by_hand(
-    service: MemoryService,
+    context: JobContext,
     name: str,
     work: Callable[[], T],
     counts: Callable[[T], dict[str, int]],
@@ -155,7 +155,7 @@ def run_by_hand(
     done: list[T] = []
     raised: list[MemoryLedgerError] = []
 
-    def body(service: MemoryService, now: datetime, progress: Progress | None) -> dict[str, int]:
+    def body(context: JobContext, now: datetime, progress: Progress | None) -> dict[str, int]:
         try:
             done.append(work())
         except MemoryLedgerError as exc:
@@ -163,7 +163,7 @@ def run_by_hand(
             raise
         return counts(done[0])
 
-    result = execute(service, name, datetime.now(UTC), runs=runs, body=body)
+    result = execute(context, name, datetime.now(UTC), runs=runs, body=body)
     if result.held_by is not None:
         held = result.held_by
         raise InvalidTransition(
@@ -192,7 +192,7 @@ def _renew(runs: RunStore, name: str, run_id: str, stop: threading.Event) -> Non
 @dataclass(frozen=True)
 class _Current:
     scheduler: JobScheduler
-    service: MemoryService
+    context: JobContext
     runs: RunStore
 
 
@@ -201,7 +201,7 @@ _current_lock = threading.Lock()
 
 
 class JobScheduler(BackgroundScheduler):
-    """A BackgroundScheduler whose shutdown also lets go of the process's service."""
+    """A BackgroundScheduler whose shutdown also lets go of the process's context."""
 
     def shutdown(self, wait: bool = True) -> None:  # type: ignore[override]
         """Stop; with `wait`, running jobs finish first (and release their leases)."""
@@ -222,7 +222,7 @@ def run_named(name: str) -> None:
         log.error("%s: no scheduler runs in this process; nothing was run", name)
         return
     try:
-        execute(current.service, name, datetime.now(UTC), runs=current.runs)
+        execute(current.context, name, datetime.now(UTC), runs=current.runs)
     except MemoryLedgerError as exc:  # not the job's: e.g. a name no longer registered
         log.error("%s was not run: %s", name, exc)
 
@@ -238,7 +238,7 @@ def selected_jobs(names: Iterable[str] | None = None) -> list[str]:
 
 
 def start_scheduler(
-    service: MemoryService,
+    context: JobContext,
     names: Iterable[str] | None = None,
     every: Mapping[str, float] | None = None,
 ) -> JobScheduler:
@@ -252,19 +252,19 @@ def start_scheduler(
     intervals: dict[str, float] = {}
     for name in chosen:
         spec = JOBS[name]
-        minutes = every[name] if every and name in every else spec.every_minutes()
+        minutes = every[name] if every and name in every else spec.every_minutes(context.settings)
         _check_every(name, minutes)
-        spec.check()
+        spec.check(context.settings)
         intervals[name] = float(minutes)
     with _current_lock:
         if _current is not None:
             raise ConfigurationError(
                 "a scheduler is already running in this process; nothing was started"
             )
-        runs = RunStore(service.settings)
+        runs = RunStore(context.settings)
         try:
-            scheduler = _build(service.settings, intervals)
-            _current = _Current(scheduler, service, runs)
+            scheduler = _build(context.settings, intervals)
+            _current = _Current(scheduler, context, runs)
             scheduler.start()
         except BaseException:
             _current = None
@@ -344,7 +344,7 @@ def scheduled_jobs(settings: Settings) -> dict[str, Scheduled]:
 
 
 def run_foreground(
-    service: MemoryService,
+    context: JobContext,
     names: Iterable[str] | None = None,
     every: Mapping[str, float] | None = None,
     duration: float | None = None,
@@ -353,7 +353,7 @@ def run_foreground(
     arrives. Graceful: running jobs finish and release their leases before this
     returns. A second signal acts as it normally would (SIGTERM kills at once)."""
     stop = threading.Event()
-    scheduler = start_scheduler(service, names, every)
+    scheduler = start_scheduler(context, names, every)
     try:
         with _stop_on_signals(stop):
             stop.wait(duration)

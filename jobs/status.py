@@ -28,7 +28,9 @@ def _job_row(
     return {
         "name": name,
         "description": spec.describe,
-        "every_minutes": scheduled.every_minutes if scheduled else spec.every_minutes(),
+        "every_minutes": scheduled.every_minutes
+        if scheduled
+        else spec.every_minutes(store.settings),
         "scheduled": scheduled is not None,
         "next_run": (
             canonical_time(scheduled.next_run_time)

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import logging
 
-from memory_ledger.api import MemoryService
-from memory_ledger.config import number_from_env
+from memory_ledger.config import Settings
+from memory_ledger.jobs.context import JobContext
 from memory_ledger.projections.events import Progress
 
 log = logging.getLogger("memory_ledger.jobs")
@@ -25,17 +25,17 @@ EVERY_ENV = "MEMORY_LEDGER_SCAN_MINUTES"
 DEFAULT_EVERY_MINUTES = 10.0
 
 
-def every_from_env() -> float:
-    """Minutes between runs, from the environment (1 to 1,440)."""
-    return number_from_env(
+def every_setting(settings: Settings) -> float:
+    """Minutes between runs, from MEMORY_LEDGER_SCAN_MINUTES (1 to 1,440)."""
+    return settings.number(
         EVERY_ENV, DEFAULT_EVERY_MINUTES, lambda m: 1 <= m <= 1440, "a number of minutes, 1-1440"
     )
 
 
-def due_requests(service: MemoryService) -> list[str]:
+def due_requests(context: JobContext) -> list[str]:
     """Completed requests that kept fingerprints and have no scan since they completed."""
     due: dict[str, bool] = {}
-    for entry in service.ledger.entries():
+    for entry in context.ledger.entries():
         payload = entry.payload
         if entry.entry_type == "status":
             if payload["status"] != "completed":
@@ -51,14 +51,14 @@ def due_requests(service: MemoryService) -> list[str]:
     return [request_id for request_id, completed in due.items() if completed]
 
 
-def scan_due(service: MemoryService, progress: Progress | None = None) -> dict[str, str]:
+def scan_due(context: JobContext, progress: Progress | None = None) -> dict[str, str]:
     """Scan for every due request; returns request id -> receipt status (ids only).
     `progress` is told ("verification_scan", requests scanned, requests due): each scan
     reads every file, so a backlog of them is a long run."""
     done: dict[str, str] = {}
-    due = due_requests(service)
+    due = due_requests(context)
     for request_id in due:
-        _, receipt = service.requests.scan_files(request_id)
+        _, receipt = context.requests.scan_files(request_id)
         done[request_id] = receipt.status if receipt is not None else "not run"
         if progress is not None:
             progress("verification_scan", len(done), len(due))

@@ -14,8 +14,8 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime, timedelta
 
-from memory_ledger.api import MemoryService
-from memory_ledger.config import number_from_env
+from memory_ledger.config import Settings
+from memory_ledger.jobs.context import JobContext
 
 log = logging.getLogger("memory_ledger.jobs")
 
@@ -24,21 +24,21 @@ DEFAULT_WINDOW = timedelta(days=30)
 CLOSED = "verification_closed"
 
 
-def window_from_env() -> timedelta:
-    days = number_from_env(
+def window_setting(settings: Settings) -> timedelta:
+    days = settings.number(
         WINDOW_ENV, DEFAULT_WINDOW.days, lambda d: 0 <= d <= 3650, "a number of days from 0 to 3650"
     )
     return timedelta(days=days)
 
 
 def close_elapsed_windows(
-    service: MemoryService, window: timedelta, now: datetime | None = None
+    context: JobContext, window: timedelta, now: datetime | None = None
 ) -> list[str]:
     """Close every window that has elapsed; returns the request ids closed this time."""
     deadline = (now or datetime.now(UTC)) - window
     completed_at: dict[str, datetime] = {}
     closed: set[str] = set()
-    for entry in service.ledger.entries():
+    for entry in context.ledger.entries():
         payload = entry.payload
         if entry.entry_type == "status":
             if payload["status"] == "completed":
@@ -49,9 +49,9 @@ def close_elapsed_windows(
             closed.add(entry.request_id)
     due = [r for r, at in completed_at.items() if r not in closed and at <= deadline]
     for request_id in due:
-        held = service.requests.residue.fingerprints(request_id) is not None
-        service.requests.close_verification(request_id)
-        service.ledger.append(
+        held = context.requests.residue.fingerprints(request_id) is not None
+        context.requests.close_verification(request_id)
+        context.ledger.append(
             request_id,
             "receipt",
             {

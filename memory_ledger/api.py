@@ -15,11 +15,11 @@ from dataclasses import replace
 from datetime import datetime
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID, uuid4
 
 from pydantic import TypeAdapter, ValidationError
-from sqlalchemy import func, select
+from sqlalchemy import select
 
 from memory_ledger import consistency, times
 from memory_ledger.agent_state import AGENT_KINDS, AgentItems, MemoryFiles, Runs
@@ -34,6 +34,7 @@ from memory_ledger.errors import (
     StaleDerivation,
 )
 from memory_ledger.event_log import ERASED, EventLog
+from memory_ledger.export import ExportSources, export
 from memory_ledger.feed.feed import ChangeFeed
 from memory_ledger.feed.hosts import host_name
 from memory_ledger.feed.subscribers import Subscribers
@@ -46,12 +47,19 @@ from memory_ledger.forgetting.planning import (
     PlanRecords,
 )
 from memory_ledger.forgetting.redaction import RedactionRequest, rewrite_items
-from memory_ledger.forgetting.requests import ForgetRequests, RequestReport
+from memory_ledger.forgetting.requests import (
+    ForgetRequests,
+    RequestReport,
+    readable_history,
+    shred_history,
+)
+from memory_ledger.forgetting.residue_check import rewrite_sqlite_file
 from memory_ledger.forgetting.scope import MAX_SCOPE_ITEMS, ForgetScope
+from memory_ledger.jobs.context import JobContext
 from memory_ledger.keystore import NewKey
 from memory_ledger.ledger import LifecycleLedger
 from memory_ledger.policy import POLICY_FILE, load_policy
-from memory_ledger.policy.cardinality import SetChange
+from memory_ledger.policy.cardinality import FactSets, SetChange
 from memory_ledger.policy.cardinality import decide as decide_cardinality
 from memory_ledger.policy.explain import explain as explain_item
 from memory_ledger.policy.retention import RetentionPolicy, attributes_of
@@ -105,6 +113,9 @@ from memory_ledger.write_policy import (
     parse_write,
 )
 
+if TYPE_CHECKING:
+    from memory_ledger.restore.drill import DrillReport
+
 log = logging.getLogger("memory_ledger")
 KINDS = ("fact", "preference", "turn")
 
@@ -127,7 +138,7 @@ class MemoryService:
         settings.check_reachable()
         if not restoring:  # a store being restored serves nothing (restore/restore.py)
             refuse_while_restoring(settings)
-        embedder = embedder or load_embedder()  # a bad setting fails before anything opens
+        embedder = embedder or load_embedder(settings.embedder)  # a bad one fails first
         self.policy = load_policy(settings.data_dir)  # so does a bad policy.toml
         #: The time reads decide expiry, validity and decay by. Injected by tests and
         #: drills (never a sleep); a store's recording time is the log's own.
@@ -137,7 +148,7 @@ class MemoryService:
         self.dev_key_created = False
         if master is None:
             master, self.dev_key_created = load_master_key(
-                settings.data_dir, allow_dev_key=not settings.store_exists()
+                settings, allow_dev_key=not settings.store_exists()
             )
         try:
             with settings.schema_lock():
@@ -177,17 +188,65 @@ class MemoryService:
             lambda: self.clock(),
             self.context_cache,
         )
-        self.stores = default_registry(self)
-        for factory in extra_store_factories():
-            self.stores.register(factory(self))
+        self.stores = default_registry(
+            log=self.log,
+            runner=self.runner,
+            vectors=self.vectors,
+            context_cache=self.context_cache,
+            plans=self.plans,
+            clock=lambda: self.clock(),
+            settings=settings,
+            ledger=self.ledger,
+        )
+        for factory in extra_store_factories(settings.extra_stores):
+            self.stores.register(factory(self.log, self.runner, settings))
         self.holds = Holds(self.ledger)
         local = host_name(settings.data_dir) if settings.postgres is not None else None
         self.subscribers = Subscribers(self.ledger, local)
         self.stores.add_provider(self.subscribers.stores)
         self.feed = ChangeFeed(self.log, self.engine, self.subscribers, self.runner.catch_up)
-        self.requests = ForgetRequests(self, self.ledger)
+        self.requests = ForgetRequests(
+            log=self.log,
+            runner=self.runner,
+            engine=self.engine,
+            stores=self.stores,
+            holds=self.holds,
+            retention=lambda: self.retention,
+            ledger=self.ledger,
+            vectors=self.vectors,
+            clock=lambda: self.clock(),
+            settings=settings,
+        )
         # A request interrupted by a crash is finished before anything else happens.
         self.requests.resume_unfinished()
+
+    @cached_property
+    def job_context(self) -> JobContext:
+        """What the lifecycle jobs are given (jobs/context.py): the parts they use,
+        wired here, so that no job sees this service."""
+        return JobContext(
+            settings=self.settings,
+            log=self.log,
+            engine=self.engine,
+            runner=self.runner,
+            ledger=self.ledger,
+            requests=self.requests,
+            holds=self.holds,
+            vectors=self.vectors,
+            subscribers=self.subscribers,
+            retention=lambda: self.retention,
+            clock=lambda: self.clock(),
+            ledger_for=lambda namespace: self.for_principal(Principal.from_namespace(namespace)),
+            drill=self._drill,
+        )
+
+    def _drill(
+        self, now: datetime, backup_path: Path | None, run_by: str, keep_scratch: bool
+    ) -> DrillReport:
+        """A restore drill of this store (it opens a scratch store of its own)."""
+        from memory_ledger.restore.drill import drill  # restore builds on this module
+
+        return drill(self, now, backup_path, run_by, keep_scratch)
 
     @cached_property
     def planning(self) -> ForgetPlanning:
@@ -281,41 +340,16 @@ class MemoryService:
 
     def shred_history(self, item_id: str) -> bool:
         """Make an item's earlier versions unreadable and keep its current value."""
-        item = self.log.get(UUID(item_id))
-        current = self.log.read(item)
-        if item.erased or current is ERASED or item.key_generation < 1:
-            return False
-        self.rotate_key(item, current, [])  # type: ignore[arg-type]
-        return True
+        return shred_history(self.log, item_id)
 
     def readable_history(self, conn: Any, item_ids: list[str]) -> int:
         """How many earlier (superseded) versions of these items can still be read."""
-        query = (
-            select(func.count())
-            .select_from(facts)
-            .where(
-                facts.c.item_id.in_(item_ids),
-                facts.c.status == "superseded",
-                facts.c.sealed.is_not(None),
-            )
-        )
-        return int(conn.execute(query).scalar_one())
+        return readable_history(conn, item_ids)
 
     def rewrite_sqlite_file(self, path: Path) -> bool:
         """Rebuild one of our SQLite files (VACUUM, then truncate its WAL) so that only
         live rows remain in it; False if the path is not one of them."""
-        settings = self.settings
-        if settings.postgres is not None:
-            return False
-        if path == settings.projections_path:
-            with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-                conn.exec_driver_sql("VACUUM")
-                conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
-            return True
-        if path == settings.events_path:
-            self.log.rewrite_file()
-            return True
-        return False
+        return rewrite_sqlite_file(self.settings, self.engine, self.log, path)
 
     # -- legal holds (memory_ledger/forgetting/holds.py; placed with `holds.place`) -------
 
@@ -359,14 +393,16 @@ def open_memory(
 
 class MemoryLedger:
     def __init__(self, service: MemoryService, principal: Principal) -> None:
-        self.service = service
+        #: Private: what a ledger offers is its methods; adapters and tools use those
+        #: (and `MemoryService`'s public API), never the service's parts.
+        self._service = service
         self.principal = principal
         self.namespace = principal.namespace
         self.owns_service = False
 
     def close(self) -> None:
         if self.owns_service:
-            self.service.close()
+            self._service.close()
 
     def __enter__(self) -> MemoryLedger:
         return self
@@ -376,13 +412,13 @@ class MemoryLedger:
 
     @property
     def _log(self) -> EventLog:
-        return self.service.log
+        return self._service.log
 
     # -- an agent's own work (memory_ledger/agent_state) --------------------------------
 
     @cached_property
     def _agent_items(self) -> AgentItems:
-        service = self.service
+        service = self._service
         return AgentItems(
             self._log, self.namespace, lambda: service.clock(), service.retention.version
         )
@@ -392,28 +428,75 @@ class MemoryLedger:
         """The agent's memory files: the Claude memory tool's commands, in the log."""
         return MemoryFiles(
             self._agent_items,
-            self.service.engine,
+            self._service.engine,
             Cells(self._log),
-            self.service.runner.catch_up,
+            self._service.runner.catch_up,
             lambda ids: self._erase(ids, "user_request"),
         )
 
     @cached_property
     def runs(self) -> Runs:
         """The agent's runs: exact workflow state with compare-and-set."""
-        service = self.service
+        service = self._service
         return Runs(self._agent_items, service.engine, service.runner.catch_up, self, self._erase)
 
     def _erase(self, item_ids: list[str], basis: str) -> RequestReport:
         """Erase agent items through the one request path, with `basis` as the why."""
-        return self.service.requests.submit(
+        return self._service.requests.submit(
             self.namespace,
             {"kind": "item", "item_ids": item_ids},
             requested_by=self.principal.user,
             basis=basis,  # type: ignore[arg-type]
         )
 
+    # -- for adapters (memory_ledger/agents): small reads of this namespace only --------
+
+    def now(self) -> datetime:
+        """The time as the service's clock has it (moved by tests and drills): what an
+        adapter stamps its writes with, so they agree with expiry and decay."""
+        return self._service.clock()
+
+    def catalog_rows(self, columns: Sequence[str], **equal_to: str) -> list[tuple[Any, ...]]:
+        """The named catalog columns of this namespace's items whose columns equal the
+        given values (clear columns only: nothing is opened), after catching up."""
+        self._service.runner.catch_up()
+        c = catalog.c
+        query = select(*(c[name] for name in columns)).where(
+            c.namespace == self.namespace, *(c[name] == value for name, value in equal_to.items())
+        )
+        with self._service.engine.connect() as conn:
+            return [tuple(row) for row in conn.execute(query)]
+
+    def derived_from(self, item_id: str | UUID) -> list[tuple[str, int]]:
+        """The (item id, version) inputs an item of this namespace was derived from."""
+        item = self._owned(item_id)
+        return [(str(r["item_id"]), int(r["version"])) for r in item.derived_from]
+
+    def embed(self, texts: list[str]) -> Any:
+        """Vectors from the service's embedder (the one its vector index and context
+        builder use), for an adapter's own index."""
+        return self._service.vectors.embedder.embed(texts)
+
+    def namespace_key(self, prefix: str) -> bytes:
+        """A secret of this namespace for `prefix` (an adapter's keyed lookups): a
+        key-store row of its own, made on first use, wrapped by the master key, and
+        destroyed like any data key."""
+        live = self._service.log.derived_key(prefix + self.namespace, create=True)
+        assert live is not None  # create=True makes one when none is live
+        return live[1]
+
     # -- writes ------------------------------------------------------------------------
+
+    @cached_property
+    def _fact_sets(self) -> FactSets:
+        service = self._service
+        return FactSets(
+            self.namespace,
+            lambda predicate: service.policy.cardinality(predicate),
+            self._owned,
+            service.runner.catch_up,
+            service.engine,
+        )
 
     def remember(self, write: MemoryWrite | dict[str, Any]) -> Remembered:
         return self.remember_many([write])[0]
@@ -444,7 +527,7 @@ class MemoryLedger:
         session = _new_id("session") if session_id is None else session_id
         turn = _new_id("turn") if turn_id is None else turn_id
         who = self.principal.user if writer is None else writer
-        at = self.service.clock()
+        at = self._service.clock()
         write = {
             "kind": "turn",
             "subject": role,
@@ -478,7 +561,7 @@ class MemoryLedger:
         earlier: list[tuple[MemoryWrite, str]] = []  # for a write replacing a whole set
         for write in parsed:
             self._check_inputs(write)
-            change = decide_cardinality(self, write, earlier)
+            change = decide_cardinality(self._fact_sets, write, earlier)
             item, key = self._new_item(write, change)
             items.append(item)
             keys.append(key)
@@ -495,7 +578,8 @@ class MemoryLedger:
         """A derived write must cite inputs exactly as they are now, and usable."""
         for ref in write.derived_from:
             item = self._owned(ref.item_id)
-            state = _unusable_state(item, ref.version, self.service.retention, self.service.clock())
+            service = self._service
+            state = _unusable_state(item, ref.version, service.retention, service.clock())
             if state is not None:
                 log.warning(  # ids and the state's code only: never the write's content
                     "refused a derived write in %s: input %s is %s",
@@ -535,7 +619,7 @@ class MemoryLedger:
             flags=content_flags(write.text),
             cardinality=change.cardinality,
             replaces=list(change.replaces),
-            policy_version=self.service.retention.version,
+            policy_version=self._service.retention.version,
         )
         return item, key
 
@@ -599,7 +683,7 @@ class MemoryLedger:
             "spans": _listed(spans, str),
             "fields": _listed(fields, str),
         }
-        return self.service.requests.submit_redaction(
+        return self._service.requests.submit_redaction(
             self.namespace, request, dry_run=dry_run, requested_by=self.principal.user
         )
 
@@ -615,16 +699,16 @@ class MemoryLedger:
         retention basis `session` written in it (basis `session_end`, the same path as
         every erasure). Items of other bases from the session stay."""
         _validate_identifier("session_id", session_id)
-        self.service.runner.catch_up()
+        self._service.runner.catch_up()
         query = select(catalog.c.item_id).where(
             catalog.c.namespace == self.namespace,
             catalog.c.session_id == session_id,
             catalog.c.basis == "session",
         )
-        with self.service.engine.connect() as conn:
+        with self._service.engine.connect() as conn:
             ids = sorted(conn.execute(query).scalars())
         return [
-            self.service.requests.submit(
+            self._service.requests.submit(
                 self.namespace,
                 {"kind": "item", "item_ids": ids[start : start + MAX_SCOPE_ITEMS]},
                 requested_by="session_end",
@@ -640,7 +724,7 @@ class MemoryLedger:
 
         `dry_run` resolves and records the request without destroying anything.
         """
-        return self.service.requests.submit(
+        return self._service.requests.submit(
             self.namespace, scope, dry_run=dry_run, requested_by=self.principal.user
         )
 
@@ -659,7 +743,7 @@ class MemoryLedger:
         nothing and keeps no copy of the words. `session_id`/`turn_id` name the
         conversation it was said in ("this conversation"; an update's provenance);
         `timezone` (IANA) is whose "yesterday" it is (default UTC)."""
-        return self.service.planning.plan(
+        return self._service.planning.plan(
             self.namespace,
             self.principal.user,
             text,
@@ -675,7 +759,7 @@ class MemoryLedger:
         principal's memory, in every written form, grouped by value with counts and a
         snippet each (`values[]`), and the items nearest a description (`nearest[]`), for
         the model to read. Changes nothing. Wrong types or sizes: InvalidWrite."""
-        return self.service.planning.find_information(
+        return self._service.planning.find_information(
             self.namespace, self.principal.user, values, description
         )
 
@@ -692,28 +776,28 @@ class MemoryLedger:
         it is), and erasing each `chosen` place ({description, item_id} from
         find_information); `keeps` are shown and never cut. Execute it with
         `execute_plan` once the user confirmed. Wrong types or sizes: InvalidWrite."""
-        return self.service.planning.forget_information(
+        return self._service.planning.forget_information(
             self.namespace, self.principal.user, values, chosen, keeps, reason
         )
 
     def choose_candidates(self, plan_id: str, item_ids: Sequence[str | UUID]) -> ForgetPlan:
         """Answer a plan's clarification: a new plan for some of its candidates only."""
-        return self.service.planning.choose(
+        return self._service.planning.choose(
             self.namespace, self.principal.user, plan_id, _listed(item_ids, UUID)
         )
 
     def execute_plan(self, plan_id: str) -> PlanOutcome:
         """Carry out a confirmed plan, once; executing again after a crash resumes it."""
         changes = ItemChanges(self.get, self.suppress, self.forget_conclusion, self.update)
-        return self.service.planning.execute(self.namespace, self.principal.user, plan_id, changes)
+        return self._service.planning.execute(self.namespace, self.principal.user, plan_id, changes)
 
     def forget_plan(self, plan_id: str) -> ForgetPlan:
         """A plan as stored (its labels only while it is open)."""
-        return self.service.planning.get(self.namespace, plan_id)
+        return self._service.planning.get(self.namespace, plan_id)
 
     def plan_outcome(self, plan_id: str) -> PlanOutcome:
         """Where an executed plan stands: its request's status, from the ledger."""
-        return self.service.planning.outcome(self.namespace, plan_id)
+        return self._service.planning.outcome(self.namespace, plan_id)
 
     # -- reads -------------------------------------------------------------------------
 
@@ -783,13 +867,13 @@ class MemoryLedger:
                 _validate_identifier(name, value)
         if kind is not None and (not isinstance(kind, str) or kind not in KINDS):
             raise InvalidWrite(f"unknown kind; expected one of {', '.join(KINDS)}")
-        self.service.runner.catch_up()
-        at = self.service.clock()
+        self._service.runner.catch_up()
+        at = self._service.clock()
         now = _iso(at)
-        times = self.service.retention.cutoffs(at)
-        lapsed = self.service.retention.expired_clause(catalog.c)
+        times = self._service.retention.cutoffs(at)
+        lapsed = self._service.retention.expired_clause(catalog.c)
         out: list[tuple[int, Memory]] = []
-        with self.service.engine.connect() as conn:
+        with self._service.engine.connect() as conn:
             for table, table_kind in (
                 (facts, "fact"),
                 (preferences, "preference"),
@@ -843,8 +927,8 @@ class MemoryLedger:
         """Every version of a fact (by id), or of every fact about subject+predicate;
         none of an item expired under the retention policy (its text is withheld as
         everywhere else, until the sweep erases it)."""
-        self.service.runner.catch_up()
-        retention = self.service.retention
+        self._service.runner.catch_up()
+        retention = self._service.retention
         query = (
             select(facts)
             .join(catalog, catalog.c.item_id == facts.c.item_id)
@@ -860,8 +944,8 @@ class MemoryLedger:
         else:
             raise InvalidWrite("history needs an item id, or a subject and a predicate")
         query = query.order_by(facts.c.valid_from, facts.c.position)
-        times = retention.cutoffs(self.service.clock())
-        with self.service.engine.connect() as conn:
+        times = retention.cutoffs(self._service.clock())
+        with self._service.engine.connect() as conn:
             rows = [dict(r) for r in conn.execute(query, times).mappings()]
         Cells(self._log).fill(rows, "value", "value")
         return [_memory("fact", r) for r in rows]
@@ -869,19 +953,38 @@ class MemoryLedger:
     def export(self) -> dict[str, Any]:
         """Everything held about this person (the namespace and its projects), for a
         data subject access request: see memory_ledger/export.py for the schema."""
-        from memory_ledger.export import export  # it builds on this module's reads
+        service = self._service
+        return export(
+            ExportSources(
+                namespace=self.namespace,
+                log=service.log,
+                engine=service.engine,
+                catch_up=service.runner.catch_up,
+                journal=service.ledger,
+                summary=self.summary,
+                history=lambda namespace, item_id: self._owner(namespace).history(item_id),
+                file_versions=lambda namespace, item: self._owner(namespace).files.items.versions(
+                    item
+                ),
+            )
+        )
 
-        return export(self)
+    def _owner(self, namespace: str) -> MemoryLedger:
+        """The ledger of an item's own namespace (this one, or one of its projects)."""
+        if namespace == self.namespace:
+            return self
+        return self._service.for_principal(Principal.from_namespace(namespace))
 
     def summary(self) -> Summary | None:
         """This namespace's profile summary, composed from its live facts and preferences,
         with the (item id, version) of every input; None when nothing live is left."""
-        self.service.runner.catch_up()
-        found = [p for p in self.service.runner.projections if isinstance(p, SummariesProjection)]
+        self._service.runner.catch_up()
+        found = [p for p in self._service.runner.projections if isinstance(p, SummariesProjection)]
         if not found:
             raise ConfigurationError("the summaries projection is not registered")
-        with self.service.engine.connect() as conn:
-            return found[0].read(conn, self.namespace, self.service.clock(), self.service.retention)
+        service = self._service
+        with service.engine.connect() as conn:
+            return found[0].read(conn, self.namespace, service.clock(), service.retention)
 
     def context(self, query: str, *, for_turn: str | UUID | None = None, **options: Any) -> Context:
         """Recall for one turn: filter, rank (vector + keyword + recency), fit the token
@@ -890,7 +993,7 @@ class MemoryLedger:
         that turn (item ids and a keyed MAC, no text)."""
         request = parse_context_request({"query": query, **options})
         turn = str(self._owned(for_turn).id) if for_turn is not None else None
-        context = build_context(self.service.reader, self.namespace, request, self.summary)
+        context = build_context(self._service.reader, self.namespace, request, self.summary)
         if turn is not None:
             mac = self.record_context(turn, context)
             context = replace(context, context_mac=mac, recorded_on=turn)
@@ -915,7 +1018,7 @@ class MemoryLedger:
         if now is not None and not isinstance(now, datetime):
             raise InvalidWrite(f"now must be a datetime, not {type(now).__name__}")
         item = self._owned(item_id)
-        service = self.service
+        service = self._service
         service.runner.catch_up()
         with service.engine.connect() as conn:
             at = now or service.clock()
@@ -928,8 +1031,8 @@ class MemoryLedger:
         # A turn may seal its candidates beside its content: name the field.
         field_name = "content" if item.kind == "turn" else "value"
         text = None if fields is ERASED else fields.get(field_name)  # type: ignore[union-attr]
-        expired = not item.erased and self.service.retention.decide(attributes_of(item)).expired(
-            self.service.clock()
+        expired = not item.erased and self._service.retention.decide(attributes_of(item)).expired(
+            self._service.clock()
         )
         if expired:
             text = None

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -53,23 +54,120 @@ class PostgresLocation:
         return f"postgresql://{auth}{self.host}:{self.port}/{self.dbname}"
 
 
+ENV_PREFIX = "MEMORY_LEDGER_"
+MASTER_KEY_ENV = "MEMORY_LEDGER_MASTER_KEY"
+NEW_MASTER_KEY_ENV = "MEMORY_LEDGER_NEW_MASTER_KEY"
+EMBEDDER_ENV = "MEMORY_LEDGER_EMBEDDER"
+SUMMARIZER_ENV = "MEMORY_LEDGER_SUMMARIZER"
+EXTRACTOR_ENV = "MEMORY_LEDGER_EXTRACTOR"
+EXTRA_STORES_ENV = "MEMORY_LEDGER_EXTRA_STORES"
+SIDE_BY_SIDE_ENV = "MEMORY_LEDGER_REBUILD_SIDE_BY_SIDE"
+_FLAG_VALUES = {"": False, "0": False, "false": False, "no": False, "off": False}
+_FLAG_VALUES.update({"1": True, "true": True, "yes": True, "on": True})
+
+
+def environment() -> Mapping[str, str]:
+    """The MEMORY_LEDGER_* variables as they are now: the one place the settings are
+    read from the environment (`Settings` keeps this copy, so a setting is read once,
+    when the settings are made, and passed down from there)."""
+    return MappingProxyType({k: v for k, v in os.environ.items() if k.startswith(ENV_PREFIX)})
+
+
 @dataclass(frozen=True)
 class Settings:
-    """A resolved storage location. `data_dir` always exists: it holds the dev key too."""
+    """A resolved storage location, and the deployment's settings read with it.
+
+    `data_dir` always exists: it holds the dev key too. `env` is the MEMORY_LEDGER_*
+    environment as it was when these settings were made; the properties and
+    `number`/`flag` below resolve each setting from it, with its default, and refuse a
+    bad value with a ConfigurationError naming the variable. A setting is checked where
+    it is used (a job's, when the scheduler starts), so that a bad one stops only what
+    needs it, as before."""
 
     data_dir: Path
     postgres: PostgresLocation | None = None
+    env: Mapping[str, str] = field(default_factory=environment, compare=False, repr=False)
+
+    @classmethod
+    def from_env(cls) -> Settings:
+        """The settings the environment gives (MEMORY_LEDGER_DATA_DIR or _URL, etc.)."""
+        return cls.resolve()
+
+    # -- the deployment's settings, beyond the location ---------------------------------
+
+    def text(self, name: str) -> str:
+        """A variable's value, stripped; empty when unset."""
+        return self.env.get(name, "").strip()
+
+    @property
+    def master_key(self) -> str | None:
+        """MEMORY_LEDGER_MASTER_KEY (base64), or None: then a development key file."""
+        return self.env.get(MASTER_KEY_ENV) or None
+
+    @property
+    def new_master_key(self) -> str | None:
+        """MEMORY_LEDGER_NEW_MASTER_KEY: the key `keys rotate` rotates to, or None."""
+        return self.env.get(NEW_MASTER_KEY_ENV) or None
+
+    @property
+    def embedder(self) -> str:
+        """MEMORY_LEDGER_EMBEDDER: `use` (the default), `hashing[:DIM]` or `module:factory`."""
+        return self.text(EMBEDDER_ENV) or "use"
+
+    @property
+    def summarizer(self) -> str:
+        """MEMORY_LEDGER_SUMMARIZER: `module:factory`, or empty for the default."""
+        return self.text(SUMMARIZER_ENV)
+
+    @property
+    def extractor(self) -> str:
+        """MEMORY_LEDGER_EXTRACTOR: `module:factory`, or empty for the default."""
+        return self.text(EXTRACTOR_ENV)
+
+    @property
+    def extra_stores(self) -> tuple[str, ...]:
+        """MEMORY_LEDGER_EXTRA_STORES: `module:factory` specs, comma-separated."""
+        return tuple(filter(None, (s.strip() for s in self.text(EXTRA_STORES_ENV).split(","))))
+
+    @property
+    def rebuild_side_by_side(self) -> str:
+        """MEMORY_LEDGER_REBUILD_SIDE_BY_SIDE: `1` always, `0` never, empty to decide."""
+        return self.text(SIDE_BY_SIDE_ENV)
+
+    def flag(self, name: str) -> bool:
+        """A yes/no setting: unset, 0/false/no/off, or 1/true/yes/on."""
+        found = _FLAG_VALUES.get(self.text(name).lower())
+        if found is None:
+            raise ConfigurationError(f"{name}: expected 1/true/yes or 0/false/no")
+        return found
+
+    def number(
+        self, name: str, default: float, accept: Callable[[float], bool], rule: str
+    ) -> float:
+        """A number setting (a scheduled job's): unset gives the default, and anything
+        `accept` refuses (or that is not a number) raises "<name> must be <rule>"."""
+        raw = self.text(name)
+        if not raw:
+            return default
+        try:
+            value = float(raw)
+        except ValueError:
+            value = float("nan")  # accepted by no range
+        if not accept(value):
+            raise ConfigurationError(f"{name} must be {rule}")
+        return value
 
     @classmethod
     def resolve(cls, data_dir: str | Path | None = None, url: str | None = None) -> Settings:
-        raw_dir = data_dir or os.environ.get(DATA_DIR_ENV) or DEFAULT_DATA_DIR
-        raw_url = url or os.environ.get(URL_ENV) or None
+        env = environment()
+        raw_dir = data_dir or env.get(DATA_DIR_ENV) or DEFAULT_DATA_DIR
+        raw_url = url or env.get(URL_ENV) or None
         directory = Path(raw_dir).expanduser().resolve()
         if raw_url is None or raw_url.startswith("sqlite"):
             if raw_url:
                 directory = _sqlite_dir(raw_url)
-            return cls(directory, None)
-        return cls(directory, _parse_postgres(raw_url))
+            return cls(directory, None, env)
+        return cls(directory, _parse_postgres(raw_url), env)
 
     @property
     def backend(self) -> str:
@@ -199,22 +297,6 @@ class Settings:
             raise BackendUnavailable(
                 f"cannot connect to {self.postgres.masked()}: {reason}; nothing was changed"
             ) from None
-
-
-def number_from_env(name: str, default: float, accept: Callable[[float], bool], rule: str) -> float:
-    """A number setting for a scheduled job, read when the job starts: unset gives the
-    default, and anything `accept` refuses (or that is not a number) stops the start
-    with "<name> must be <rule>", rather than a later tick."""
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        value = float("nan")  # accepted by no range
-    if not accept(value):
-        raise ConfigurationError(f"{name} must be {rule}")
-    return value
 
 
 def _sqlite_dir(url: str) -> Path:

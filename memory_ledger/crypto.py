@@ -15,18 +15,21 @@ import os
 import secrets
 from dataclasses import dataclass
 from functools import cached_property
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
+from memory_ledger.config import MASTER_KEY_ENV
 from memory_ledger.errors import ConfigurationError, CorruptKeyEntry, WrongMasterKey
+
+if TYPE_CHECKING:
+    from memory_ledger.config import Settings
 
 KEY_BYTES = 32
 NONCE_BYTES = 12
-MASTER_KEY_ENV = "MEMORY_LEDGER_MASTER_KEY"
 DEV_KEY_FILE = "dev-master.key"
 _KEY_CHECK_LABEL = b"memory-ledger/master-key-check/v1"
 #: The HKDF info label of the key that authenticates backup manifests (restore/backup.py).
@@ -152,19 +155,17 @@ def open_bytes(
         ) from exc
 
 
-def load_master_key(data_dir: Path | None, *, allow_dev_key: bool = True) -> tuple[MasterKey, bool]:
-    """Find the master key: the environment first, then a dev key file in the data dir.
+def load_master_key(settings: Settings, *, allow_dev_key: bool = True) -> tuple[MasterKey, bool]:
+    """Find the master key: the settings' MEMORY_LEDGER_MASTER_KEY first, then a dev key
+    file in the data dir.
 
     Returns the key and whether a development key file was created just now, so the
     caller can warn loudly: a key kept next to the data protects nothing at rest.
     """
-    env_value = os.environ.get(MASTER_KEY_ENV)
-    if env_value:
-        return MasterKey.from_base64(env_value, f"${MASTER_KEY_ENV}"), False
-    if data_dir is None:
-        raise ConfigurationError(
-            f"no master key: set {MASTER_KEY_ENV} to a base64-encoded 32-byte key"
-        )
+    given = settings.master_key
+    if given:
+        return MasterKey.from_base64(given, f"${MASTER_KEY_ENV}"), False
+    data_dir = settings.data_dir
     key_file = data_dir / DEV_KEY_FILE
     if key_file.exists():
         return MasterKey.from_base64(key_file.read_text(), str(key_file)), False

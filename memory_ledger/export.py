@@ -11,6 +11,8 @@ changed in meaning within a version.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
@@ -18,12 +20,16 @@ from sqlalchemy import select
 
 from memory_ledger.event_log import ERASED
 from memory_ledger.ledger import EntryType
-from memory_ledger.principal import Principal
 from memory_ledger.projections.catalog import catalog
 from memory_ledger.times import now_text
 
 if TYPE_CHECKING:
-    from memory_ledger.api import MemoryLedger
+    from sqlalchemy.engine import Engine
+
+    from memory_ledger.domain import MemoryItem
+    from memory_ledger.event_log import EventLog
+    from memory_ledger.ledger import LifecycleLedger
+    from memory_ledger.views import Memory, Summary
 
 EXPORT_FORMAT = "memory-ledger-export/1"
 SECTIONS = {"fact": "facts", "preference": "preferences", "turn": "transcripts"}
@@ -39,20 +45,36 @@ AGENT_SECTIONS = {
 VERSION_FIELDS = ("version", "text", "status", "valid_from", "valid_to", "provenance")
 
 
-def export(ledger: MemoryLedger) -> dict[str, Any]:
-    service = ledger.service
-    service.runner.catch_up()
-    namespace = ledger.namespace
+@dataclass(frozen=True)
+class ExportSources:
+    """What an export reads, for the person's namespace: the log (texts), the catalog
+    (which items), the lifecycle ledger (what was erased, and by which request), and
+    the reads of the person's ledger. `history` and `file_versions` take the item's
+    own namespace (the person's, or one of their projects), read as its owner would."""
+
+    namespace: str
+    log: EventLog
+    engine: Engine
+    catch_up: Callable[[], object]
+    journal: LifecycleLedger
+    summary: Callable[[], Summary | None]
+    history: Callable[[str, str], Sequence[Memory]]
+    file_versions: Callable[[str, MemoryItem], Sequence[Any]]
+
+
+def export(sources: ExportSources) -> dict[str, Any]:
+    sources.catch_up()
+    namespace = sources.namespace
     c = catalog.c
     query = select(
         c.item_id, c.namespace, c.kind, c.subject, c.predicate, c.category, c.sensitivity,
         c.origin, c.written_at, c.valid_from, c.suppressed, c.tier, c.basis, c.expires_at,
     ).where((c.namespace == namespace) | c.namespace.startswith(namespace + "/"))  # fmt: skip
-    with service.engine.connect() as conn:
+    with sources.engine.connect() as conn:
         rows = [dict(r) for r in conn.execute(query.order_by(c.written_at, c.item_id)).mappings()]
     ids = [r["item_id"] for r in rows]
-    items = service.log.get_many([UUID(i) for i in ids])
-    keys = service.log.keys_for(ids)
+    items = sources.log.get_many([UUID(i) for i in ids])
+    keys = sources.log.keys_for(ids)
     out: dict[str, Any] = {
         "format": EXPORT_FORMAT,
         "namespace": namespace,
@@ -66,10 +88,10 @@ def export(ledger: MemoryLedger) -> dict[str, Any]:
         item = items.get(UUID(row["item_id"]))
         if item is None or item.erased:
             continue
-        fields = service.log.open_fields(keys, row["item_id"], item.key_generation, item.sealed)
+        fields = sources.log.open_fields(keys, row["item_id"], item.key_generation, item.sealed)
         if item.kind in AGENT_SECTIONS:
             opened = {} if fields is ERASED else dict(fields)  # type: ignore[call-overload]
-            out[AGENT_SECTIONS[item.kind]].append(_agent_entry(ledger, row, item, opened))
+            out[AGENT_SECTIONS[item.kind]].append(_agent_entry(sources, row, item, opened))
             continue
         text = None
         if fields is not ERASED:
@@ -92,17 +114,17 @@ def export(ledger: MemoryLedger) -> dict[str, Any]:
             "retention": {"basis": row["basis"], "expires_at": row["expires_at"]},
         }
         if item.kind == "fact":  # every version, as `history` reads them
-            owner = _owner(ledger, row["namespace"])
-            entry["versions"] = [_version(m.to_dict()) for m in owner.history(row["item_id"])]
+            history = sources.history(row["namespace"], row["item_id"])
+            entry["versions"] = [_version(m.to_dict()) for m in history]
         out[SECTIONS[item.kind]].append(entry)
-    summary = ledger.summary()
+    summary = sources.summary()
     out["summary"] = summary.to_dict() if summary is not None else None
-    out["erased"] = _erased(ledger)
+    out["erased"] = _erased(sources)
     return out
 
 
 def _agent_entry(
-    ledger: MemoryLedger, row: dict[str, Any], item: Any, fields: dict[str, str]
+    sources: ExportSources, row: dict[str, Any], item: Any, fields: dict[str, str]
 ) -> dict[str, Any]:
     """A memory file (path, content, every version) or a run's item (its state)."""
     entry: dict[str, Any] = {
@@ -114,8 +136,7 @@ def _agent_entry(
         "archived": row["tier"] == "archived",
     }
     if item.kind == "file":
-        owner = _owner(ledger, row["namespace"])
-        versions = owner.files.items.versions(item)
+        versions = sources.file_versions(row["namespace"], item)
         entry.update(path=fields.get("path"), content=fields.get("content"),
                      deleted="file_deleted" in item.flags)  # fmt: skip
         entry["versions"] = [
@@ -137,17 +158,10 @@ def _version(memory: dict[str, Any]) -> dict[str, Any]:
     return {k: memory[k] for k in VERSION_FIELDS}
 
 
-def _owner(ledger: MemoryLedger, namespace: str) -> MemoryLedger:
-    """The ledger of the item's own namespace (the person's, or one of their projects)."""
-    if namespace == ledger.namespace:
-        return ledger
-    return ledger.service.for_principal(Principal.from_namespace(namespace))
-
-
-def _erased(ledger: MemoryLedger) -> list[dict[str, Any]]:
+def _erased(sources: ExportSources) -> list[dict[str, Any]]:
     """Erased items of the namespace, by id, with the request that erased them."""
-    journal = ledger.service.ledger
-    namespace = ledger.namespace
+    journal = sources.journal
+    namespace = sources.namespace
     mine = {
         entry.request_id: entry.payload
         for entry in journal.entries_of_type(EntryType.REQUEST)

@@ -45,7 +45,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from memory_ledger.config import Settings
+from memory_ledger.config import NEW_MASTER_KEY_ENV, Settings
 from memory_ledger.crypto import DEV_KEY_FILE, MASTER_KEY_ENV, MasterKey, load_master_key
 from memory_ledger.errors import (
     ConfigurationError,
@@ -60,7 +60,6 @@ from memory_ledger.projections.vector_files import fsync_dir
 from memory_ledger.retrieval.state_files import STATE_DIR
 from memory_ledger.times import now_text
 
-NEW_MASTER_KEY_ENV = "MEMORY_LEDGER_NEW_MASTER_KEY"
 #: Where a rotation of a development key keeps the new key until it replaces the old.
 NEXT_DEV_KEY_FILE = "dev-master.key.next"
 #: The flock a rotation holds on SQLite (an advisory lock of ROTATION_LOCK_ID on PostgreSQL).
@@ -122,7 +121,7 @@ def rotate(
     settings.require_store()
     settings.check_reachable()
     refuse_while_restoring(settings)
-    current, _ = load_master_key(settings.data_dir, allow_dev_key=False)
+    current, _ = load_master_key(settings, allow_dev_key=False)
     with rotation_lock(settings):
         with settings.schema_lock():
             log = EventLog(settings, current, rotating=True)
@@ -274,7 +273,7 @@ class _Rotator:
 
     def _new_key(self) -> MasterKey:
         """The key to rotate to, durable before anything is wrapped under it."""
-        given = os.environ.get(NEW_MASTER_KEY_ENV)
+        given = self.settings.new_master_key
         if given:
             new = MasterKey.from_base64(given, f"${NEW_MASTER_KEY_ENV}")
         elif self.current.source != str(self._dev_file):
@@ -299,7 +298,7 @@ class _Rotator:
         """The old and new keys of a rotation that was interrupted, each checked against
         what the mark recorded: the old one is needed until the backups are rewrapped."""
         candidates = [self.current]
-        given = os.environ.get(NEW_MASTER_KEY_ENV)
+        given = self.settings.new_master_key
         if given:
             candidates.append(MasterKey.from_base64(given, f"${NEW_MASTER_KEY_ENV}"))
         if self._next_file.exists():

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import importlib
 import logging
-import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -21,6 +20,7 @@ from uuid import UUID
 
 from sqlalchemy import select
 
+from memory_ledger.config import EXTRA_STORES_ENV
 from memory_ledger.errors import ConfigurationError
 from memory_ledger.forgetting.redaction import span_pattern
 from memory_ledger.keystore import KeyDestruction
@@ -28,11 +28,14 @@ from memory_ledger.projections.cells import Cells
 from memory_ledger.write_policy import canonical_time
 
 if TYPE_CHECKING:
-    from memory_ledger.api import MemoryService
+    from memory_ledger.config import Settings
     from memory_ledger.event_log import EventLog
+    from memory_ledger.forgetting.planning import PlanStore
+    from memory_ledger.ledger import LifecycleLedger
     from memory_ledger.projections.base import Projection
     from memory_ledger.projections.runner import ProjectionRunner
     from memory_ledger.projections.vector_index import VectorIndex
+    from memory_ledger.retrieval.context_cache import ContextCache
 
 log = logging.getLogger("memory_ledger.stores")
 #: The data map's name for a registered subscriber (memory_ledger/feed/subscribers.py).
@@ -377,35 +380,51 @@ class StoreRegistry:
         return self._all()[name]
 
 
-def default_registry(service: MemoryService) -> StoreRegistry:
+def default_registry(
+    *,
+    log: EventLog,
+    runner: ProjectionRunner,
+    vectors: VectorIndex,
+    context_cache: ContextCache,
+    plans: PlanStore,
+    clock: Callable[[], datetime],
+    settings: Settings,
+    ledger: LifecycleLedger,
+) -> StoreRegistry:
+    """The built-in data map, from the pieces that hold data (given, not looked up on
+    a service: a store sees only what it keeps)."""
     registry = StoreRegistry()
-    registry.register(EventLogStore(service.log))
-    registry.register(KeyStoreStore(service.log))
-    for projection in service.runner.projections:
-        registry.register(ProjectionStore(service.runner, projection))
-    registry.register(VectorIndexStore(service.vectors))
+    registry.register(EventLogStore(log))
+    registry.register(KeyStoreStore(log))
+    for projection in runner.projections:
+        registry.register(ProjectionStore(runner, projection))
+    registry.register(VectorIndexStore(vectors))
     from memory_ledger.retrieval.context_cache import ContextCacheStore  # it builds on this module
 
-    registry.register(ContextCacheStore(service.context_cache))
+    registry.register(ContextCacheStore(context_cache))
     from memory_ledger.forgetting.planning import PlansStore  # plans label their targets
 
-    registry.register(PlansStore(service.plans, lambda: service.clock()))
+    registry.register(PlansStore(plans, clock))
     from memory_ledger.restore.store import (
         BackupsStore,  # backups build on the log and the key store
     )
 
-    registry.register(BackupsStore(service.settings.data_dir, service.log, service.ledger))
+    registry.register(BackupsStore(settings.data_dir, log, ledger))
     return registry
 
 
-EXTRA_STORES_ENV = "MEMORY_LEDGER_EXTRA_STORES"
+#: A deployment's own store: built from the log (its key store too), the projection
+#: runner (its engine, and `catch_up`) and the settings (where the data lives).
+StoreFactory = Callable[["EventLog", "ProjectionRunner", "Settings"], Store]
 
 
-def extra_store_factories() -> list[Callable[[MemoryService], Store]]:
-    """Stores named in the environment as `module:factory` (comma-separated): how a
-    deployment registers a subscriber or cache that keeps its own copies."""
+def extra_store_factories(specs: Sequence[str] = ()) -> list[StoreFactory]:
+    """The factories of stores named `module:factory` (`Settings.extra_stores`, from
+    MEMORY_LEDGER_EXTRA_STORES, comma-separated): how a deployment registers a
+    subscriber or cache that keeps its own copies. Each is called with
+    `(log, runner, settings)`."""
     factories = []
-    for spec in filter(None, (s.strip() for s in os.environ.get(EXTRA_STORES_ENV, "").split(","))):
+    for spec in specs:
         module_name, _, attribute = spec.partition(":")
         try:
             factories.append(getattr(importlib.import_module(module_name), attribute))

@@ -43,7 +43,6 @@ from memory_ledger.config import PostgresLocation, Settings
 log = logging.getLogger("memory_ledger")
 #: "0": rebuild the vector index in this process, after the projections; "1": always
 #: in a second process; unset: in a second process from MIN_EVENTS events on.
-SIDE_BY_SIDE_ENV = "MEMORY_LEDGER_REBUILD_SIDE_BY_SIDE"
 #: Below this, starting the second process (about half a second) costs more than it saves.
 MIN_EVENTS = 20_000
 #: How the child's progress lines start (its last line is its answer).
@@ -59,7 +58,7 @@ def rebuild_all(
 ) -> int:
     """Run `projections(progress)` here and the vector index's rebuild beside it;
     returns what `projections` returns."""
-    choice = os.environ.get(SIDE_BY_SIDE_ENV, "").strip()
+    choice = settings.rebuild_side_by_side
     small = choice != "1" and vectors.log.max_position() < MIN_EVENTS
     if (os.cpu_count() or 1) < 2 or choice == "0" or small:
         replayed = projections(progress)
@@ -136,7 +135,7 @@ def _child() -> int:
     pg = order["postgres"]
     settings = Settings(Path(order["data_dir"]), PostgresLocation(**pg) if pg else None)
     master = MasterKey(base64.b64decode(order["master"]), order["source"])
-    embedder = load_embedder()
+    embedder = load_embedder(settings.embedder)  # its environment is the parent's
     if [embedder.name, embedder.dimension] != order["embedder"]:
         print("skipped: the environment names another embedder")
         return 0

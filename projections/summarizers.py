@@ -8,14 +8,12 @@ dependency of this package and without touching how summaries are stored or forg
 from __future__ import annotations
 
 import importlib
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from memory_ledger.config import SUMMARIZER_ENV, environment
 from memory_ledger.errors import ConfigurationError
-
-SUMMARIZER_ENV = "MEMORY_LEDGER_SUMMARIZER"
 
 
 @dataclass(frozen=True)
@@ -94,10 +92,11 @@ def _line(item: SummaryInput) -> str:
     return f"{label}: {item.value}" + (f" ({', '.join(notes)})" if notes else "")
 
 
-def load_summarizer() -> Summarizer:
-    """The summarizer named in the environment as `module:factory`, or the default: how
-    a deployment plugs in a model-based summarizer without making it a dependency."""
-    spec = os.environ.get(SUMMARIZER_ENV, "").strip()
+def load_summarizer(spec: str | None = None) -> Summarizer:
+    """The summarizer named `module:factory` (`Settings.summarizer`, from
+    MEMORY_LEDGER_SUMMARIZER; None: as the environment says), or the default: how a
+    deployment plugs in a model-based summarizer without making it a dependency."""
+    spec = (environment().get(SUMMARIZER_ENV, "") if spec is None else spec).strip()
     if not spec:
         return ProfileSummarizer()
     module_name, _, attribute = spec.partition(":")

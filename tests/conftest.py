@@ -122,8 +122,8 @@ class FlakyStore:
     name = "flaky_subscriber"
     holds = "copies kept by an external subscriber"
 
-    def __init__(self, service):
-        self.marker = service.settings.data_dir.parent / "flaky-failed-once"
+    def __init__(self, log, runner, settings):
+        self.marker = settings.data_dir.parent / "flaky-failed-once"
 
     def erase(self, item_ids):
         if not self.marker.exists():
@@ -140,8 +140,8 @@ class FlakyStore:
     def at_rest(self):
         return iter(())  # its copies are elsewhere: what it shows, it holds sealed
 
-def factory(service):
-    return FlakyStore(service)
+def factory(log, runner, settings):
+    return FlakyStore(log, runner, settings)
 
 SLOW_GATE = None
 
@@ -153,8 +153,8 @@ class SlowStore(FlakyStore):
         import time
         time.sleep(600)
 
-def slow(service):
-    return SlowStore(service)
+def slow(log, runner, settings):
+    return SlowStore(log, runner, settings)
 '''
 
 

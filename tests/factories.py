@@ -147,3 +147,17 @@ def expiring(value: str, hours: int = 1) -> dict:
         at=T0,
         retention={"basis": "consent", "expires_at": expires},
     )
+
+
+def reread(settings: Settings) -> Settings:
+    """The same location with the settings a process started now would read: the
+    environment is read once, into `Settings`, so a test that changes a variable
+    takes the settings again, as a restarted process would."""
+    return Settings(settings.data_dir, settings.postgres)
+
+
+def jobs_reread(service: Any) -> Any:
+    """`service.job_context` with its settings read again (see `reread`)."""
+    from dataclasses import replace
+
+    return replace(service.job_context, settings=reread(service.settings))

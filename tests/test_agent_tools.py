@@ -78,7 +78,7 @@ def refused(result: dict[str, Any], code: str = "invalid_input") -> dict[str, An
 
 
 def stored_events(ledger: MemoryLedger) -> int:
-    return ledger.service.log.max_position()
+    return ledger._service.log.max_position()
 
 
 def schemas(value: Any) -> list[dict[str, Any]]:
@@ -366,7 +366,7 @@ def test_update_stop_using_and_forget(tools: AgentTools, alice: MemoryLedger) ->
     assert [m.item_id for m in alice.recall()] == [item_id]
 
     report = ok(tools.call("forget", {"item_ids": [item_id]}))
-    rebuilt = alice.service.requests.report(report["request_id"])  # as the ledger has it
+    rebuilt = alice._service.requests.report(report["request_id"])  # as the ledger has it
     assert (rebuilt.status, rebuilt.targets) == (report["status"], report["targets"])
     assert report["status"] == "completed" and report["targets"] == [item_id]
     assert report["message"].startswith("Done:")

@@ -360,5 +360,5 @@ def test_an_expiry_edited_later_neither_keeps_the_backup_nor_the_receipts_promis
         [receipt] = [r for r in report.receipts if r.store == "backups"]
         promised = datetime.fromisoformat(str(receipt.evidence["last_copy_destroyed_by"]))
         assert promised <= now + timedelta(days=1)
-        assert destroy_expired(service, now + timedelta(days=2)) == {"destroyed": 1}
+        assert destroy_expired(service.job_context, now + timedelta(days=2)) == {"destroyed": 1}
         assert not backup.path.exists() and registered(store.data_dir) == []

@@ -606,17 +606,19 @@ def test_the_job_refuses_a_bad_schedule_before_starting(
     with pytest.raises(InvalidWrite, match="nothing was started"):
         check_schedule(**schedule)
     with pytest.raises(InvalidWrite):
-        run_catchup_job(service, interval, duration, schedule.get("consolidate_every"))
+        run_catchup_job(service.job_context, interval, duration, schedule.get("consolidate_every"))
     if "duration" not in schedule:  # the scheduler itself takes no duration
         with pytest.raises(InvalidWrite):
-            start_catchup_scheduler(service, interval, schedule.get("consolidate_every"))
+            start_catchup_scheduler(
+                service.job_context, interval, schedule.get("consolidate_every")
+            )
     assert threading.active_count() == threads
 
 
 @SQLITE_ONLY
 def test_the_job_runs_a_good_schedule(service: MemoryService) -> None:
     check_schedule(0.05, 0.2, 1)
-    run_catchup_job(service, interval=0.05, duration=0.2)
+    run_catchup_job(service.job_context, interval=0.05, duration=0.2)
 
 
 # -- the CLI, in process --------------------------------------------------------------

@@ -12,7 +12,7 @@ from typing import Any
 from uuid import UUID
 
 import pytest
-from factories import T0, fact, file_bytes_contain, later, sqlite_files, turn
+from factories import T0, fact, file_bytes_contain, jobs_reread, later, sqlite_files, turn
 
 from memory_ledger.api import MemoryLedger, MemoryService
 from memory_ledger.config import Settings
@@ -75,7 +75,7 @@ def test_structured_candidates_are_consolidated_and_never_in_clear(
     if settings.postgres is None:
         assert file_bytes_contain(sqlite_files(settings), "Quantumworks") == []
 
-    counts = Consolidator(service).consolidate(alice)
+    counts = Consolidator(service.job_context).consolidate(alice)
     assert counts["written"] == 2 and counts["turns_read"] == 1
     by_predicate = {m.predicate: m for m in derived(alice)}
     assert by_predicate["home_address"].text == ADDRESS
@@ -125,7 +125,7 @@ def test_candidates_are_validated_at_the_boundary(
 
 def test_chinese_patterns(alice: MemoryLedger, service: MemoryService) -> None:
     alice.remember(said("我住在杭州市西湖区。我对花生过敏，我在阿里巴巴工作。", "t1"))
-    counts = Consolidator(service).consolidate(alice)
+    counts = Consolidator(service.job_context).consolidate(alice)
     assert counts["written"] == 3
     found = {m.predicate: m.text for m in derived(alice)}
     assert found == {"home_address": "杭州市西湖区", "allergy": "花生", "employer": "阿里巴巴"}
@@ -133,7 +133,7 @@ def test_chinese_patterns(alice: MemoryLedger, service: MemoryService) -> None:
 
 def test_english_patterns_are_kept(alice: MemoryLedger, service: MemoryService) -> None:
     alice.remember(said("I'm allergic to shellfish. I work for Initech Systems.", "t1"))
-    Consolidator(service).consolidate(alice)
+    Consolidator(service.job_context).consolidate(alice)
     found = {m.predicate: m.text for m in derived(alice)}
     assert found == {"allergy": "shellfish", "employer": "Initech Systems"}
 
@@ -142,7 +142,7 @@ def test_patterns_read_only_what_the_user_said(alice: MemoryLedger, service: Mem
     assistant = said("I live in the cloud.", "t1")
     assistant["subject"] = "assistant"
     alice.remember(assistant)
-    assert Consolidator(service).consolidate(alice)["written"] == 0
+    assert Consolidator(service.job_context).consolidate(alice)["written"] == 0
 
 
 def test_a_bad_patterns_file_is_refused_clearly(tmp_path: Path) -> None:
@@ -187,7 +187,7 @@ def test_third_party_information_is_not_written_by_default(
             candidate("employer", "Hooli", subject="brother", about="third_party"),
         )
     )
-    counts = Consolidator(service).consolidate(alice)
+    counts = Consolidator(service.job_context).consolidate(alice)
     assert counts["skipped_third_party"] == 3 and counts["written"] == 0
     assert derived(alice) == []
 
@@ -197,12 +197,12 @@ def test_third_party_information_is_opt_in(
 ) -> None:
     alice.remember(said("My sister lives in Oslo.", "t1"))
     monkeypatch.setenv(THIRD_PARTY_ENV, "1")
-    Consolidator(service).consolidate(alice)
+    Consolidator(jobs_reread(service)).consolidate(alice)
     [fact] = derived(alice)
     assert (fact.subject, fact.predicate, fact.text) == ("sister", "home_address", "Oslo")
     monkeypatch.setenv(THIRD_PARTY_ENV, "perhaps")
     with pytest.raises(ConfigurationError, match=THIRD_PARTY_ENV):
-        Consolidator(service)
+        Consolidator(jobs_reread(service))
 
 
 # -- promotion ---------------------------------------------------------------------------
@@ -212,13 +212,13 @@ def test_an_observed_preference_needs_two_turns(
     alice: MemoryLedger, service: MemoryService
 ) -> None:
     first = alice.remember(said("Book me a window seat, please.", "t1"))
-    counts = Consolidator(service).consolidate(alice)
+    counts = Consolidator(service.job_context).consolidate(alice)
     assert (counts["written"], counts["pending"]) == (0, 1)
     assert alice.recall(kind="preference") == []
     other = alice.remember(said("Book me an aisle seat this time.", "t2"))
-    assert Consolidator(service).consolidate(alice)["written"] == 0, "another value"
+    assert Consolidator(service.job_context).consolidate(alice)["written"] == 0, "another value"
     second = alice.remember(said("给我订靠窗的座位。", "t3"))  # the same preference, in Chinese
-    counts = Consolidator(service).consolidate(alice)
+    counts = Consolidator(service.job_context).consolidate(alice)
     assert counts["written"] == 1
     [seat] = alice.recall(kind="preference")
     assert (seat.predicate, seat.text, seat.origin) == ("seat", "window", "observed")
@@ -237,16 +237,16 @@ def test_promotion_threshold_from_the_environment(
     monkeypatch.setenv(PROMOTION_ENV, "3")
     for n in range(1, 4):
         alice.remember(said("Give me a window seat.", f"t{n}"))
-        written = Consolidator(service).consolidate(alice)["written"]
+        written = Consolidator(jobs_reread(service)).consolidate(alice)["written"]
         assert written == (1 if n == 3 else 0)
     [seat] = alice.recall(kind="preference")
     assert len(inputs(service, seat.item_id)) == 3, "the evidence count"
     for bad in ("0", "33", "two", "-1"):
         monkeypatch.setenv(PROMOTION_ENV, bad)
         with pytest.raises(ConfigurationError, match=PROMOTION_ENV):
-            Consolidator(service)
+            Consolidator(jobs_reread(service))
     with pytest.raises(ConfigurationError):
-        Consolidator(service, promote_after=True)  # type: ignore[arg-type]
+        Consolidator(service.job_context, promote_after=True)  # type: ignore[arg-type]
 
 
 def test_structured_preference_candidates_are_promoted_too(
@@ -255,7 +255,7 @@ def test_structured_preference_candidates_are_promoted_too(
     pref = {"kind": "preference", "predicate": "drink", "value": "Green tea", "category": "food"}
     alice.remember(said("Tea, please.", "t1", pref))
     alice.remember(said("Tea again.", "t2", {**pref, "value": "green tea."}))
-    assert Consolidator(service).consolidate(alice)["written"] == 1
+    assert Consolidator(service.job_context).consolidate(alice)["written"] == 1
     [drink] = alice.recall(kind="preference")
     assert drink.text == "green tea." and len(inputs(service, drink.item_id)) == 2
 
@@ -268,10 +268,10 @@ def test_consolidation_run_twice_writes_nothing_new(
 ) -> None:
     alice.remember(said(f"My address is {ADDRESS}. Book me a window seat.", "t1"))
     alice.remember(said("Give me a window seat.", "t2"))
-    first = consolidate_all(service)
+    first = consolidate_all(service.job_context)
     assert first["written"] == 2
     events = service.log.max_position()
-    second = consolidate_all(service)
+    second = consolidate_all(service.job_context)
     assert second["written"] == 0 and second["turns_read"] == 0
     assert service.log.max_position() == events
     # Even when the job's record of what it read is lost, nothing is duplicated: the
@@ -279,7 +279,7 @@ def test_consolidation_run_twice_writes_nothing_new(
     with service.engine.begin() as conn:
         conn.execute(consolidated.delete())
         conn.execute(pending.delete())
-    third = consolidate_all(service)
+    third = consolidate_all(service.job_context)
     assert third["turns_read"] == 2 and third["written"] == 0 and third["duplicates"] == 2
     assert service.log.max_position() == events
     assert len(derived(alice)) == 2
@@ -289,10 +289,10 @@ def test_new_evidence_for_a_held_conclusion_merges_into_one_item(
     alice: MemoryLedger, service: MemoryService
 ) -> None:
     t1 = alice.remember(said(f"My address is {ADDRESS}.", "t1"))
-    Consolidator(service).consolidate(alice)
+    Consolidator(service.job_context).consolidate(alice)
     [before] = derived(alice)
     t2 = alice.remember(said("I live in 18 haisong road hangzhou", "t2"))
-    counts = Consolidator(service).consolidate(alice)
+    counts = Consolidator(service.job_context).consolidate(alice)
     assert (counts["written"], counts["reinforced"]) == (1, 1)
     [after] = derived(alice)
     assert after.item_id != before.item_id and after.text == ADDRESS, "the held wording"
@@ -313,7 +313,7 @@ def test_a_conclusion_the_user_stated_is_not_written_again(
 ) -> None:
     alice.remember(fact("employer", "Globex Corporation", category="work"))
     alice.remember(said("I work at Globex Corporation", "t1"))
-    counts = Consolidator(service).consolidate(alice)
+    counts = Consolidator(service.job_context).consolidate(alice)
     assert (counts["written"], counts["known"]) == (0, 1)
     assert [m.origin for m in derived(alice)] == ["explicit"]
 
@@ -323,19 +323,19 @@ def test_a_suppressed_conclusion_blocks_new_evidence(
 ) -> None:
     alice.remember(said("Book me a window seat.", "t1"))
     alice.remember(said("Book me a window seat.", "t2"))
-    Consolidator(service).consolidate(alice)
+    Consolidator(service.job_context).consolidate(alice)
     [seat] = alice.recall(kind="preference")
     alice.forget_conclusion(seat.item_id)
     alice.remember(said("Book me a window seat.", "t3"))
     alice.remember(said("Book me a window seat.", "t4"))
-    counts = Consolidator(service).consolidate(alice)
+    counts = Consolidator(service.job_context).consolidate(alice)
     assert (counts["written"], counts["skipped_suppressed"]) == (0, 1)
     assert alice.recall(kind="preference") == []
 
 
 def test_redacted_spans_are_not_values(alice: MemoryLedger, service: MemoryService) -> None:
     alice.remember(said("My address is [redacted].", "t1"))
-    counts = Consolidator(service).consolidate(alice)
+    counts = Consolidator(service.job_context).consolidate(alice)
     assert (counts["written"], counts["skipped_redacted"]) == (0, 1)
 
 
@@ -346,7 +346,7 @@ def test_a_conclusion_is_no_more_restricted_or_lasting_than_its_turns(
     write["sensitivity"] = "restricted"
     write["retention"] = {"basis": "consent", "expires_at": later(3650).isoformat()}
     alice.remember(write)
-    Consolidator(service, now=T0).consolidate(alice)
+    Consolidator(service.job_context, now=T0).consolidate(alice)
     [allergy] = derived(alice)
     assert allergy.sensitivity == "restricted"
     assert allergy.expires_at == canonical_time(later(3650))
@@ -359,7 +359,7 @@ def test_consolidation_racing_a_deletion_is_refused(
     alice: MemoryLedger, service: MemoryService, settings: Settings
 ) -> None:
     t1 = alice.remember(said("Book me a window seat.", "t1"))
-    Consolidator(service).consolidate(alice)  # t1 waits as evidence
+    Consolidator(service.job_context).consolidate(alice)  # t1 waits as evidence
     t2 = alice.remember(
         said(
             f"My address is {ADDRESS}. Book me a window seat.",
@@ -367,14 +367,14 @@ def test_consolidation_racing_a_deletion_is_refused(
             candidate("employer", "Globex Quantumworks"),
         )
     )
-    job = Consolidator(service)
+    job = Consolidator(service.job_context)
     reading = job.read(alice)  # 1. the job reads t2 (and t1, pending)
     assert len([p for p in reading if p.write]) == 3
     assert alice.forget(t2.item_id).completed  # 2. the deletion lands
     written, refused = job.commit(alice, reading)  # 3. the job commits
     assert (written, refused) == (0, 3)
     assert derived(alice) == []
-    assert Consolidator(service).consolidate(alice)["written"] == 0
+    assert Consolidator(service.job_context).consolidate(alice)["written"] == 0
     with service.engine.connect() as conn:
         waiting = set(conn.execute(pending.select().with_only_columns(pending.c.item_id)).scalars())
     assert waiting == {t1.item_id}, "t1's evidence still waits; t2 is gone"
@@ -413,7 +413,7 @@ def _consolidate(
     errors: list[BaseException],
 ) -> None:
     try:
-        job = Consolidator(service)
+        job = Consolidator(service.job_context)
         reading = job.read(ledger)
         barrier.wait()
         job.commit(ledger, reading)
@@ -472,7 +472,7 @@ def test_an_extractor_plugs_in_through_the_environment(
     monkeypatch.setenv(EXTRACTOR_ENV, f"{plugin}:make")
     alice.remember(said("carpe diem", "t1"))
     exploding = alice.remember(said("explode", "t2"))
-    job = Consolidator(service)
+    job = Consolidator(jobs_reread(service))
     assert job.extractor.name == "shouting"
     counts = job.consolidate(alice)
     assert (counts["written"], counts["invalid"], counts["failed"]) == (2, 1, 1)
@@ -481,7 +481,7 @@ def test_an_extractor_plugs_in_through_the_environment(
     with service.engine.connect() as conn:
         read = set(conn.execute(consolidated.select()).scalars())
     assert exploding.item_id not in read
-    assert Consolidator(service).consolidate(alice)["failed"] == 1
+    assert Consolidator(jobs_reread(service)).consolidate(alice)["failed"] == 1
 
 
 @pytest.mark.parametrize(
@@ -516,10 +516,10 @@ def test_no_merge_into_a_conclusion_whose_turn_was_suppressed(
     alice: MemoryLedger, service: MemoryService
 ) -> None:
     t1 = alice.remember(said(f"My address is {ADDRESS}.", "t1"))
-    Consolidator(service).consolidate(alice)
+    Consolidator(service.job_context).consolidate(alice)
     alice.suppress(t1.item_id)  # stop using the turn; its conclusion stays
     alice.remember(said(f"My address is {ADDRESS}.", "t2"))
-    counts = Consolidator(service).consolidate(alice)
+    counts = Consolidator(service.job_context).consolidate(alice)
     assert (counts["written"], counts["refused"], counts["known"]) == (0, 0, 1)
     assert len(derived(alice)) == 1
 
@@ -528,10 +528,10 @@ def test_committing_picked_proposals_marks_their_turns_read(
     alice: MemoryLedger, service: MemoryService
 ) -> None:
     alice.remember(said("I work at Globex Corporation", "t1"))
-    job = Consolidator(service)
+    job = Consolidator(service.job_context)
     picked = [p for p in job.read(alice) if p.write]
     assert job.commit(alice, picked) == (1, 0)
-    assert Consolidator(service).consolidate(alice)["turns_read"] == 0
+    assert Consolidator(service.job_context).consolidate(alice)["turns_read"] == 0
 
 
 def test_a_redaction_reaches_the_candidates_sealed_with_a_turn(
@@ -542,5 +542,5 @@ def test_a_redaction_reaches_the_candidates_sealed_with_a_turn(
     assert report.completed, report.to_dict()
     fields = service.log.read(service.log.get(UUID(t.item_id)))
     assert "Haisong" not in json.dumps(fields, ensure_ascii=False)
-    counts = Consolidator(service).consolidate(alice)
+    counts = Consolidator(service.job_context).consolidate(alice)
     assert (counts["written"], counts["skipped_redacted"]) == (0, 1)

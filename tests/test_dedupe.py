@@ -36,7 +36,7 @@ def test_duplicates_merge_into_one_derived_item(
     other = alice.remember(allergy("peanut oil", "t4"))
     theirs = bob.remember(allergy("peanuts", "t1"))
 
-    counts = merge_duplicates(service)
+    counts = merge_duplicates(service.job_context)
     assert counts["merged"] == 1 and counts["inputs"] == 3 and counts["refused"] == 0
     mine = live(alice)
     [merged_id] = set(mine) - {other.item_id}
@@ -66,9 +66,9 @@ def test_merge_run_twice_writes_nothing_new(alice: MemoryLedger, service: Memory
     alice.remember(allergy("peanuts", "t2"))
     alice.remember(preference("seat", "Window"))
     alice.remember(preference("seat", "window", scope="session:s9"))  # another scope
-    assert merge_duplicates(service)["merged"] == 1
+    assert merge_duplicates(service.job_context)["merged"] == 1
     events = service.log.max_position()
-    assert merge_duplicates(service) == {
+    assert merge_duplicates(service.job_context) == {
         "groups": 0, "merged": 0, "inputs": 0, "refused": 0, "invalid": 0, "kept_changed": 0,
     }  # fmt: skip
     assert service.log.max_position() == events
@@ -78,7 +78,7 @@ def test_merge_run_twice_writes_nothing_new(alice: MemoryLedger, service: Memory
 def test_preferences_merge_with_their_strength(alice: MemoryLedger, service: MemoryService) -> None:
     alice.remember(preference("seat", "Window", origin="observed", strength=0.4))
     alice.remember(preference("seat", "window ", origin="observed", strength=0.7))
-    merge_duplicates(service)
+    merge_duplicates(service.job_context)
     [seat] = alice.recall(kind="preference")
     assert (seat.text, seat.origin, seat.strength) == ("window ", "observed", 0.7)
 
@@ -88,7 +88,7 @@ def test_an_input_erased_mid_merge_refuses_the_merge(
 ) -> None:
     a = alice.remember(allergy("Peanuts", "t1"))
     b = alice.remember(allergy("peanuts", "t2"))
-    job = Deduper(service)
+    job = Deduper(service.job_context)
     groups = job.read(alice)  # 1. the job reads both
     assert len(groups) == 1 and "Peanuts" not in repr(groups)
     assert alice.forget(a.item_id).completed  # 2. one is erased
@@ -104,7 +104,7 @@ def test_an_input_changed_mid_merge_refuses_it_at_commit(
 ) -> None:
     a = alice.remember(allergy("Peanuts", "t1"))
     alice.remember(allergy("peanuts", "t2"))
-    job = Deduper(service)
+    job = Deduper(service.job_context)
     groups = job.read(alice)
     alice.update(a.item_id, {"value": "Tree nuts", "provenance": fact("x", "y")["provenance"]})
     assert job.commit(alice, groups)["refused"] == 1
@@ -117,7 +117,7 @@ def test_forgetting_an_input_erases_the_merged_item(
     a = alice.remember(allergy("Peanuts", "t1"))
     alice.remember(allergy("peanuts", "t2"))
     alice.remember(allergy("shellfish", "t3"))
-    merge_duplicates(service)
+    merge_duplicates(service.job_context)
     [merged_id] = [i for i, text in live(alice).items() if text != "shellfish"]
     report = alice.forget(a.item_id)
     assert report.completed and merged_id in report.cascaded
@@ -130,10 +130,10 @@ def test_a_merged_item_merges_again_with_a_later_duplicate(
 ) -> None:
     alice.remember(allergy("Peanuts", "t1"))
     alice.remember(allergy("peanuts", "t2"))
-    merge_duplicates(service)
+    merge_duplicates(service.job_context)
     [first] = live(alice)
     alice.remember(allergy("peanuts!", "t3"))
-    assert merge_duplicates(service)["merged"] == 1
+    assert merge_duplicates(service.job_context)["merged"] == 1
     [second] = live(alice)
     cited = [r["item_id"] for r in service.log.get(UUID(second)).derived_from]
     assert first in cited and len(cited) == 2

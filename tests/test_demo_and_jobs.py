@@ -39,7 +39,7 @@ def test_demo_runs_end_to_end_and_proves_the_erasure(tmp_path: Path) -> None:
 def test_scheduler_keeps_projections_caught_up(alice: MemoryLedger, service: MemoryService) -> None:
     alice.remember_many([fact("city", "Hangzhou"), fact("team", "Rockets")])
     assert all(s.behind == 2 for s in service.runner.status())
-    scheduler = start_catchup_scheduler(service, interval=0.05)
+    scheduler = start_catchup_scheduler(service.job_context, interval=0.05)
     try:
         caught_up = threading.Event()
         for _ in range(200):

@@ -53,7 +53,7 @@ def _every_state(service: MemoryService, alice: MemoryLedger) -> dict[str, str]:
     alice.suppress(hidden)
     seat = alice.remember(preference("seat", "aisle", origin="observed")).item_id
     _, start = service.retention.period_start(datetime.now(UTC) + timedelta(days=7))
-    assert decay_pass(service, start + timedelta(hours=1))["archived"] == 1
+    assert decay_pass(service.job_context, start + timedelta(hours=1))["archived"] == 1
     lapsed = fact("parking_spot", "B2-17")
     lapsed["retention"] = {"basis": "session", "expires_at": (T0 + timedelta(hours=1)).isoformat()}
     expired = alice.remember(lapsed).item_id

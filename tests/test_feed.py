@@ -21,7 +21,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from factories import cli, cli_location, fact, preference, provenance
+from factories import cli, cli_location, fact, preference, provenance, reread
 
 from memory_ledger.api import MemoryService
 from memory_ledger.config import Settings
@@ -108,9 +108,9 @@ def test_a_subscriber_that_never_acks_keeps_the_request_partial_and_named(
     [row] = [r for r in json.loads(output) if r["request_id"] == report.request_id]
     assert row["status"] == "partial" and row["waiting_for"][0]["subscriber"] == "crm"
     # A late ack completes it; a second ack records nothing.
-    done = service.subscribers.ack(service, "crm", report.request_id)
+    done = service.subscribers.ack(service.requests, "crm", report.request_id)
     assert done == {**done, "recorded": True, "status": "completed"}
-    assert service.subscribers.ack(service, "crm", report.request_id)["recorded"] is False
+    assert service.subscribers.ack(service.requests, "crm", report.request_id)["recorded"] is False
     kinds = [e.entry_type for e in service.ledger.entries(report.request_id)]
     assert kinds.count("ack") == 1 and kinds[-1] == "status"
     assert service.ledger.latest_status(report.request_id) == "completed"
@@ -124,13 +124,15 @@ def test_retiring_a_subscriber_ends_its_pending_acks_with_an_operator_receipt(
     waiting = alice.forget(alice.remember(fact("city", "Hangzhou")).item_id)
     elsewhere = bob.forget(bob.remember(fact("city", "Ningbo")).item_id)
     assert waiting.status == "partial" and elsewhere.completed  # bob's is not its namespace
-    assert service.subscribers.retire(service, "crm", retired_by="ops") == [waiting.request_id]
+    assert service.subscribers.retire(service.requests, "crm", retired_by="ops") == [
+        waiting.request_id
+    ]
     assert service.ledger.latest_status(waiting.request_id) == "completed"
     [ack] = [e for e in service.ledger.entries(waiting.request_id) if e.entry_type == "ack"]
     assert ack.payload == {"subscriber": "crm", "targets": 1, "by": "ops", "retired": True}
     assert "subscriber:crm" not in service.stores.names()
     with pytest.raises(NotFound):
-        service.subscribers.ack(service, "crm", waiting.request_id)
+        service.subscribers.ack(service.requests, "crm", waiting.request_id)
 
 
 def test_bad_registrations_and_acks_are_refused(service: MemoryService) -> None:
@@ -149,9 +151,9 @@ def test_bad_registrations_and_acks_are_refused(service: MemoryService) -> None:
     bob = service.for_principal(BOB)
     other = bob.forget(bob.remember(fact("city", "Ningbo")).item_id)
     with pytest.raises(InvalidWrite, match="does not hold"):
-        service.subscribers.ack(service, "crm", other.request_id)
+        service.subscribers.ack(service.requests, "crm", other.request_id)
     with pytest.raises(NotFound):
-        service.subscribers.ack(service, "crm", "req-0000000000000000")
+        service.subscribers.ack(service.requests, "crm", "req-0000000000000000")
     for cursor in ("nonsense", "a.b.c", "x.1"):
         with pytest.raises(InvalidWrite):
             service.feed.read(cursor)
@@ -330,11 +332,11 @@ def test_a_forget_completes_only_when_every_hosts_vector_index_dropped_the_vecto
         code, output = cli("jobs", "run-once", "projection-catchup", *where, "--json")
         assert code == 0, output
 
-    with MemoryService(settings) as here:
+    with MemoryService(reread(settings)) as here:
         alice = here.for_principal(ALICE)
         secret = alice.remember(fact("locker", "code 4471")).item_id
         alice.remember(fact("city", "Hangzhou"))
-        catch_up_all(here)  # this host's index holds vectors: it registers
+        catch_up_all(here.job_context)  # this host's index holds vectors: it registers
         other_host_catches_up()  # the other's too
         hosts = sorted(s.name for s in here.subscribers.active() if s.every_namespace)
         [theirs] = [h for h in hosts if h != here.subscribers.local]

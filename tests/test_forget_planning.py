@@ -267,7 +267,7 @@ def test_the_request_words_and_the_plan_labels_are_not_kept_in_clear(
     try:
         assert "138 0000 1111" not in (reopened.get(said.item_id).text or "")
     finally:
-        reopened.service.close()
+        reopened._service.close()
 
 
 def test_bad_requests_are_refused_clearly(alice: MemoryLedger, history: dict[str, str]) -> None:

@@ -235,6 +235,7 @@ def test_a_failing_store_leaves_the_request_partial_and_a_retry_completes_it(
     settings: Settings, plugin_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("MEMORY_LEDGER_EXTRA_STORES", "ml_test_plugins:factory")
+    settings = Settings(settings.data_dir, settings.postgres)  # read with the variable set
     with MemoryService(settings) as service:
         ledger = service.for_principal(ALICE)
         stored = ledger.remember(fact("city", "Hangzhou"))
@@ -395,9 +396,9 @@ def test_the_scheduled_scan_finds_fragments_and_reopens_the_request(
     report = alice.forget(home.item_id, office.item_id)
 
     assert report.completed and "scheduled" in report.residue_scan
-    assert due_requests(service) == [report.request_id]
-    assert scan_due(service) == {report.request_id: "ok"}
-    assert due_requests(service) == []  # recorded: not scanned twice
+    assert due_requests(service.job_context) == [report.request_id]
+    assert scan_due(service.job_context) == {report.request_id: "ok"}
+    assert due_requests(service.job_context) == []  # recorded: not scanned twice
     # Not the whole text: one word of it, as a term list or a torn page would hold it.
     (settings.data_dir / "export.json").write_text('{"street": "Zqxwvbt"}')
     _, scan = service.requests.scan_files(report.request_id)
@@ -443,11 +444,12 @@ def test_a_retry_without_the_failed_store_stays_partial(
     settings: Settings, plugin_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("MEMORY_LEDGER_EXTRA_STORES", "ml_test_plugins:factory")
-    with MemoryService(settings) as service:
+    with MemoryService(Settings(settings.data_dir, settings.postgres)) as service:
         stored = service.for_principal(ALICE).remember(fact("city", "Hangzhou"))
         first = service.for_principal(ALICE).forget(stored.item_id)
         assert first.failed_stores == ["flaky_subscriber"]
     monkeypatch.delenv("MEMORY_LEDGER_EXTRA_STORES")
+    settings = Settings(settings.data_dir, settings.postgres)  # read without it
     with MemoryService(settings) as service:  # the subscriber is not registered here
         assert service.ledger.latest_status(first.request_id) == "partial"
         again = service.requests.resume(first.request_id)

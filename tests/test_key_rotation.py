@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from factories import cli, cli_location, fact
+from factories import cli, cli_location, fact, reread
 
 from memory_ledger.api import MemoryService
 from memory_ledger.audit.heads import Auditor
@@ -80,7 +80,7 @@ def test_rotation_rewraps_every_live_key_and_every_backup_and_destroys_the_old_k
     )
     assert (done.backups_rewrapped, done.backups_not_rewrapped) == (1, 0)
     assert done.old_key_material == "destroyed" and done.old_key_bytes_found == 0
-    new, _ = load_master_key(settings.data_dir, allow_dev_key=False)
+    new, _ = load_master_key(settings, allow_dev_key=False)
     assert new.material != old.material
     assert not (settings.data_dir / NEXT_DEV_KEY_FILE).exists()
     with pytest.raises(WrongMasterKey):
@@ -192,7 +192,7 @@ def test_a_key_from_the_environment_needs_the_new_one_given_and_stays_the_operat
 ) -> None:
     old, new = MasterKey.generate(), MasterKey.generate()
     monkeypatch.setenv(MASTER_KEY_ENV, base64.b64encode(old.material).decode())
-    with MemoryService(settings) as service:
+    with MemoryService(reread(settings)) as service:
         item = service.for_principal(ALICE).remember(fact("city", "Hangzhou")).item_id
     where = cli_location(settings)
 
@@ -204,7 +204,7 @@ def test_a_key_from_the_environment_needs_the_new_one_given_and_stays_the_operat
     monkeypatch.setenv(NEW_MASTER_KEY_ENV, base64.b64encode(new.material).decode())
     code, output = cli("keys", "rotate", "--by", "not an actor!", *where, "--json")
     assert code == 2 and "--by" in json.loads(output)["error"]
-    with MemoryService(settings) as service:  # every refusal above changed nothing
+    with MemoryService(reread(settings)) as service:  # every refusal above changed nothing
         assert service.for_principal(ALICE).get(item).text == "Hangzhou"
 
     # A development key file left beside the data with the same key is overwritten too.
@@ -216,10 +216,10 @@ def test_a_key_from_the_environment_needs_the_new_one_given_and_stays_the_operat
     dev_key = (settings.data_dir / DEV_KEY_FILE).read_text().strip()
     assert base64.b64decode(dev_key) == new.material
     with pytest.raises(WrongMasterKey):
-        MemoryService(settings)  # the variable still names the old key
+        MemoryService(reread(settings))  # the variable still names the old key
     monkeypatch.setenv(MASTER_KEY_ENV, base64.b64encode(new.material).decode())
     monkeypatch.delenv(NEW_MASTER_KEY_ENV)
-    with MemoryService(settings) as service:
+    with MemoryService(reread(settings)) as service:
         assert service.for_principal(ALICE).get(item).text == "Hangzhou"
         entry = service.ledger.entries_of_type(EntryType.KEY_ROTATION)[-1].payload
         assert entry["old_key_material"] == "held_by_operator"
@@ -258,7 +258,7 @@ def test_a_rotation_stopped_while_rewriting_a_backup_finishes_it_when_run_again(
     done = rotate(settings, "ops-alice")
     assert done.resumed and (done.backups_rewrapped, done.backups_not_rewrapped) == (1, 0)
     assert {p.name for p in backup.iterdir()} == {backups.MANIFEST, backups.SEALED_EVENTS}
-    new, _ = load_master_key(settings.data_dir, allow_dev_key=False)
+    new, _ = load_master_key(settings, allow_dev_key=False)
     verify(backup, new)
     with MemoryService(settings) as service:
         alice = service.for_principal(ALICE)

@@ -8,7 +8,7 @@ import secrets
 from pathlib import Path
 
 import pytest
-from factories import fact, preference
+from factories import fact, preference, reread
 
 from memory_ledger.api import MemoryService
 from memory_ledger.config import Settings
@@ -69,7 +69,7 @@ def test_wrong_master_key_is_refused_and_changes_nothing(
     before = _digest(settings.data_dir) if settings.postgres is None else None
     monkeypatch.setenv(MASTER_KEY_ENV, base64.b64encode(secrets.token_bytes(32)).decode())
     with pytest.raises(WrongMasterKey, match="does not match"):
-        MemoryService(settings)
+        MemoryService(reread(settings))
     monkeypatch.delenv(MASTER_KEY_ENV)
     if before is not None:
         assert _digest(settings.data_dir) == before

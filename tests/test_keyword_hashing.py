@@ -26,9 +26,9 @@ from memory_ledger.projections.keyword_index import (
 
 
 def ids(ledger: MemoryLedger, query: str, k: int = 10) -> list[str]:
-    ledger.service.runner.catch_up()
-    with ledger.service.engine.connect() as conn:
-        return [i for i, _ in search(conn, ledger.service.log, ledger.namespace, query, k)]
+    ledger._service.runner.catch_up()
+    with ledger._service.engine.connect() as conn:
+        return [i for i, _ in search(conn, ledger._service.log, ledger.namespace, query, k)]
 
 
 def token() -> str:

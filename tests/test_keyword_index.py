@@ -79,9 +79,9 @@ def test_overlong_terms_are_cut_the_same_way_for_queries() -> None:
 
 
 def found(ledger: MemoryLedger, query: str, k: int = 10, allowed: set[str] | None = None) -> list:
-    ledger.service.runner.catch_up()
-    with ledger.service.engine.connect() as conn:
-        return search(conn, ledger.service.log, ledger.namespace, query, k, allowed)
+    ledger._service.runner.catch_up()
+    with ledger._service.engine.connect() as conn:
+        return search(conn, ledger._service.log, ledger.namespace, query, k, allowed)
 
 
 def ids(ledger: MemoryLedger, query: str, **kw: object) -> list[str]:
@@ -90,7 +90,7 @@ def ids(ledger: MemoryLedger, query: str, **kw: object) -> list[str]:
 
 def hashes(ledger: MemoryLedger, words: set[str]) -> set[int]:
     """The words as the index stores them: keyed hashes under the namespace's live key."""
-    hasher = hasher_of(ledger.service.log, ledger.namespace, create=False)
+    hasher = hasher_of(ledger._service.log, ledger.namespace, create=False)
     assert hasher is not None
     return {hasher(w) for w in words}
 
@@ -178,14 +178,14 @@ def test_ties_are_broken_by_item_id_and_allowed_restricts_the_answer(
 
 
 def _statements(ledger: MemoryLedger, query: str, k: int) -> tuple[list, list[str]]:
-    ledger.service.runner.catch_up()
+    ledger._service.runner.catch_up()
     statements: list[str] = []
-    engine = ledger.service.engine
+    engine = ledger._service.engine
     listener = lambda *args: statements.append(args[2])  # noqa: E731
     event.listen(engine, "before_cursor_execute", listener)
     try:
         with engine.connect() as conn:
-            result = search(conn, ledger.service.log, ledger.namespace, query, k)
+            result = search(conn, ledger._service.log, ledger.namespace, query, k)
     finally:
         event.remove(engine, "before_cursor_execute", listener)
     return result, statements
@@ -248,7 +248,7 @@ def test_suppress_removes_and_unsuppress_restores(alice: MemoryLedger) -> None:
     alice.suppress(chat)
     alice.suppress(pref)
     assert ids(alice, "4471") == [] and ids(alice, "window") == []
-    assert rows_of(alice.service, [chat, pref]) == 0
+    assert rows_of(alice._service, [chat, pref]) == 0
     alice.unsuppress(chat)
     alice.unsuppress(pref)
     assert ids(alice, "4471") == [chat] and ids(alice, "window") == [pref]
@@ -292,7 +292,7 @@ def test_forgetting_common_words_completes(alice: MemoryLedger, settings: Settin
     report = alice.forget(item)
     assert report.completed, report.to_dict()
     if settings.postgres is None:
-        _, scan = alice.service.requests.scan_files(report.request_id)
+        _, scan = alice._service.requests.scan_files(report.request_id)
         assert scan is not None and scan.status == "ok"
 
 
@@ -342,7 +342,7 @@ def test_a_posting_is_stored_once_keyed_by_a_document_number(
     alice: MemoryLedger, service: MemoryService, settings: Settings
 ) -> None:
     item = alice.remember(turn("Passport E12345678 renewed")).item_id
-    alice.service.runner.catch_up()
+    alice._service.runner.catch_up()
     with service.engine.connect() as conn:
         found = inspect(conn)
         assert [c["name"] for c in found.get_columns("keyword_postings")] == [
@@ -372,12 +372,12 @@ def test_document_numbers_are_never_reused(alice: MemoryLedger, service: MemoryS
     """Not even the highest one, once its row is deleted (SQLite's default would reuse
     it): a posting left behind by any fault must never be attributed to another item."""
     alice.remember_many([turn("first note"), turn("second note", turn_id="t2")])
-    alice.service.runner.catch_up()
+    alice._service.runner.catch_up()
     numbered = numbers(service)
     last = max(numbered, key=lambda i: numbered[i])
     alice.forget(last)
     newcomer = alice.remember(turn("third note", turn_id="t3")).item_id
-    alice.service.runner.catch_up()
+    alice._service.runner.catch_up()
     assert doc_of(service, newcomer) > numbered[last]
 
 
@@ -385,10 +385,10 @@ def test_an_update_renumbers_the_item_and_leaves_no_posting_behind(
     alice: MemoryLedger, service: MemoryService
 ) -> None:
     item = alice.remember(fact("home_city", "Hangzhou")).item_id
-    alice.service.runner.catch_up()
+    alice._service.runner.catch_up()
     before = doc_of(service, item)
     alice.update(item, {"value": "Kyoto", "provenance": provenance(at=later(2))})
-    alice.service.runner.catch_up()
+    alice._service.runner.catch_up()
     assert doc_of(service, item) != before
     assert rows_of(service, [item]) == 1 + 3  # "home", "city", "kyoto"
     assert orphans(service) == 0
@@ -400,7 +400,7 @@ def test_the_invariant_check_reports_postings_without_their_document(
     """Corrupt the index by hand, three ways, and watch the checks see it."""
     kept = alice.remember(turn("Zr9kept is my locker")).item_id
     lost = alice.remember(turn("Xq7haisong at the station", turn_id="t2")).item_id
-    alice.service.runner.catch_up()
+    alice._service.runner.catch_up()
     terms_of_lost = rows_of(service, [lost]) - 1
     lost_doc = doc_of(service, lost)
     assert orphans(service) == 0
@@ -485,7 +485,7 @@ def test_verify_reports_postings_a_purge_left_behind(
     """The erasure's receipt counts the item's rows by key; `verify` also reads every
     posting, so terms left without their document row fail the request's check."""
     stored = alice.remember(turn("Xq7haisong at the station")).item_id
-    alice.service.runner.catch_up()
+    alice._service.runner.catch_up()
     with service.engine.connect() as conn:
         [(doc, namespace, terms)] = KeywordIndexProjection._docs_of(conn, [stored])
     report = alice.forget(stored)

@@ -83,7 +83,7 @@ def test_an_inferred_fact_expires_by_class_before_and_after_the_sweep(
     assert shown.expired and shown.text is None and not shown.erased
     assert alice.context(token, rank="keyword").items == []
     assert alice.history(inferred) == []
-    [report] = expire_due(service, datetime.now(UTC) + 91 * DAY)
+    [report] = expire_due(service.job_context, datetime.now(UTC) + 91 * DAY)
     assert report.completed and report.targets == [inferred]
     assert report.basis == "retention_expiry"
     assert alice.get(inferred).erased
@@ -100,7 +100,9 @@ def test_a_context_that_serves_an_item_does_not_extend_its_life(
     turn_id = alice.remember(turn("where do I work?", turn_id="t9")).item_id
     served = alice.context("Acme Robotics", for_turn=turn_id, rank="keyword")
     assert inferred in {i.item_id for i in served.items}
-    assert due_items(service, datetime.now(UTC) + 91 * DAY) == {"acme/alice": [inferred]}
+    assert due_items(service.job_context, datetime.now(UTC) + 91 * DAY) == {
+        "acme/alice": [inferred]
+    }
 
 
 def test_a_cached_context_is_not_served_past_an_items_expiry(
@@ -138,7 +140,7 @@ def test_the_protect_list_is_never_auto_forgotten_but_a_user_request_wins(
     allergy = alice.remember(fact("allergy", "peanuts", origin="inferred")).item_id
     _later(service, 400 * DAY)
     assert allergy in _ids(alice)  # the inferred class would have expired it
-    assert due_items(service, datetime.now(UTC) + 400 * DAY) == {}
+    assert due_items(service.job_context, datetime.now(UTC) + 400 * DAY) == {}
     explained = service.for_principal(ALICE).explain(allergy, datetime.now(UTC) + 400 * DAY)
     assert explained["state"] == "protected"
     assert explained["retention"]["protected_by"] == "protect:predicate:allergy"
@@ -193,10 +195,10 @@ def test_a_held_item_is_unreadable_once_expired_but_the_sweep_keeps_it(
     service.holds.place("audit-1", namespace="acme/alice", reason="audit", placed_by="legal")
     later = _later(service, 91 * DAY)
     assert _ids(alice) == set()
-    assert expire_due(service, later) == []
+    assert expire_due(service.job_context, later) == []
     assert service.for_principal(ALICE).explain(inferred, later)["state"] == "held"
     service.lift_hold("audit-1", lifted_by="legal")
-    [report] = expire_due(service, later)
+    [report] = expire_due(service.job_context, later)
     assert report.completed and report.targets == [inferred]
 
 
@@ -272,7 +274,7 @@ def test_a_new_policy_version_applies_to_existing_items_after_a_diff(
     assert service.for_principal(ALICE).explain(note, later)["retention"]["rule"] == "class:errands"
     written = service.log.get(__import__("uuid").UUID(note)).policy_version
     assert written == 1  # the version it was written under stays on the item
-    [report] = expire_due(service, later)
+    [report] = expire_due(service.job_context, later)
     assert report.targets == [note] and report.completed
 
 
@@ -484,9 +486,9 @@ def test_decay_archives_once_per_period_and_reinforcement_brings_it_back(
         seat = alice.remember(preference("seat", "aisle", origin="observed")).item_id
         city = alice.remember(fact("city", "Hangzhou")).item_id
         _, start = service.retention.period_start(datetime.now(UTC) + 7 * DAY)
-        first = decay_pass(service, start + timedelta(hours=1))
+        first = decay_pass(service.job_context, start + timedelta(hours=1))
         assert first["archived"] == 1 and first["unarchived"] == 0
-        again = decay_pass(service, start + timedelta(hours=20))  # the same period
+        again = decay_pass(service.job_context, start + timedelta(hours=20))  # the same period
         assert again["archived"] == again["unarchived"] == 0
         archived = [e for e in service.log.events_of(__import__("uuid").UUID(seat))]
         assert [type(e).__name__ for e in archived].count("Archived") == 1
@@ -500,7 +502,7 @@ def test_decay_archives_once_per_period_and_reinforcement_brings_it_back(
             t = alice.remember(turn("which seat?", turn_id=f"r{n}")).item_id
             ctx = alice.context("aisle", for_turn=t, rank="keyword", include_archived=True)
             assert seat in {i.item_id for i in ctx.items}
-        back = decay_pass(service, datetime.now(UTC) + 8 * DAY)
+        back = decay_pass(service.job_context, datetime.now(UTC) + 8 * DAY)
         assert back["unarchived"] == 1
         assert seat in _ids(alice)
 
@@ -530,7 +532,7 @@ def test_a_sweep_killed_mid_fan_out_resumes_to_completion(
         from memory_ledger.jobs.retention import expire_due
         from memory_ledger.api import MemoryService
         with MemoryService.open({str(settings.data_dir)!r}, {url!r} or None) as service:
-            expire_due(service, datetime.now(UTC) + timedelta(days=91))
+            expire_due(service.job_context, datetime.now(UTC) + timedelta(days=91))
     """)
     # Only the swept process has the store that never returns.
     env = {**os.environ, "MEMORY_LEDGER_EXTRA_STORES": "ml_test_plugins:slow"}
@@ -547,7 +549,7 @@ def test_a_sweep_killed_mid_fan_out_resumes_to_completion(
         [request_id] = service.ledger.request_ids()
         assert service.ledger.latest_status(request_id) == "completed"
         assert set(service.requests.report(request_id).targets) == ids
-        assert expire_due(service, datetime.now(UTC) + 91 * DAY) == []
+        assert expire_due(service.job_context, datetime.now(UTC) + 91 * DAY) == []
         assert all(service.for_principal(ALICE).get(i).erased for i in ids)
 
 
@@ -574,10 +576,12 @@ def test_a_merge_never_gives_its_inputs_a_new_life(
     alice.remember(fact("employer", "acme robotics.", origin="inferred", turn="t2"))
     now = datetime.now(UTC)
     due = service.for_principal(ALICE).explain(first, now)["retention"]["expires_at"]
-    assert merge_duplicates(service, now + 91 * DAY)["merged"] == 0  # expired: not merged
-    assert merge_duplicates(service, now)["merged"] == 1
+    assert (
+        merge_duplicates(service.job_context, now + 91 * DAY)["merged"] == 0
+    )  # expired: not merged
+    assert merge_duplicates(service.job_context, now)["merged"] == 1
     [merged] = alice.recall()
     assert merged.item_id != first and merged.expires_at == due
     # The merged item and its (suppressed, still held) members end together.
-    [due_ids] = due_items(service, now + 91 * DAY).values()
+    [due_ids] = due_items(service.job_context, now + 91 * DAY).values()
     assert merged.item_id in due_ids and first in due_ids and len(due_ids) == 3

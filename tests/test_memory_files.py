@@ -264,13 +264,13 @@ def test_files_unread_for_the_policy_time_expire(
     _run(alice, command="create", path="/memories/used.md", file_text="read often")
     service.clock = lambda: start + timedelta(days=60)
     _run(alice, command="view", path="/memories/used.md")  # a read keeps it alive
-    reports = expire_due(service, start + timedelta(days=91))
+    reports = expire_due(service.job_context, start + timedelta(days=91))
     assert [r.basis for r in reports] == ["retention_expiry"] and reports[0].completed
     service.clock = now
     listing = _run(alice, command="view", path="/memories")
     assert "used.md" in listing and "stale.md" not in listing
-    assert not expire_due(service, start + timedelta(days=149))
-    assert len(expire_due(service, start + timedelta(days=151))[0].targets) == 1
+    assert not expire_due(service.job_context, start + timedelta(days=149))
+    assert len(expire_due(service.job_context, start + timedelta(days=151))[0].targets) == 1
 
 
 @settings(

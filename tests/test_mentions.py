@@ -79,7 +79,9 @@ def test_a_repeat_is_listed_by_the_dry_run_and_redacted_by_the_request(
     assert report.status == "completed", report.failed_stores
     assert report.mentions == [taxi] and taxi not in report.all_targets
     assert alice.get(taxi).text == f"Send the taxi to {REPLACEMENT} at 7am tomorrow."
-    readable = plaintext_copies(service, [service.log.get(UUID(taxi))])  # every version
+    readable = plaintext_copies(
+        service.log, service.runner, [service.log.get(UUID(taxi))]
+    )  # every version
     assert readable and not [t for t in readable if "Haisong" in t]
     assert alice.get(other).text == "Annabel lives on Haisong Street."  # no digit part
     assert bob.get(bobs).text == "My taxi goes to 18 Haisong Road too."  # not Alice's
@@ -379,5 +381,5 @@ def test_a_whole_value_inside_a_kept_date_stays_and_is_reported_as_shared(
     assert report.status == "completed", report.failed_stores
     assert report.mentions == [] and alice.get(kept).text == dated
     if backend == "sqlite":  # the kept turn is sealed: the scan finds nothing to excuse
-        _, scan = alice.service.requests.scan_files(report.request_id)
+        _, scan = alice._service.requests.scan_files(report.request_id)
         assert scan is not None and scan.status == "ok"

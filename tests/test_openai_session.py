@@ -104,7 +104,7 @@ def test_pop_item_erases_the_newest_item_with_a_forget_request(alice: MemoryLedg
     assert popped == _user("second") and left == [_user("first")]
     assert report is not None and report.completed and len(report.targets) == 1
     assert alice.get(report.targets[0]).erased
-    assert alice.service.requests.verify(report.request_id).failed_stores == []
+    assert alice._service.requests.verify(report.request_id).failed_stores == []
     assert asyncio.run(session.pop_item()) == _user("first")
     assert asyncio.run(session.pop_item()) is None
 
@@ -177,7 +177,7 @@ def test_forgetting_a_folded_turn_erases_the_summary_and_damages_no_other_turn(
     assert alice.get(summary.item_id).erased
     # The scan finds none of the summary's words left: its labels and header are no
     # vocabulary kept in clear (an `assistant` subject is an identifier, shared).
-    assert alice.service.requests.verify(report.request_id).failed_stores == []
+    assert alice._service.requests.verify(report.request_id).failed_stores == []
     # The other folded turns are intact; a new summary folds them again, without the first.
     shown = asyncio.run(session.get_items())
     assert shown[1:] == said[3:]
@@ -303,10 +303,10 @@ def test_session_basis_turns_expire_and_end_with_the_session(alice: MemoryLedger
     session = MemoryLedgerSession("chat-1", alice, max_turns=2, retention_basis="session")
     asyncio.run(session.add_items([_user("one"), _user("two"), _user("three")]))
     assert session.summary() is not None
-    started = alice.service.clock()
-    alice.service.clock = lambda: started + timedelta(days=31)
+    started = alice._service.clock()
+    alice._service.clock = lambda: started + timedelta(days=31)
     assert asyncio.run(session.get_items()) == [] and session.summary() is None
-    alice.service.clock = lambda: started
+    alice._service.clock = lambda: started
     assert len(asyncio.run(session.get_items())) == 2, "the summary and the newest item"
     [ended] = alice.end_session("chat-1")
     assert ended.completed and ended.basis == "session_end" and len(ended.targets) == 4

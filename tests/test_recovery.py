@@ -34,7 +34,7 @@ def fill(settings: Settings) -> tuple[str, str]:
         alice = service.for_principal(ALICE)
         live = alice.remember(fact("city", "Hangzhou")).item_id
         alice.remember(turn("I work at Globex Corporation"))
-        assert Consolidator(service).run_all() == (1, 0)
+        assert Consolidator(service.job_context).run_all() == (1, 0)
         (employer,) = alice.recall(predicate="employer")
         alice.forget_conclusion(employer.item_id)
         service.rebuild()

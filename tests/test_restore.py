@@ -134,7 +134,7 @@ def test_an_expiry_and_a_redaction_after_the_backup_are_replayed(
         note = alice.remember(fact("note", "call Dr. Wang at 555-0199")).item_id
         kept = alice.remember(fact("city", "Hangzhou")).item_id
         path = _backup(service, tmp_path)
-        [expired] = expire_due(service, datetime.now(UTC) + timedelta(days=91))
+        [expired] = expire_due(service.job_context, datetime.now(UTC) + timedelta(days=91))
         assert expired.completed
         assert alice.redact(note, spans=["555-0199"]).completed
     result = _restore(store, path)
@@ -277,7 +277,7 @@ def test_a_restore_killed_after_any_step_is_finished_by_running_it_again(
         from memory_ledger.ledger import LifecycleLedger
         from memory_ledger.restore.restore import restore
         settings = {_settings_code(store)}
-        master, _ = load_master_key(settings.data_dir, allow_dev_key=False)
+        master, _ = load_master_key(settings, allow_dev_key=False)
         with LifecycleLedger(settings) as ledger:
             restore(__import__("pathlib").Path({str(path)!r}), settings, master, ledger,
                     datetime.now(UTC))
@@ -379,8 +379,8 @@ def test_a_forgets_receipt_names_the_backups_that_still_hold_sealed_copies(
         [later] = [r for r in alice.forget(after).receipts if r.store == "backups"]
         assert later.evidence["backups_holding_sealed_copies"] == 0  # written after both
         # Backup retention destroys them at their expiry, and the ledger records it.
-        assert destroy_expired(service, datetime.now(UTC))["destroyed"] == 0
-        gone = destroy_expired(service, datetime.now(UTC) + timedelta(days=31))
+        assert destroy_expired(service.job_context, datetime.now(UTC))["destroyed"] == 0
+        gone = destroy_expired(service.job_context, datetime.now(UTC) + timedelta(days=31))
         assert gone["destroyed"] == 2 and not first.exists() and not second.exists()
         kinds = [e.entry_type for e in service.ledger.entries(first.name)]
         assert kinds == ["backup", "backup_destroyed"]
@@ -612,7 +612,7 @@ def test_key_destructions_after_the_backup_are_replayed_too(
         kept = alice.remember(fact("city", "Hangzhou")).item_id
         service.runner.catch_up()
         path = _backup(service, tmp_path)
-        assert close_elapsed_windows(service, timedelta(0)) == [first.request_id]
+        assert close_elapsed_windows(service.job_context, timedelta(0)) == [first.request_id]
         gone = service.for_principal(bob).forget_scope({"kind": "namespace"})
         assert gone.completed
     _restore(store, path)

@@ -17,17 +17,17 @@ def test_consolidation_extracts_inferences_pinned_to_their_turn(
     alice: MemoryLedger, service: MemoryService
 ) -> None:
     said = alice.remember(turn(SAID, turn_id="t1"))
-    written, refused = Consolidator(service).run_once(alice)
+    written, refused = Consolidator(service.job_context).run_once(alice)
     assert (written, refused) == (1, 0), "the seat preference waits for a second turn"
     alice.remember(turn("Again, give me a window seat.", turn_id="t2"))
-    assert Consolidator(service).run_once(alice) == (1, 0)
+    assert Consolidator(service.job_context).run_once(alice) == (1, 0)
     by_predicate = {
         m.predicate: m for m in alice.recall(kind="fact") + alice.recall(kind="preference")
     }
     assert by_predicate["home_address"].text == "18 Haisong Road, Hangzhou"
     assert by_predicate["home_address"].origin == "inferred"
     assert by_predicate["seat"].origin == "observed"
-    assert Consolidator(service).run_once(alice) == (0, 0), "each turn is read once"
+    assert Consolidator(service.job_context).run_once(alice) == (0, 0), "each turn is read once"
     assert said.item_id
 
 
@@ -36,7 +36,7 @@ def test_race_consolidation_reads_then_deletion_lands_then_commit_is_refused(
 ) -> None:
     said = alice.remember(turn(SAID, turn_id="t1"))
     kept = alice.remember(fact("employer", "Acme Corp"))
-    consolidator = Consolidator(service)
+    consolidator = Consolidator(service.job_context)
     proposals = consolidator.read(alice)  # 1. the job reads the turn (version 1)
     assert any(p.write for p in proposals)
     report = alice.forget(said.item_id)  # 2. the deletion lands
@@ -44,7 +44,7 @@ def test_race_consolidation_reads_then_deletion_lands_then_commit_is_refused(
     written, refused = consolidator.commit(alice, proposals)  # 3. the job commits
     assert (written, refused) == (0, 1)  # the address (the seat waits for more evidence)
     assert [m.item_id for m in alice.recall()] == [kept.item_id]
-    assert Consolidator(service).run_once(alice) == (0, 0)
+    assert Consolidator(service.job_context).run_once(alice) == (0, 0)
     if settings.postgres is None:
         assert file_bytes_contain(sqlite_files(settings), "Haisong") == []
 
@@ -55,7 +55,7 @@ def test_the_check_is_atomic_with_the_append(
     """The deletion lands after the API's own pre-check and before the append: the
     version check inside the append's transaction must still refuse the write."""
     said = alice.remember(turn(SAID, turn_id="t1"))
-    [proposal, *_] = [p for p in Consolidator(service).read(alice) if p.write]
+    [proposal, *_] = [p for p in Consolidator(service.job_context).read(alice) if p.write]
     original = MemoryLedger._check_inputs
 
     def check_then_delete(self: MemoryLedger, write):  # type: ignore[no-untyped-def]
@@ -75,10 +75,10 @@ def test_a_suppressed_conclusion_is_not_derived_again(
     alice: MemoryLedger, service: MemoryService
 ) -> None:
     alice.remember(turn("I work at Globex Corporation", turn_id="t4"))
-    Consolidator(service).run_once(alice)
+    Consolidator(service.job_context).run_once(alice)
     [conclusion] = alice.recall(predicate="employer")
     alice.forget_conclusion(conclusion.item_id)
-    assert Consolidator(service).run_once(alice) == (0, 0)
+    assert Consolidator(service.job_context).run_once(alice) == (0, 0)
     assert alice.recall(predicate="employer") == []
     assert [m.text for m in alice.recall(kind="turn")] == ["I work at Globex Corporation"]
 
@@ -87,10 +87,10 @@ def test_an_erased_conclusion_is_not_derived_again(
     alice: MemoryLedger, service: MemoryService
 ) -> None:
     alice.remember(turn("I am allergic to peanuts", turn_id="t5"))
-    Consolidator(service).run_once(alice)
+    Consolidator(service.job_context).run_once(alice)
     [conclusion] = alice.recall(predicate="allergy")
     assert alice.forget(conclusion.item_id).completed
-    assert Consolidator(service).run_once(alice) == (0, 0)
+    assert Consolidator(service.job_context).run_once(alice) == (0, 0)
     assert alice.recall(predicate="allergy") == []
 
 

@@ -26,8 +26,8 @@ def test_expired_items_are_erased_like_a_forget_and_the_rest_stays(
     alice.remember(turn("a turn without retention"))
 
     now = T0 + timedelta(hours=2)
-    assert due_items(service, now) == {"acme/alice": [soon]}
-    [report] = expire_due(service, now)
+    assert due_items(service.job_context, now) == {"acme/alice": [soon]}
+    [report] = expire_due(service.job_context, now)
 
     assert report.completed, report.to_dict()
     assert report.targets == [soon] and report.basis == "retention_expiry"
@@ -38,7 +38,7 @@ def test_expired_items_are_erased_like_a_forget_and_the_rest_stays(
     assert [e.reason for e in erased] == ["retention_expiry"]
     assert alice.get(soon).erased and not alice.get(later).erased
     assert {m.item_id for m in alice.recall()} >= {later, kept}
-    assert expire_due(service, now) == []  # idempotent: nothing is due twice
+    assert expire_due(service.job_context, now) == []  # idempotent: nothing is due twice
     if settings.postgres is None:
         _, scan = service.requests.scan_files(report.request_id)
         assert scan is not None and scan.status == "ok"
@@ -48,8 +48,12 @@ def test_expired_items_are_erased_like_a_forget_and_the_rest_stays(
 def test_a_later_sweep_takes_what_became_due(alice: MemoryLedger, service: MemoryService) -> None:
     first = alice.remember(expiring("first", hours=1)).item_id
     second = alice.remember(expiring("second", hours=5)).item_id
-    assert [r.targets for r in expire_due(service, T0 + timedelta(hours=2))] == [[first]]
-    assert [r.targets for r in expire_due(service, T0 + timedelta(hours=6))] == [[second]]
+    assert [r.targets for r in expire_due(service.job_context, T0 + timedelta(hours=2))] == [
+        [first]
+    ]
+    assert [r.targets for r in expire_due(service.job_context, T0 + timedelta(hours=6))] == [
+        [second]
+    ]
 
 
 def test_namespaces_get_requests_of_their_own(
@@ -57,7 +61,7 @@ def test_namespaces_get_requests_of_their_own(
 ) -> None:
     mine = alice.remember(expiring("alice's", hours=1)).item_id
     theirs = bob.remember(expiring("bob's", hours=1)).item_id
-    reports = expire_due(service, T0 + timedelta(hours=3))
+    reports = expire_due(service.job_context, T0 + timedelta(hours=3))
     assert {(r.namespace, tuple(r.targets)) for r in reports} == {
         ("acme/alice", (mine,)),
         ("acme/bob", (theirs,)),
@@ -88,5 +92,5 @@ def test_the_sweep_reports_its_progress_per_request(
     alice.remember(expiring("alice's", hours=1))
     bob.remember(expiring("bob's", hours=1))
     seen: list[tuple[str, int, int]] = []
-    reports = expire_due(service, T0 + timedelta(hours=3), lambda *a: seen.append(a))
+    reports = expire_due(service.job_context, T0 + timedelta(hours=3), lambda *a: seen.append(a))
     assert len(reports) == 2 and seen == [("retention", 1, 2), ("retention", 2, 2)]

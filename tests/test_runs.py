@@ -223,7 +223,7 @@ def test_finishing_erases_scratch_and_checkpoints_and_the_run_expires(
     service.compact()
     for word in ("Zq6scratch", "Zq6artifact"):
         assert not store_bytes_contain(service.settings, word)
-    reports = expire_due(service, now() + timedelta(days=31))
+    reports = expire_due(service.job_context, now() + timedelta(days=31))
     assert sum(len(r.targets) for r in reports) == 1  # the run's record, at its TTL
     with pytest.raises(NotFound, match="erased"):
         alice.runs.get(run_id)
@@ -302,7 +302,7 @@ def test_run_state_is_bounded_and_validated(alice: MemoryLedger) -> None:
         alice.runs.begin_step(_running(alice), 2, "bad step id!")
     with pytest.raises(NotFound):
         alice.runs.get("00000000-0000-4000-8000-000000000000")
-    bob = alice.service.for_principal(Principal("acme", "bob"))
+    bob = alice._service.for_principal(Principal("acme", "bob"))
     with pytest.raises(NotFound):
         bob.runs.get(_running(alice))
 

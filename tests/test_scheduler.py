@@ -20,7 +20,7 @@ from uuid import UUID
 
 import pytest
 from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
-from factories import T0, cli, expiring, fact
+from factories import T0, cli, expiring, fact, jobs_reread, reread
 
 from memory_ledger.api import MemoryLedger, MemoryService
 from memory_ledger.config import Settings
@@ -153,8 +153,8 @@ def test_a_job_cannot_record_content_in_its_counts(
     def leaky(*_: object) -> dict[str, int]:
         return {"erased": 1, "value": "18 Haisong Road"}  # type: ignore[dict-item]
 
-    monkeypatch.setitem(JOBS, "leaky", JobSpec("leaky", "returns content", lambda: 60.0, leaky))
-    result = execute(service, "leaky", T0, runs=runs)
+    monkeypatch.setitem(JOBS, "leaky", JobSpec("leaky", "returns content", lambda _: 60.0, leaky))
+    result = execute(service.job_context, "leaky", T0, runs=runs)
     assert result.outcome == FAILED and result.error is not None
     assert result.error.startswith("InvalidWrite") and "Haisong" not in result.error
     [record] = runs.recent("leaky")
@@ -167,9 +167,9 @@ def test_a_bug_is_recorded_by_class_name_only_and_raised(
     def buggy(*_: object) -> dict[str, int]:
         raise ValueError("18 Haisong Road")  # not ours: its message may carry content
 
-    monkeypatch.setitem(JOBS, "buggy", JobSpec("buggy", "has a bug", lambda: 60.0, buggy))
+    monkeypatch.setitem(JOBS, "buggy", JobSpec("buggy", "has a bug", lambda _: 60.0, buggy))
     with pytest.raises(ValueError):
-        execute(service, "buggy", T0, runs=runs)
+        execute(service.job_context, "buggy", T0, runs=runs)
     [record] = runs.recent("buggy")
     assert (record.outcome, record.error) == (FAILED, "ValueError")
     assert runs.lease("buggy") is None
@@ -186,7 +186,7 @@ def test_a_held_lease_keeps_another_service_from_running_the_job(
     holding = runs.begin("retention")  # the first scheduler is running the sweep
     assert isinstance(holding, str)
     with MemoryService(settings) as other, RunStore(settings) as other_runs:
-        result = execute(other, "retention", now, runs=other_runs)
+        result = execute(other.job_context, "retention", now, runs=other_runs)
         assert result.outcome == SKIPPED and result.run_id is None
         assert result.held_by is not None and result.held_by.run_id == holding
         assert not any(alice.get(i).erased for i in due) and _retention_requests(service) == []
@@ -194,9 +194,9 @@ def test_a_held_lease_keeps_another_service_from_running_the_job(
         assert (record.run_id, record.outcome) == (holding, RUNNING)
 
         runs.finish("retention", holding, OK, {})
-        done = execute(other, "retention", now, runs=other_runs)
+        done = execute(other.job_context, "retention", now, runs=other_runs)
         assert done.outcome == OK and done.counts["items"] == 3
-        again = execute(service, "retention", now, runs=runs)
+        again = execute(service.job_context, "retention", now, runs=runs)
         assert again.outcome == OK and again.counts["items"] == 0
     assert all(_erasures(service, i) == 1 for i in due)
     assert len(_retention_requests(service)) == 1
@@ -228,7 +228,7 @@ def test_the_lease_setting_is_bounded(settings: Settings, monkeypatch: pytest.Mo
     for raw in ("0", "5", "99999", "nan", "soon"):
         monkeypatch.setenv("MEMORY_LEDGER_JOB_LEASE_SECONDS", raw)
         with pytest.raises(ConfigurationError, match="MEMORY_LEDGER_JOB_LEASE_SECONDS"):
-            RunStore(settings)
+            RunStore(reread(settings))
     with pytest.raises(InvalidWrite):
         RunStore(settings, lease_seconds=1)
 
@@ -278,7 +278,7 @@ def test_the_job_store_survives_a_restart_and_missed_runs_coalesce(
     service: MemoryService, settings: Settings, runs: RunStore
 ) -> None:
     name = "verification-window"
-    first = start_scheduler(service, [name])
+    first = start_scheduler(service.job_context, [name])
     try:
         _wait_for(lambda: _ended(runs, name), "the first run at start")
     finally:
@@ -290,7 +290,7 @@ def test_the_job_store_survives_a_restart_and_missed_runs_coalesce(
 
     # A restart reads the next run time back instead of running the job again. (The
     # new job runs at once, so by its record the scheduler has looked at both.)
-    second = start_scheduler(service, [name, "file-vacuum"])
+    second = start_scheduler(service.job_context, [name, "file-vacuum"])
     try:
         _wait_for(lambda: _ended(runs, "file-vacuum"), "file-vacuum's first run")
         assert scheduled_jobs(settings)[name].next_run_time == stored.next_run_time
@@ -306,7 +306,7 @@ def test_the_job_store_survives_a_restart_and_missed_runs_coalesce(
     store.shutdown()
     assert set(scheduled_jobs(settings)) == {name, "file-vacuum"}
 
-    third = start_scheduler(service, [name])  # `file-vacuum` is not scheduled any more
+    third = start_scheduler(service.job_context, [name])  # `file-vacuum` is not scheduled any more
     try:
         _wait_for(lambda: _ended(runs, name, count=2), "the coalesced run")
     finally:
@@ -327,9 +327,9 @@ def test_a_failing_job_is_recorded_failed_and_the_scheduler_keeps_going(
     def boom(*_: object) -> dict[str, int]:
         raise ConfigurationError("MEMORY_LEDGER_BOOM must be a number")
 
-    spec = JobSpec("boom", "always fails", lambda: MIN_EVERY_MINUTES, boom)
+    spec = JobSpec("boom", "always fails", lambda _: MIN_EVERY_MINUTES, boom)
     monkeypatch.setitem(JOBS, "boom", spec)
-    scheduler = start_scheduler(service, ["boom", "verification-window"])
+    scheduler = start_scheduler(service.job_context, ["boom", "verification-window"])
     try:
         _wait_for(lambda: _ended(runs, "boom", FAILED, count=3), "three failed runs")
         _wait_for(lambda: _ended(runs, "verification-window"), "the other job's run")
@@ -348,15 +348,15 @@ def test_one_scheduler_per_process_and_bad_settings_stop_the_start(
     threads = threading.active_count()
     monkeypatch.setenv("MEMORY_LEDGER_RETENTION_MINUTES", "0")
     with pytest.raises(ConfigurationError, match="MEMORY_LEDGER_RETENTION_MINUTES"):
-        start_scheduler(service)
+        start_scheduler(jobs_reread(service))
     monkeypatch.delenv("MEMORY_LEDGER_RETENTION_MINUTES")
     with pytest.raises(InvalidWrite, match="nothing was started"):
-        start_scheduler(service, ["retention"], {"retention": 0.0})
+        start_scheduler(service.job_context, ["retention"], {"retention": 0.0})
     assert threading.active_count() == threads
-    scheduler = start_scheduler(service, ["verification-window"])
+    scheduler = start_scheduler(service.job_context, ["verification-window"])
     try:
         with pytest.raises(ConfigurationError, match="already running"):
-            start_scheduler(service, ["file-vacuum"])
+            start_scheduler(service.job_context, ["file-vacuum"])
     finally:
         scheduler.shutdown(wait=True)
 

@@ -84,7 +84,7 @@ def test_no_forgotten_token_survives_anywhere(settings: Settings) -> None:
         again = alice.forget(stored[0].item_id)  # idempotent, one more request
         assert again.completed
 
-        Consolidator(service).run_all()
+        Consolidator(service.job_context).run_all()
         service.rebuild()
         _, scan_receipt = service.requests.scan_files(by_category.request_id)
         if settings.postgres is None:

@@ -9,12 +9,11 @@ import shutil
 from pathlib import Path
 
 import pytest
-from factories import fact, turn
+from factories import fact, reread, turn
 
 from memory_ledger.api import MemoryService
-from memory_ledger.config import Settings
+from memory_ledger.config import SIDE_BY_SIDE_ENV, Settings
 from memory_ledger.principal import Principal
-from memory_ledger.projections.side_by_side import SIDE_BY_SIDE_ENV
 from memory_ledger.projections.vector_index import VECTORS_DIR
 from memory_ledger.retrieval.embedders import HashingEmbedder
 
@@ -45,11 +44,11 @@ def test_a_rebuild_gives_the_index_one_process_builds(
     side_by_side: str,
 ) -> None:
     monkeypatch.setattr(os, "cpu_count", lambda: 2)  # the second process, on any machine
-    with MemoryService(settings) as service:
+    monkeypatch.setenv(SIDE_BY_SIDE_ENV, side_by_side)  # read with the settings
+    with MemoryService(reread(settings)) as service:
         ids = _fill(service)
         before = _index(service)
         shutil.rmtree(settings.data_dir / VECTORS_DIR)
-        monkeypatch.setenv(SIDE_BY_SIDE_ENV, side_by_side)
         with caplog.at_level(logging.WARNING, logger="memory_ledger"):
             service.rebuild()
         after = _index(service)
@@ -61,12 +60,12 @@ def test_a_rebuild_gives_the_index_one_process_builds(
 def test_a_child_with_another_embedder_leaves_the_rebuild_to_the_parent(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv(SIDE_BY_SIDE_ENV, "1")  # read with the settings
     settings = Settings.resolve(tmp_path / "data")
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     # The environment names `hashing` (256): the store's embedder differs, so the
     # child must not build an index of the wrong kind.
     with MemoryService(settings, embedder=HashingEmbedder(64)) as service:
-        monkeypatch.setenv(SIDE_BY_SIDE_ENV, "1")
         _fill(service)
         rows = service.vectors.status()["rows"]
         shutil.rmtree(settings.data_dir / VECTORS_DIR)

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from factories import fact, later, preference, provenance, turn
+from factories import fact, later, preference, provenance, reread, turn
 from typer.testing import CliRunner
 
 import memory_ledger.projections.vector_codes as vector_codes
@@ -540,14 +540,14 @@ def test_a_manifest_of_another_dimension_is_rebuilt_for_the_configured_embedder(
     settings: Settings, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setenv(EMBEDDER_ENV, "hashing:128")
-    with MemoryService(settings) as service:
+    with MemoryService(reread(settings)) as service:
         assert service.vectors.dimension == 128
         address = service.for_principal(ALICE).remember(fact("home_address", ADDRESS)).item_id
         service.vectors.catch_up()
     monkeypatch.setenv(EMBEDDER_ENV, "hashing")
     with (
         caplog.at_level(logging.WARNING, logger="memory_ledger.vectors"),
-        MemoryService(settings) as service,
+        MemoryService(reread(settings)) as service,
     ):
         assert service.vectors.search(ALICE.namespace, q(ADDRESS), 5) == []
         assert "hashing-128" in caplog.text and "hashing-256" in caplog.text
@@ -763,7 +763,7 @@ def test_the_scheduler_and_a_full_rebuild_include_the_vector_index(
     alice: MemoryLedger, service: MemoryService, embedder: CountingEmbedder
 ) -> None:
     alice.remember(fact("city", "Hangzhou"))
-    _catch_up(service)
+    _catch_up(service.job_context)
     assert service.vectors.status()["position"] == service.log.max_position()
     assert len(embedder.calls) == 1
     service.rebuild(["facts"])
@@ -789,7 +789,7 @@ def test_the_default_embedder_finds_a_chinese_memory_for_an_english_query(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(EMBEDDER_ENV, "use")
-    with MemoryService(settings) as service:
+    with MemoryService(reread(settings)) as service:
         assert isinstance(service.vectors.embedder, UniversalSentenceEncoder)
         ledger = service.for_principal(ALICE)
         stored = ledger.remember_many(

@@ -6,12 +6,13 @@ import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from factories import fact
+from factories import fact, jobs_reread
 
 from memory_ledger.api import MemoryLedger, MemoryService
+from memory_ledger.config import Settings
 from memory_ledger.errors import ConfigurationError
 from memory_ledger.jobs.projection_catchup import start_catchup_scheduler
-from memory_ledger.jobs.verification_window import CLOSED, close_elapsed_windows, window_from_env
+from memory_ledger.jobs.verification_window import CLOSED, close_elapsed_windows, window_setting
 
 
 def _closing_receipts(service: MemoryService, request_id: str) -> list[dict]:
@@ -30,10 +31,12 @@ def test_a_window_closes_only_after_it_has_elapsed(
     window = timedelta(days=30)
     now = datetime.now(UTC)
 
-    assert close_elapsed_windows(service, window, now + timedelta(days=29)) == []
+    assert close_elapsed_windows(service.job_context, window, now + timedelta(days=29)) == []
     assert service.requests.residue.fingerprints(report.request_id) is not None
 
-    assert close_elapsed_windows(service, window, now + timedelta(days=31)) == [report.request_id]
+    assert close_elapsed_windows(service.job_context, window, now + timedelta(days=31)) == [
+        report.request_id
+    ]
     assert service.requests.residue.fingerprints(report.request_id) is None
     assert _closing_receipts(service, report.request_id) == [
         {
@@ -47,14 +50,17 @@ def test_a_window_closes_only_after_it_has_elapsed(
     ]
     assert "window has closed" in service.requests.verify(report.request_id).residue_scan
     # Closed once: a later run neither repeats it nor touches requests still open.
-    assert close_elapsed_windows(service, window, now + timedelta(days=90)) == []
+    assert close_elapsed_windows(service.job_context, window, now + timedelta(days=90)) == []
     assert service.ledger.verify().ok
 
 
 def test_unfinished_requests_keep_their_window(alice: MemoryLedger, service: MemoryService) -> None:
     stored = alice.remember(fact("home_address", "18 Haisong Road"))
     dry = alice.forget_scope({"kind": "item", "item_ids": [stored.item_id]}, dry_run=True)
-    assert close_elapsed_windows(service, timedelta(0), datetime.now(UTC) + timedelta(1)) == []
+    assert (
+        close_elapsed_windows(service.job_context, timedelta(0), datetime.now(UTC) + timedelta(1))
+        == []
+    )
     assert _closing_receipts(service, dry.request_id) == []
 
 
@@ -64,7 +70,7 @@ def test_the_scheduler_closes_elapsed_windows(
 ) -> None:
     report = alice.forget(alice.remember(fact("home_address", "18 Haisong Road")).item_id)
     monkeypatch.setenv("MEMORY_LEDGER_VERIFICATION_DAYS", "0")
-    scheduler = start_catchup_scheduler(service, interval=60)
+    scheduler = start_catchup_scheduler(jobs_reread(service), interval=60)
     try:
         closed = threading.Event()
         for _ in range(100):
@@ -82,8 +88,8 @@ def test_the_scheduler_closes_elapsed_windows(
 def test_a_bad_window_setting_is_refused(raw: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MEMORY_LEDGER_VERIFICATION_DAYS", raw)
     with pytest.raises(ConfigurationError, match="MEMORY_LEDGER_VERIFICATION_DAYS"):
-        window_from_env()
+        window_setting(Settings.from_env())
 
 
 def test_the_default_window_is_thirty_days() -> None:
-    assert window_from_env() == timedelta(days=30)
+    assert window_setting(Settings.from_env()) == timedelta(days=30)

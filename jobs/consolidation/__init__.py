@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -49,7 +48,7 @@ from uuid import UUID
 from pydantic import ValidationError
 from sqlalchemy import Column, Index, Table, Text, delete, select
 
-from memory_ledger.api import MemoryLedger, MemoryService
+from memory_ledger.config import Settings
 from memory_ledger.errors import (
     ConfigurationError,
     InvalidTransition,
@@ -66,8 +65,8 @@ from memory_ledger.jobs.consolidation.extractors import (
     Turn,
     load_extractor,
 )
+from memory_ledger.jobs.context import JobContext, NamespaceLedger
 from memory_ledger.policy.retention import inherited_retention
-from memory_ledger.principal import Principal
 from memory_ledger.projections.base import metadata
 from memory_ledger.projections.catalog import catalog, unexpired
 from memory_ledger.projections.facts import LIVE_STATUSES, facts
@@ -227,12 +226,12 @@ class _Held:
 
 
 class Consolidator:
-    """The consolidation job for one service. Settings are read once, here, and a bad
+    """The consolidation job for one store. Settings are read once, here, and a bad
     one fails here with a ConfigurationError, before anything is read."""
 
     def __init__(
         self,
-        service: MemoryService,
+        context: JobContext,
         *,
         extractor: Extractor | None = None,
         promote_after: int | None = None,
@@ -240,11 +239,12 @@ class Consolidator:
         batch_size: int = DEFAULT_BATCH,
         now: datetime | None = None,
     ) -> None:
-        self.service = service
-        self.extractor = extractor if extractor is not None else load_extractor()
-        self.promote_after = _promote_after(promote_after)
+        self.context = context
+        settings = context.settings
+        self.extractor = extractor if extractor is not None else load_extractor(settings.extractor)
+        self.promote_after = _promote_after(promote_after, settings)
         self.allow_third_party = (
-            _env_flag(THIRD_PARTY_ENV) if allow_third_party is None else allow_third_party
+            settings.flag(THIRD_PARTY_ENV) if allow_third_party is None else allow_third_party
         )
         if isinstance(batch_size, bool) or not 1 <= batch_size <= MAX_BATCH:
             raise ConfigurationError(f"batch_size must be from 1 to {MAX_BATCH}")
@@ -252,18 +252,18 @@ class Consolidator:
         self.now = now
         #: Every count since this job was made (see COUNTS).
         self.counts: Counter[str] = Counter()
-        metadata.create_all(service.engine, tables=[consolidated, pending])
+        metadata.create_all(context.engine, tables=[consolidated, pending])
 
     # -- reading -----------------------------------------------------------------------
 
-    def read(self, ledger: MemoryLedger) -> Reading:
+    def read(self, ledger: NamespaceLedger) -> Reading:
         """Proposals from turns not read yet (one batch), with the namespace's pending
         evidence. Nothing is written here."""
-        self.service.runner.catch_up()
+        self.context.runner.catch_up()
         now = canonical_time(self.now or datetime.now(UTC))
         namespace = ledger.namespace
         counts: Counter[str] = Counter()
-        with self.service.engine.connect() as conn:
+        with self.context.engine.connect() as conn:
             new_rows = self._turn_rows(conn, namespace, now, new=True)
             pending_rows = self._turn_rows(conn, namespace, now, new=False)
             pending_seen = set(
@@ -330,7 +330,7 @@ class Consolidator:
             t.namespace == namespace,
             t.suppressed.is_(False),
             t.sealed.is_not(None),
-            unexpired(self.service.retention, t.item_id),
+            unexpired(self.context.retention(), t.item_id),
         )
         if new:
             query = (
@@ -354,12 +354,12 @@ class Consolidator:
 
     def _times(self) -> dict[str, str]:
         """The retention policy's parameters at the job's `now` (see `unexpired`)."""
-        return self.service.retention.cutoffs(self.now or datetime.now(UTC))
+        return self.context.retention().cutoffs(self.now or datetime.now(UTC))
 
     def _open(self, rows: list[Any], counts: Counter[str]) -> list[_Row | None]:
         """Decrypt the turns' content and candidates (one key-store query for all), in
         order; None for a turn whose key is gone."""
-        log_ = self.service.log
+        log_ = self.context.log
         keys = log_.keys_for(sorted({r.item_id for r in rows}))
         out: list[_Row | None] = []
         for r in rows:
@@ -453,7 +453,7 @@ class Consolidator:
                     f.namespace == namespace,
                     f.predicate.in_(predicates),
                     f.status.in_(LIVE_STATUSES),
-                    unexpired(self.service.retention, f.item_id),
+                    unexpired(self.context.retention(), f.item_id),
                 ),
             ),
             (
@@ -470,12 +470,12 @@ class Consolidator:
                 ).where(
                     p.namespace == namespace,
                     p.predicate.in_(predicates),
-                    unexpired(self.service.retention, p.item_id),
+                    unexpired(self.context.retention(), p.item_id),
                 ),
             ),
         ]
         rows: list[tuple[str, Any]] = []
-        with self.service.engine.connect() as conn:
+        with self.context.engine.connect() as conn:
             for kind, query in queries:
                 rows.extend(
                     (kind, r)
@@ -489,7 +489,7 @@ class Consolidator:
                     select(c.item_id, c.derived_from).where(c.item_id.in_(ids[start : start + 500]))
                 ):
                     cited[item_id] = frozenset(json.loads(raw))
-        log_ = self.service.log
+        log_ = self.context.log
         keys = log_.keys_for(sorted(set(ids)))
         held: dict[CanonicalKey, list[_Held]] = {}
         for kind, r in rows:
@@ -560,7 +560,7 @@ class Consolidator:
     ) -> Proposal | None:
         """A new item citing the existing item's turns and the new ones, which replaces
         it: the evidence grows, and forgetting any of the turns still cascades."""
-        log_ = self.service.log
+        log_ = self.context.log
         item = log_.get(UUID(existing.item_id))
         old = [(str(r["item_id"]), int(r["version"])) for r in item.derived_from]
         for item_id, version in old:
@@ -623,9 +623,9 @@ class Consolidator:
         from their catalog rows: the policy in force decides their expiry). None when
         no turn expires and all are of basis `indefinite`: the write's default."""
         ids = [t.item_id for t in turns]
-        with self.service.engine.connect() as conn:
+        with self.context.engine.connect() as conn:
             rows = conn.execute(select(catalog).where(catalog.c.item_id.in_(ids))).mappings()
-            found = inherited_retention(self.service.retention, [dict(r) for r in rows])
+            found = inherited_retention(self.context.retention(), [dict(r) for r in rows])
         if found is None or found == {"basis": "indefinite"}:
             return None
         return found
@@ -633,7 +633,7 @@ class Consolidator:
     # -- committing --------------------------------------------------------------------
 
     def commit(
-        self, ledger: MemoryLedger, proposals: Reading | Sequence[Proposal]
+        self, ledger: NamespaceLedger, proposals: Reading | Sequence[Proposal]
     ) -> tuple[int, int]:
         """Write what is still valid; returns (written, refused). The turns read are
         recorded as read, and the pending evidence as it now stands."""
@@ -671,7 +671,7 @@ class Consolidator:
         self.counts.update(counts)
         return counts["written"], counts["refused"]
 
-    def _suppress_merged(self, ledger: MemoryLedger, proposal: Proposal) -> None:
+    def _suppress_merged(self, ledger: NamespaceLedger, proposal: Proposal) -> None:
         """Stop using what the new item replaced, if it is still as it was read. An item
         erased or changed meanwhile is left alone (the dedupe job finds any pair left)."""
         for item_id, version in proposal.merges:
@@ -684,7 +684,7 @@ class Consolidator:
     def _record(self, reading: Reading, refused_turns: set[str]) -> None:
         """One transaction: the turns read, and the namespace's pending evidence."""
         after = reading.pending_after | (refused_turns - {""})
-        with self.service.engine.begin() as conn:
+        with self.context.engine.begin() as conn:
             read = reading.turns_read
             known: set[str] = set()
             for start in range(0, len(read), 500):
@@ -711,7 +711,7 @@ class Consolidator:
 
     # -- running -----------------------------------------------------------------------
 
-    def consolidate(self, ledger: MemoryLedger) -> dict[str, int]:
+    def consolidate(self, ledger: NamespaceLedger) -> dict[str, int]:
         """Every unread turn of the namespace, batch after batch; the counts."""
         total: Counter[str] = Counter()
         while True:
@@ -722,18 +722,18 @@ class Consolidator:
                 break
         return {name: total[name] for name in COUNTS}
 
-    def run_once(self, ledger: MemoryLedger) -> tuple[int, int]:
+    def run_once(self, ledger: NamespaceLedger) -> tuple[int, int]:
         counts = self.consolidate(ledger)
         return counts["written"], counts["refused"]
 
     def consolidate_all(self) -> dict[str, int]:
         """One pass over every namespace that has turns; the counts summed."""
-        self.service.runner.catch_up()
-        with self.service.engine.connect() as conn:
+        self.context.runner.catch_up()
+        with self.context.engine.connect() as conn:
             namespaces = sorted(set(conn.execute(select(transcripts.c.namespace)).scalars()))
         total: Counter[str] = Counter()
         for namespace in namespaces:
-            ledger = self.service.for_principal(Principal.from_namespace(namespace))
+            ledger = self.context.ledger_for(namespace)
             total.update(self.consolidate(ledger))
         return {name: total[name] for name in COUNTS}
 
@@ -743,14 +743,14 @@ class Consolidator:
         return counts["written"], counts["refused"]
 
 
-def consolidate_all(service: MemoryService, now: datetime | None = None) -> dict[str, int]:
+def consolidate_all(context: JobContext, now: datetime | None = None) -> dict[str, int]:
     """The scheduled job: one pass over every namespace, with the counts (COUNTS)."""
-    return Consolidator(service, now=now).consolidate_all()
+    return Consolidator(context, now=now).consolidate_all()
 
 
-def _promote_after(value: int | None) -> int:
+def _promote_after(value: int | None, settings: Settings) -> int:
     if value is None:
-        raw = os.environ.get(PROMOTION_ENV, "").strip()
+        raw = settings.text(PROMOTION_ENV)
         if not raw:
             return DEFAULT_PROMOTE_AFTER
         if not raw.isdigit():
@@ -763,12 +763,3 @@ def _promote_after(value: int | None) -> int:
             f"{PROMOTION_ENV}: a whole number of turns from 1 to {MAX_PROMOTE_AFTER}"
         )
     return value
-
-
-def _env_flag(name: str) -> bool:
-    raw = os.environ.get(name, "").strip().lower()
-    if raw in ("", "0", "false", "no", "off"):
-        return False
-    if raw in ("1", "true", "yes", "on"):
-        return True
-    raise ConfigurationError(f"{name}: expected 1/true/yes or 0/false/no")

@@ -16,7 +16,6 @@ a turn whose extraction raised is read again on the next run.
 from __future__ import annotations
 
 import importlib
-import os
 import re
 import tomllib
 from collections.abc import Mapping, Sequence
@@ -25,11 +24,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from memory_ledger.config import EXTRACTOR_ENV, environment
 from memory_ledger.errors import ConfigurationError
 from memory_ledger.identifiers import is_identifier
 from memory_ledger.write_policy import USER_SUBJECT, TurnCandidate
 
-EXTRACTOR_ENV = "MEMORY_LEDGER_EXTRACTOR"
 PATTERNS_RESOURCE = "patterns.toml"  # beside this module, in the installed package
 #: What one pattern may find in one turn: a turn is at most 64 KiB of text.
 MAX_MATCHES_PER_PATTERN = 16
@@ -186,9 +185,10 @@ class DefaultExtractor:
 
 
 def load_extractor(spec: str | None = None) -> Extractor:
-    """`spec` (or `MEMORY_LEDGER_EXTRACTOR`): empty or `default` for `DefaultExtractor`,
-    else `module:factory`, a callable returning an Extractor."""
-    spec = (spec if spec is not None else os.environ.get(EXTRACTOR_ENV, "")).strip()
+    """`spec` (`Settings.extractor`, from MEMORY_LEDGER_EXTRACTOR; None: as the
+    environment says): empty or `default` for `DefaultExtractor`, else
+    `module:factory`, a callable returning an Extractor."""
+    spec = (environment().get(EXTRACTOR_ENV, "") if spec is None else spec).strip()
     if spec in ("", "default"):
         return DefaultExtractor()
     module_name, colon, attribute = spec.partition(":")

@@ -12,6 +12,7 @@ from memory_ledger.acceptance.harness import (
     Case,
     CaseInvalid,
     CaseResult,
+    CaseStore,
     Ids,
     NewValue,
     Notes,
@@ -21,7 +22,7 @@ from memory_ledger.acceptance.harness import (
     recall_by,
     run_case,
 )
-from memory_ledger.api import MemoryLedger, MemoryService
+from memory_ledger.api import MemoryLedger
 from memory_ledger.forgetting.requests import RequestReport
 
 # -- the fictional histories -------------------------------------------------------------
@@ -119,16 +120,16 @@ def _named(ledger: MemoryLedger, writes: dict[str, dict[str, Any]]) -> Ids:
     return {name: s.item_id for name, s in zip(writes, stored, strict=True)}
 
 
-def _user(service: MemoryService, namespace: str = USER) -> MemoryLedger:
-    return ledger_for(service, namespace)
+def _user(store: CaseStore, namespace: str = USER) -> MemoryLedger:
+    return ledger_for(store, namespace)
 
 
 # 1. single fact ------------------------------------------------------------------------
 
 
-def _build_single_fact(service: MemoryService) -> Ids:
+def _build_single_fact(store: CaseStore) -> Ids:
     return _named(
-        _user(service),
+        _user(store),
         {
             "seat_turn": _turn("Please always book me a window seat.", "s-0412", "t-0412-1", 0),
             "seat": _pref("seat", "window", "s-0412", "t-0412-1", 0),
@@ -155,7 +156,7 @@ SINGLE_FACT = Case(
     name="single_fact",
     description="Forget one fact by id (an employer from a CRM lookup); nothing else.",
     build=_build_single_fact,
-    forget=lambda ledger, ids, notes: ledger.forget(ids["employer"]),
+    forget=lambda store, ledger, ids, notes: ledger.forget(ids["employer"]),
     targets=("Globex Corporation",),
     kept=(
         "window",
@@ -172,9 +173,9 @@ SINGLE_FACT = Case(
 HAISONG = "18 Haisong Road, Xihu District, Hangzhou"
 
 
-def _build_repeated_fact(service: MemoryService) -> Ids:
+def _build_repeated_fact(store: CaseStore) -> Ids:
     return _named(
-        _user(service),
+        _user(store),
         {
             "said_1": _turn(f"My home address is {HAISONG}.", "s-0301", "t-0301-2", 1),
             "address_1": _fact("home_address", HAISONG, "contact", "s-0301", "t-0301-2", 1),
@@ -211,9 +212,9 @@ REPEATED_FACT = Case(
 MIXED_TURN_TEXT = "Hi! My address is 88 Wulin Road, Gongshu District. Please book me a window seat."
 
 
-def _build_mixed(service: MemoryService) -> Ids:
+def _build_mixed(store: CaseStore) -> Ids:
     return _named(
-        _user(service),
+        _user(store),
         {
             "mixed_turn": _turn(MIXED_TURN_TEXT, "s-0505", "t-0505-1", 35),
             "address": _fact(
@@ -255,9 +256,9 @@ MIXED_TURN = Case(
 # 4. deletion then new value ------------------------------------------------------------
 
 
-def _build_new_value(service: MemoryService) -> Ids:
+def _build_new_value(store: CaseStore) -> Ids:
     return _named(
-        _user(service),
+        _user(store),
         {
             "address": _fact(
                 "home_address",
@@ -298,9 +299,9 @@ NEW_VALUE = Case(
 # 5. background write-back --------------------------------------------------------------
 
 
-def _build_write_back(service: MemoryService) -> Ids:
+def _build_write_back(store: CaseStore) -> Ids:
     return _named(
-        _user(service),
+        _user(store),
         {
             "address_turn": _turn(
                 "I live at 5 Lakeview Terrace. Can you find hotels near the airport?",
@@ -314,11 +315,13 @@ def _build_write_back(service: MemoryService) -> Ids:
     )
 
 
-def _forget_during_consolidation(ledger: MemoryLedger, ids: Ids, notes: Notes) -> RequestReport:
+def _forget_during_consolidation(
+    store: CaseStore, ledger: MemoryLedger, ids: Ids, notes: Notes
+) -> RequestReport:
     """The job reads the turn, the deletion lands, then the job commits its proposals."""
     from memory_ledger.jobs.consolidation import Consolidator
 
-    job = Consolidator(ledger.service)
+    job = Consolidator(store.jobs)
     proposals = job.read(ledger)
     from_turn = [p for p in proposals if p.write and p.turn_id == ids["address_turn"]]
     if not from_turn:
@@ -355,9 +358,9 @@ WRITE_BACK = Case(
 # 6. a whole category -------------------------------------------------------------------
 
 
-def _build_health(service: MemoryService) -> Ids:
+def _build_health(store: CaseStore) -> Ids:
     return _named(
-        _user(service),
+        _user(store),
         {
             "allergy_turn": _turn(
                 "I'm allergic to penicillin; it gives me a severe rash.", "s-0815", "t-0815-1", 70
@@ -419,9 +422,9 @@ WHOLE_CATEGORY = Case(
 WEEK_START, WEEK_END = 40, 47
 
 
-def _build_time_range(service: MemoryService) -> Ids:
+def _build_time_range(store: CaseStore) -> Ids:
     return _named(
-        _user(service),
+        _user(store),
         {
             "employer": _fact(
                 "employer",
@@ -478,11 +481,11 @@ TIME_RANGE = Case(
 # 8. by source: one turn ----------------------------------------------------------------
 
 
-def _build_by_turn(service: MemoryService) -> Ids:
+def _build_by_turn(store: CaseStore) -> Ids:
     from memory_ledger.jobs.consolidation import Consolidator
 
     ids = _named(
-        _user(service),
+        _user(store),
         {
             "work_turn": _turn("I work at Umbrella Pharma in Basel.", "s-0903", "t-0903-1", 80),
             "office": _fact(
@@ -499,7 +502,7 @@ def _build_by_turn(service: MemoryService) -> Ids:
         },
     )
     # Part of the history: the job already inferred an employer and a seat from the turns.
-    Consolidator(service).run_once(_user(service))
+    Consolidator(store.jobs).run_once(_user(store))
     return ids
 
 
@@ -518,9 +521,9 @@ BY_TURN = Case(
 # 9. by source: one session -------------------------------------------------------------
 
 
-def _build_by_session(service: MemoryService) -> Ids:
+def _build_by_session(store: CaseStore) -> Ids:
     return _named(
-        _user(service),
+        _user(store),
         {
             "work_turn": _turn("I work at Globex Corporation.", "s-0815", "t-0815-1", 90),
             "employer": _fact("employer", "Globex Corporation", "work", "s-0815", "t-0815-1", 90),
@@ -551,9 +554,9 @@ BY_SESSION = Case(
 # 10. the whole user --------------------------------------------------------------------
 
 
-def _build_whole_user(service: MemoryService) -> Ids:
+def _build_whole_user(store: CaseStore) -> Ids:
     ids = _named(
-        _user(service),
+        _user(store),
         {
             "address_turn": _turn(
                 "My address is 18 Haisong Road, Xihu District.", "s-0101", "t-0101-1", 5
@@ -577,7 +580,7 @@ def _build_whole_user(service: MemoryService) -> Ids:
         },
     )
     _named(
-        _user(service, OTHER_USER),
+        _user(store, OTHER_USER),
         {
             "address": _fact(
                 "home_address", "301 Jiefang Avenue, Wuhan", "contact", "s-0102", "t-0102-1", 6
@@ -613,9 +616,9 @@ WHOLE_USER = Case(
 # 11. "my old address": exactly one previous value --------------------------------------
 
 
-def _build_previous(service: MemoryService) -> Ids:
+def _build_previous(store: CaseStore) -> Ids:
     return _named(
-        _user(service),
+        _user(store),
         {
             "old_turn": _turn(
                 "My address is 23 Longjing Road, Xihu District.", "s-0105", "t-0105-1", 5
@@ -673,9 +676,9 @@ OLD_ADDRESS = Case(
 # 12. the target mixed into a derived summary ------------------------------------------
 
 
-def _build_in_summary(service: MemoryService) -> Ids:
+def _build_in_summary(store: CaseStore) -> Ids:
     return _named(
-        _user(service),
+        _user(store),
         {
             "address": _fact(
                 "home_address",
@@ -719,10 +722,10 @@ def case_named(name: str) -> Case:
 # -- cases that were product bugs the harness found (fixed; kept as regressions) ---------
 
 
-def _build_shared_turn_ids(service: MemoryService) -> Ids:
+def _build_shared_turn_ids(store: CaseStore) -> Ids:
     """Turn ids numbered per session, as many agent frameworks do: two sessions' t1."""
     return _named(
-        _user(service),
+        _user(store),
         {
             "address_turn": _turn("My address is 9 Hefang Street, Hangzhou.", "s-a", "t1", 10),
             "address": _fact(
@@ -746,10 +749,10 @@ SHARED_TURN_IDS = Case(
 )
 
 
-def _build_updated_in_place(service: MemoryService) -> Ids:
+def _build_updated_in_place(store: CaseStore) -> Ids:
     """The address changed through `update` (a new version of one item), the way the
     CLI's `update` command and MemoryLedger.update record a change."""
-    ledger = _user(service)
+    ledger = _user(store)
     ids = _named(
         ledger,
         {
@@ -791,10 +794,10 @@ UPDATED_IN_PLACE = Case(
 )
 
 
-def _build_updated_later(service: MemoryService) -> Ids:
+def _build_updated_later(store: CaseStore) -> Ids:
     """A hotel recorded in January, changed during the week of 2 March from turn
     t-0302-1 (update: a new version of the same item)."""
-    ledger = _user(service)
+    ledger = _user(store)
     ids = _named(
         ledger,
         {
@@ -834,17 +837,17 @@ UPDATED_FROM_TURN = Case(
 )
 
 
-def _build_user_with_project(service: MemoryService) -> Ids:
+def _build_user_with_project(store: CaseStore) -> Ids:
     _named(
-        _user(service),
+        _user(store),
         {"address": _fact("home_address", HAISONG, "contact", "s-0101", "t-0101-1", 5)},
     )
     _named(
-        _user(service, USER + "/japan-trip"),  # the same user, narrowed to a project
+        _user(store, USER + "/japan-trip"),  # the same user, narrowed to a project
         {"hotel": _fact("hotel", "Ryokan Yamazaki, Kyoto", "travel", "s-0102", "t-0102-1", 6)},
     )
     _named(
-        _user(service, OTHER_USER),
+        _user(store, OTHER_USER),
         {"employer": _fact("employer", "Dongfeng Logistics", "work", "s-0103", "t-0103-1", 7)},
     )
     return {}
@@ -863,9 +866,9 @@ WHOLE_USER_WITH_PROJECT = Case(
 )
 
 
-def _build_stray_mention(service: MemoryService) -> Ids:
+def _build_stray_mention(store: CaseStore) -> Ids:
     return _named(
-        _user(service),
+        _user(store),
         {
             "said": _turn(f"My home address is {HAISONG}.", "s-0301", "t-0301-1", 1),
             "address": _fact("home_address", HAISONG, "contact", "s-0301", "t-0301-1", 1),

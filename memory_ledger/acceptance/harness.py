@@ -45,6 +45,7 @@ from memory_ledger.api import MemoryLedger, MemoryService
 from memory_ledger.config import DATA_DIR_ENV, URL_ENV, Settings
 from memory_ledger.forgetting.requests import RequestReport
 from memory_ledger.forgetting.residue import files_under, needles_for, scan
+from memory_ledger.jobs.context import JobContext
 from memory_ledger.principal import Principal
 
 RESULT_NAMES = ("target_residue", "collateral", "new_writes", "reappearance")
@@ -107,9 +108,29 @@ STANDARD_PROBES = (
 # -- cases -------------------------------------------------------------------------------
 
 Ids = dict[str, str]
-Build = Callable[[MemoryService], Ids]
 Notes = dict[str, Any]
-ForgetAction = Callable[[MemoryLedger, Ids, Notes], "RequestReport | None"]
+
+
+@dataclass(frozen=True)
+class CaseStore:
+    """What a case (its history, its forget action) and the observations use of an
+    open store: a namespace's ledger (`ledger(namespace)`), and the jobs' context
+    (consolidation is part of some histories; the catalog is read through its engine).
+    The harness opens the store; nothing here sees the service."""
+
+    ledger: Callable[[str], MemoryLedger]
+    jobs: JobContext
+
+    @classmethod
+    def of(cls, service: MemoryService) -> CaseStore:
+        return cls(
+            lambda namespace: service.for_principal(Principal.from_namespace(namespace)),
+            service.job_context,
+        )
+
+
+Build = Callable[[CaseStore], Ids]
+ForgetAction = Callable[[CaseStore, MemoryLedger, Ids, Notes], "RequestReport | None"]
 
 
 class CaseInvalid(Exception):
@@ -132,7 +153,7 @@ class Case:
 
     `build` writes the history and returns named item ids (it runs once per store, so it
     must be deterministic). `forget` is a scope dict for the case's namespace, or an
-    action `(ledger, ids, notes) -> RequestReport | None` that issues the request (it
+    action `(store, ledger, ids, notes) -> RequestReport | None` that issues the request (it
     may add evidence to `notes`, or raise CaseInvalid). `targets` must not come back
     (matched case-insensitively inside any text); `kept` must still be recalled
     (matched exactly), in the case's namespace or in `others`: other users, whose
@@ -385,9 +406,10 @@ def _run_control(case: Case, store: _Store, checks: dict[str, _Checks]) -> _Cont
     residue, collateral = checks["target_residue"], checks["collateral"]
     try:
         with store.open() as service:
-            case.build(service)
-            texts = {ns: FULL_RECALL.texts(ledger_for(service, ns)) for ns in case.namespaces}
-            seen = _probe_all(service, case)
+            opened = CaseStore.of(service)
+            case.build(opened)
+            texts = {ns: FULL_RECALL.texts(ledger_for(opened, ns)) for ns in case.namespaces}
+            seen = _probe_all(opened, case)
             for i, target in enumerate(case.targets, 1):
                 if not any(_contains(t, target) for ts in seen.values() for t in ts):
                     residue.invalid.append(f"control store never recalled target #{i}")
@@ -403,7 +425,7 @@ def _run_control(case: Case, store: _Store, checks: dict[str, _Checks]) -> _Cont
             for i, kept in enumerate(case.kept, 1):
                 if kept not in everything:
                     collateral.invalid.append(f"control store never recalled kept #{i}")
-            for i in _missing_from_summary(service, case):
+            for i in _missing_from_summary(opened, case):
                 collateral.invalid.append(f"control summary never contained in_summary #{i}")
     except Exception as exc:  # the history itself could not be written
         for c in checks.values():
@@ -423,22 +445,23 @@ def _run_request(
     new_writes, reappearance = checks["new_writes"], checks["reappearance"]
     service: MemoryService | None = store.open()
     assert service is not None
+    opened = CaseStore.of(service)
     try:
         try:
-            ids = case.build(service)
-            carriers = _carriers(service, case, ids)
+            ids = case.build(opened)
+            carriers = _carriers(opened, case, ids)
         except Exception as exc:
             for c in checks.values():
                 c.fail(f"request store history failed: {_describe(exc)}")
             return
 
         # -- the request ---------------------------------------------------------------
-        ledger = ledger_for(service, case.namespace)
+        ledger = ledger_for(opened, case.namespace)
         report: RequestReport | None = None
         notes: Notes = {}
         try:
             if callable(case.forget):
-                report = case.forget(ledger, ids, notes)
+                report = case.forget(opened, ledger, ids, notes)
             else:
                 report = ledger.forget_scope(case.forget)
         except CaseInvalid as exc:
@@ -464,7 +487,7 @@ def _run_request(
             info.update(status="no request report")
 
         # -- 1. target residue ---------------------------------------------------------
-        for problem in _target_residue(service, store, case, carriers):
+        for problem in _target_residue(opened, store, case, carriers):
             residue.fail(problem)
         fresh, problem, answered = _recall_in_new_process(store, case.namespace)
         if not answered:  # a hang says nothing about residue, either way
@@ -484,7 +507,7 @@ def _run_request(
         )
 
         # -- 2. collateral -------------------------------------------------------------
-        now = {ns: FULL_RECALL.texts(ledger_for(service, ns)) for ns in case.namespaces}
+        now = {ns: FULL_RECALL.texts(ledger_for(opened, ns)) for ns in case.namespaces}
         everything = [t for ts in now.values() for t in ts]
         for i, kept in enumerate(case.kept, 1):
             if kept not in everything:
@@ -494,7 +517,7 @@ def _run_request(
             for kept in own_kept:
                 if kept not in fresh:
                     collateral.fail(f"a new process no longer recalls {kept!r}")
-        for i in _missing_from_summary(service, case):
+        for i in _missing_from_summary(opened, case):
             collateral.fail(f"in_summary #{i} ({case.in_summary[i - 1]!r}) left the summary")
         for ns in case.others:
             if control.built and sorted(now[ns]) != sorted(control.texts[ns]):
@@ -514,9 +537,7 @@ def _run_request(
         else:
             try:
                 ledger.remember(new.write)
-                direct = ledger_for(service, case.namespace).recall(
-                    limit=RECALL_LIMIT, **new.recall
-                )
+                direct = ledger_for(opened, case.namespace).recall(limit=RECALL_LIMIT, **new.recall)
                 texts = [m.text or "" for m in direct]
                 if new.text not in texts:
                     new_writes.fail(
@@ -525,7 +546,7 @@ def _run_request(
                 for i, target in enumerate(case.targets, 1):
                     if any(_contains(t, target) for t in texts):
                         new_writes.fail(f"target #{i} comes back beside the new value")
-                for problem in _probe_targets(service, case):
+                for problem in _probe_targets(opened, case):
                     new_writes.fail(problem)
             except Exception as exc:
                 new_writes.fail(f"the new value was refused: {_describe(exc)}")
@@ -534,12 +555,12 @@ def _run_request(
             )
 
         # -- 4. reappearance -----------------------------------------------------------
-        before = {ns: set(FULL_RECALL.texts(ledger_for(service, ns))) for ns in case.namespaces}
+        before = {ns: set(FULL_RECALL.texts(ledger_for(opened, ns))) for ns in case.namespaces}
         steps = "consolidation"
         try:
             from memory_ledger.jobs.consolidation import Consolidator
 
-            written, refused = Consolidator(service).run_all()
+            written, refused = Consolidator(opened.jobs).run_all()
             info["maintenance"] = {"consolidation_written": written, "refused": refused}
             steps = "rebuild"
             service.rebuild()
@@ -547,21 +568,22 @@ def _run_request(
             closing, service = service, None
             closing.close()
             service = store.open()
+            opened = CaseStore.of(service)
         except Exception as exc:
             reappearance.fail(f"{steps} failed: {_describe(exc)}")
         else:
-            for problem in _target_residue(service, store, case, carriers):
+            for problem in _target_residue(opened, store, case, carriers):
                 reappearance.fail(problem)
-            after = {ns: FULL_RECALL.texts(ledger_for(service, ns)) for ns in case.namespaces}
+            after = {ns: FULL_RECALL.texts(ledger_for(opened, ns)) for ns in case.namespaces}
             for ns in case.namespaces:
                 lost = before[ns] - set(after[ns])
                 if lost:
                     reappearance.fail(f"{len(lost)} text(s) of {ns} no longer recalled")
-            remembered = [t for ts in after.values() for t in ts] + _history_texts(service, case)
+            remembered = [t for ts in after.values() for t in ts] + _history_texts(opened, case)
             for i, kept in enumerate(case.kept, 1):
                 if kept not in remembered:
                     reappearance.fail(f"kept #{i} ({kept!r}) is gone")
-            for i in _missing_from_summary(service, case):
+            for i in _missing_from_summary(opened, case):
                 reappearance.fail(f"in_summary #{i} ({case.in_summary[i - 1]!r}) is gone")
             if new is not None and new.text not in after[case.namespace]:
                 reappearance.fail("the new value is no longer recalled")
@@ -577,21 +599,21 @@ def _run_request(
 # -- observations ------------------------------------------------------------------------
 
 
-def ledger_for(service: MemoryService, namespace: str) -> MemoryLedger:
-    return service.for_principal(Principal.from_namespace(namespace))
+def ledger_for(opened: CaseStore, namespace: str) -> MemoryLedger:
+    return opened.ledger(namespace)
 
 
-def _probe_all(service: MemoryService, case: Case) -> dict[tuple[str, str], list[str]]:
+def _probe_all(opened: CaseStore, case: Case) -> dict[tuple[str, str], list[str]]:
     return {
-        (ns, probe.label): probe.texts(ledger_for(service, ns))
+        (ns, probe.label): probe.texts(ledger_for(opened, ns))
         for ns in case.namespaces
         for probe in case.all_probes
     }
 
 
-def _probe_targets(service: MemoryService, case: Case) -> list[str]:
+def _probe_targets(opened: CaseStore, case: Case) -> list[str]:
     problems = []
-    for (ns, label), texts in _probe_all(service, case).items():
+    for (ns, label), texts in _probe_all(opened, case).items():
         for i, target in enumerate(case.targets, 1):
             if any(_contains(t, target) for t in texts):
                 where = label if ns == case.namespace else f"{label} of {ns}"
@@ -599,18 +621,18 @@ def _probe_targets(service: MemoryService, case: Case) -> list[str]:
     return problems
 
 
-def _missing_from_summary(service: MemoryService, case: Case) -> list[int]:
+def _missing_from_summary(opened: CaseStore, case: Case) -> list[int]:
     """Indexes of the case's `in_summary` texts its namespace's summary no longer holds."""
-    text = "".join(SUMMARY.texts(ledger_for(service, case.namespace)))
+    text = "".join(SUMMARY.texts(ledger_for(opened, case.namespace)))
     return [i for i, wanted in enumerate(case.in_summary, 1) if wanted not in text]
 
 
-def _history_texts(service: MemoryService, case: Case) -> list[str]:
+def _history_texts(opened: CaseStore, case: Case) -> list[str]:
     """Every version of every fact of the case's namespaces (kept texts a new value
     legitimately moved to history are still remembered there)."""
     out = []
     for ns in case.namespaces:
-        ledger = ledger_for(service, ns)
+        ledger = ledger_for(opened, ns)
         keys = {(m.subject, m.predicate) for m in ledger.recall(kind="fact", limit=RECALL_LIMIT)}
         for subject, predicate in sorted(keys):
             out += history_of(predicate, subject).texts(ledger)
@@ -624,7 +646,7 @@ class _Carrier:
     kind: str
 
 
-def _carriers(service: MemoryService, case: Case, ids: Ids) -> list[_Carrier]:
+def _carriers(opened: CaseStore, case: Case, ids: Ids) -> list[_Carrier]:
     """Items of B whose content (any version) holds a target, found before the request:
     afterwards `get` and `history` of each must not give it back."""
     from sqlalchemy import select
@@ -632,7 +654,7 @@ def _carriers(service: MemoryService, case: Case, ids: Ids) -> list[_Carrier]:
     from memory_ledger.projections.catalog import catalog
 
     candidates: dict[str, str] = {}  # item id -> namespace
-    with service.engine.connect() as conn:
+    with opened.jobs.engine.connect() as conn:
         rows = conn.execute(
             select(catalog.c.item_id, catalog.c.namespace).where(
                 catalog.c.namespace.in_(case.namespaces)
@@ -640,13 +662,13 @@ def _carriers(service: MemoryService, case: Case, ids: Ids) -> list[_Carrier]:
         ).all()
     candidates.update({item_id: ns for item_id, ns in rows})
     for ns in case.namespaces:
-        for m in ledger_for(service, ns).recall(limit=RECALL_LIMIT):
+        for m in ledger_for(opened, ns).recall(limit=RECALL_LIMIT):
             candidates.setdefault(m.item_id, ns)
     for item_id in ids.values():
         candidates.setdefault(str(item_id), case.namespace)
     out = []
     for item_id, ns in sorted(candidates.items()):
-        ledger = ledger_for(service, ns)
+        ledger = ledger_for(opened, ns)
         state = ledger.get(item_id)
         texts = [state.text or ""]
         if state.kind == "fact":
@@ -657,11 +679,11 @@ def _carriers(service: MemoryService, case: Case, ids: Ids) -> list[_Carrier]:
 
 
 def _target_residue(
-    service: MemoryService, store: _Store, case: Case, carriers: list[_Carrier]
+    opened: CaseStore, store: _Store, case: Case, carriers: list[_Carrier]
 ) -> list[str]:
-    problems = _probe_targets(service, case)
+    problems = _probe_targets(opened, case)
     for carrier in carriers:
-        ledger = ledger_for(service, carrier.namespace)
+        ledger = ledger_for(opened, carrier.namespace)
         try:
             state = ledger.get(carrier.item_id)
         except Exception as exc:

@@ -93,14 +93,12 @@ from langgraph.store.base import (
     SearchOp,
     validate_op_namespace,
 )
-from sqlalchemy import select
 
 from memory_ledger.agents.langgraph_index import DocumentIndex, IndexSetting
 from memory_ledger.api import MemoryLedger
 from memory_ledger.errors import InvalidWrite
 from memory_ledger.forgetting.requests import RequestReport
 from memory_ledger.identifiers import IDENTIFIER_RULE, is_identifier
-from memory_ledger.projections.catalog import catalog
 from memory_ledger.retrieval.context import MAX_RECALL_LIMIT
 from memory_ledger.stores import Receipt
 from memory_ledger.views import Memory
@@ -313,7 +311,7 @@ class MemoryLedgerStore(BaseStore):
         index: IndexSetting | list[str] = None,
     ) -> None:
         setting = _index_setting(index)
-        now = self.ledger.service.clock()
+        now = self.ledger.now()
         current = self._newest(namespace, key)
         created = current.created_at if current is not None else now
         text = _envelope(namespace, key, dict(value), created, now, setting)
@@ -367,16 +365,10 @@ class MemoryLedgerStore(BaseStore):
 
     def _item_ids(self, namespace: tuple[str, ...], key: str) -> list[str]:
         """Every item the key's predicate holds in this namespace, live or not yet swept."""
-        service = self.ledger.service
-        service.runner.catch_up()
-        c = catalog.c
-        query = select(c.item_id).where(
-            c.namespace == self.ledger.namespace,
-            c.subject == self.subject,
-            c.predicate == self._predicate(namespace, key),
+        found = self.ledger.catalog_rows(
+            ("item_id",), subject=self.subject, predicate=self._predicate(namespace, key)
         )
-        with service.engine.connect() as conn:
-            return sorted(conn.execute(query).scalars())
+        return sorted(item_id for (item_id,) in found)
 
     def _newest(self, namespace: tuple[str, ...], key: str) -> _Stored | None:
         found = self._find(tuple(namespace), str(key))
@@ -434,7 +426,7 @@ class MemoryLedgerStore(BaseStore):
     def _embed(self, texts: list[str]) -> Any:
         """The service's embedder (the one its vector index and context builder use):
         what a store without an `embed` of its own embeds with."""
-        return self.ledger.service.vectors.embedder.embed(texts)
+        return self.ledger.embed(texts)
 
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
         spaces = {s.namespace for s in self._all()}
@@ -494,10 +486,7 @@ class MemoryLedgerStore(BaseStore):
         """The principal's lookup key, made on first use and kept in the key store
         (wrapped by the master key, like every data key)."""
         if self._lookup_key is None:
-            ident = KEY_IDENT_PREFIX + self.ledger.namespace
-            live = self.ledger.service.log.derived_key(ident, create=True)
-            assert live is not None  # create=True makes one when none is live
-            self._lookup_key = live[1]
+            self._lookup_key = self.ledger.namespace_key(KEY_IDENT_PREFIX)
         return self._lookup_key
 
 

@@ -79,20 +79,17 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-from uuid import UUID
 
 from agents.memory.session_settings import (
     SessionSettings,
     coerce_session_settings,
     resolve_session_limit,
 )
-from sqlalchemy import select
 
 from memory_ledger.api import MemoryLedger
 from memory_ledger.errors import InvalidWrite, StaleDerivation
 from memory_ledger.forgetting.requests import RequestReport
 from memory_ledger.identifiers import IDENTIFIER_RULE, is_identifier
-from memory_ledger.projections.catalog import catalog
 from memory_ledger.views import ItemState
 from memory_ledger.write_policy import (
     MAX_DERIVED_FROM,
@@ -277,7 +274,7 @@ class MemoryLedgerSession:
             return
         with self._lock:
             sequence = self._state().next_sequence()
-            now = self.ledger.service.clock()
+            now = self.ledger.now()
             writes = []
             for offset, raw in enumerate(items):
                 item = _plain(raw)
@@ -325,8 +322,7 @@ class MemoryLedgerSession:
             state = self._state()
             if state.summary is None:
                 return None
-            item = self.ledger.service.log.get(UUID(state.summary.item_id))
-            cites = tuple((str(r["item_id"]), int(r["version"])) for r in item.derived_from)
+            cites = tuple(self.ledger.derived_from(state.summary.item_id))
             covered = tuple(r.item_id for r in state.turns if r.item_id in state.covered)
             return SessionSummary(
                 state.summary.item_id,
@@ -341,31 +337,27 @@ class MemoryLedgerSession:
     def _state(self) -> _State:
         """The session's turns from the catalog (clear columns: nothing is opened), the
         current summary (the newest one still readable) and the turns it covers."""
-        service = self.ledger.service
-        service.runner.catch_up()
-        c = catalog.c
-        query = select(c.item_id, c.turn_id, c.recorded_at, c.suppressed, c.derived_from).where(
-            c.namespace == self.ledger.namespace,
-            c.session_id == self.session_id,
-            c.kind == "turn",
+        turns = self.ledger.catalog_rows(
+            ("item_id", "turn_id", "recorded_at", "suppressed", "derived_from"),
+            session_id=self.session_id,
+            kind="turn",
         )
         rows = []
-        with service.engine.connect() as conn:
-            for item_id, turn_id, recorded_at, suppressed, derived in conn.execute(query):
-                match = _TURN_ID.fullmatch(turn_id or "")
-                if match is None:
-                    continue  # a turn another writer recorded in this session: not an item
-                rows.append(
-                    _Row(
-                        item_id,
-                        turn_id,
-                        match.group(1) == SUMMARY_PREFIX,
-                        int(match.group(2)),
-                        recorded_at,
-                        bool(suppressed),
-                        tuple(json.loads(derived)),
-                    )
+        for item_id, turn_id, recorded_at, suppressed, derived in turns:
+            match = _TURN_ID.fullmatch(turn_id or "")
+            if match is None:
+                continue  # a turn another writer recorded in this session: not an item
+            rows.append(
+                _Row(
+                    item_id,
+                    turn_id,
+                    match.group(1) == SUMMARY_PREFIX,
+                    int(match.group(2)),
+                    recorded_at,
+                    bool(suppressed),
+                    tuple(json.loads(derived)),
                 )
+            )
         rows.sort(key=lambda r: r.order)
         state = _State(rows)
         inputs = {r.item_id: r.derived_from for r in rows}
@@ -458,9 +450,7 @@ class MemoryLedgerSession:
                 "origin": "observed",
                 "sensitivity": self.sensitivity,
                 "retention": {"basis": self.retention_basis},
-                "provenance": self._provenance(
-                    self.ledger.service.clock(), _turn_id(SUMMARY_PREFIX, number)
-                ),
+                "provenance": self._provenance(self.ledger.now(), _turn_id(SUMMARY_PREFIX, number)),
                 "derived_from": [{"item_id": f.item_id, "version": f.version} for f in cited],
             }
         )

@@ -170,7 +170,7 @@ def restore_command(
                 "finish or abandon the restore as it was started"
             )
         settings = Settings.resolve(data_dir, url)
-        master, _ = load_master_key(settings.data_dir, allow_dev_key=False)
+        master, _ = load_master_key(settings, allow_dev_key=False)
         with LifecycleLedger(settings) as ledger:
             if abort:
                 aborted = restoring.abort(settings, master, ledger, aborted_by=by)
@@ -249,7 +249,9 @@ def drill(
     logging.getLogger("memory_ledger.jobs").addHandler(logging.NullHandler())
     with open_service(data_dir, url, as_json, create=False) as service:
         path = resolve(service.settings.data_dir, backup) if backup is not None else None
-        report = drill_by_hand(service, datetime.now(UTC), path, run_by=by, keep_scratch=keep)
+        report = drill_by_hand(
+            service.job_context, datetime.now(UTC), path, run_by=by, keep_scratch=keep
+        )
 
         def human() -> None:
             out.print(

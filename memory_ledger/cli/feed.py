@@ -119,7 +119,7 @@ def subscribers_list(data_dir: DataDir = None, url: Url = None, as_json: Json = 
     with open_service(data_dir, url, as_json, create=False) as service:
         rows = []
         for subscriber in service.subscribers.active():
-            pending = service.subscribers.pending(service, subscriber)
+            pending = service.subscribers.pending(service.requests, subscriber)
             rows.append({**subscriber.to_dict(), "pending": [r for r, _ in pending]})
 
         def human() -> None:
@@ -169,7 +169,7 @@ def subscribers_retire(
 ) -> None:
     """Retire a subscriber; its pending acks end with an operator receipt saying so."""
     with open_service(data_dir, url, as_json) as service:
-        ended = service.subscribers.retire(service, name, retired_by=by)
+        ended = service.subscribers.retire(service.requests, name, retired_by=by)
         emit(
             as_json,
             {"retired": name, "acks_ended": ended},
@@ -187,7 +187,7 @@ def ack(
 ) -> None:
     """A subscriber acknowledges that it dropped a request's targets."""
     with open_service(data_dir, url, as_json) as service:
-        done = service.subscribers.ack(service, subscriber, request_id)
+        done = service.subscribers.ack(service.requests, subscriber, request_id)
         emit(
             as_json,
             done,

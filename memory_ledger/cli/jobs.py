@@ -149,7 +149,7 @@ def run_jobs(
         logging.getLogger("memory_ledger.jobs").info(
             "scheduler of %s on %s", ", ".join(names), service.settings.describe()
         )
-        run_foreground(service, names, None, duration)
+        run_foreground(service.job_context, names, None, duration)
 
 
 @jobs_app.command("run-once")
@@ -181,7 +181,7 @@ def run_once(
     logging.getLogger("memory_ledger.jobs").addHandler(logging.NullHandler())
     with open_service(data_dir, url, as_json) as service, RunStore(service.settings) as store:
         with replay_progress(as_json) as progress:
-            result = execute(service, name, at, runs=store, progress=progress)
+            result = execute(service.job_context, name, at, runs=store, progress=progress)
         data = result.to_dict()
 
         def human() -> None:

@@ -243,7 +243,7 @@ def decay(
 
     at = as_of(now)
     with open_service(data_dir, url, as_json) as service:
-        counts = decay_pass(service, at)
+        counts = decay_pass(service.job_context, at)
         emit(
             as_json,
             counts,

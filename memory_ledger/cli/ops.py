@@ -191,11 +191,14 @@ def run(
         from memory_ledger.jobs.projection_runner import run_projections
 
         with open_service(data_dir, url, False) as service:
-            run_projections(service, projection, interval, duration)
+            run_projections(service.job_context, projection, interval, duration)
         return
     with open_service(data_dir, url, False) as service:
         run_catchup_job(
-            service, interval=interval, duration=duration, consolidate_every=consolidate_every
+            service.job_context,
+            interval=interval,
+            duration=duration,
+            consolidate_every=consolidate_every,
         )
 
 
@@ -205,7 +208,7 @@ def consolidate(data_dir: DataDir = None, url: Url = None, as_json: Json = False
     from memory_ledger.jobs.consolidation import Consolidator
 
     with open_service(data_dir, url, as_json) as service:
-        written, refused = Consolidator(service).run_all()
+        written, refused = Consolidator(service.job_context).run_all()
         emit(
             as_json,
             {"written": written, "refused": refused},
@@ -230,7 +233,7 @@ def expire(
 
     at = as_of(now)
     with open_service(data_dir, url, as_json) as service:
-        reports = expire_due(service, at)
+        reports = expire_due(service.job_context, at)
         rows = [
             {
                 "request_id": r.request_id,
@@ -510,7 +513,7 @@ def _open_log(settings: Settings, *, repair_key_check: bool = False) -> EventLog
     from memory_ledger.event_log import EventLog
 
     settings.check_reachable()
-    master, _ = load_master_key(settings.data_dir, allow_dev_key=False)
+    master, _ = load_master_key(settings, allow_dev_key=False)
     with settings.schema_lock():
         return EventLog(settings, master, repair_key_check=repair_key_check)
 

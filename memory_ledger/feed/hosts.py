@@ -28,7 +28,11 @@ from memory_ledger.ledger import EntryType
 from memory_ledger.projections.vector_files import write_atomic
 
 if TYPE_CHECKING:
-    from memory_ledger.api import MemoryService
+    from memory_ledger.config import Settings
+    from memory_ledger.feed.subscribers import Subscribers
+    from memory_ledger.forgetting.requests import ForgetRequests
+    from memory_ledger.ledger import LifecycleLedger
+    from memory_ledger.projections.vector_index import VectorIndex
 
 HOST_FILE = "host.json"
 HOST_DEADLINE_HOURS = 1
@@ -51,57 +55,69 @@ def host_name(data_dir: Path) -> str:
     return name
 
 
-def catch_up_vectors(service: MemoryService) -> int:
+def catch_up_vectors(
+    vectors: VectorIndex,
+    settings: Settings,
+    subscribers: Subscribers,
+    ledger: LifecycleLedger,
+    requests: ForgetRequests,
+) -> int:
     """Catch this host's vector index up; on PostgreSQL, then acknowledge every request
     waiting for this host whose tombstones the index has applied (registering the host
     first, once it holds vectors). Returns the notifications read."""
-    read = service.vectors.catch_up()
-    if service.settings.postgres is None:
+    read = vectors.catch_up()
+    if settings.postgres is None:
         return read
-    status = service.vectors.status()
-    name = str(service.subscribers.local)
-    if ensure_registered(service, name, holds_copies=status["rows"] > 0):
-        acknowledge_applied(service, name, status["position"])
+    status = vectors.status()
+    name = str(subscribers.local)
+    if ensure_registered(subscribers, name, holds_copies=status["rows"] > 0):
+        acknowledge_applied(subscribers, ledger, requests, name, status["position"])
     return read
 
 
 def ensure_registered(
-    service: MemoryService, name: str, *, holds_copies: bool, added_by: str = "host"
+    subscribers: Subscribers, name: str, *, holds_copies: bool, added_by: str = "host"
 ) -> bool:
     """Whether `name` is registered as a subscriber of every namespace, registering it
     now if it holds copies. False: it holds none and is not registered."""
     try:
-        service.subscribers.get(name)
+        subscribers.get(name)
         return True
     except NotFound:
         if not holds_copies:
             return False
-    service.subscribers.add(
+    subscribers.add(
         name, [], every_namespace=True, added_by=added_by, deadline_hours=HOST_DEADLINE_HOURS
     )
     return True
 
 
-def acknowledge_applied(service: MemoryService, name: str, position: int) -> list[str]:
+def acknowledge_applied(
+    subscribers: Subscribers,
+    ledger: LifecycleLedger,
+    requests: ForgetRequests,
+    name: str,
+    position: int,
+) -> list[str]:
     """Ack (and run again) every unfinished request waiting for subscriber `name` whose
     tombstones lie at or before `position`, the log position its copy has applied."""
-    subscriber = service.subscribers.get(name)
+    subscriber = subscribers.get(name)
     acked = []
-    for request_id, status in service.ledger.latest_statuses().items():
+    for request_id, status in ledger.latest_statuses().items():
         if status != "partial":
             continue
-        if subscriber.store_name not in service.requests.report(request_id).failed_stores:
+        if subscriber.store_name not in requests.report(request_id).failed_stores:
             continue
-        entries = service.ledger.entries(request_id)
+        entries = ledger.entries(request_id)
         placed = [e.payload["position"] for e in entries if e.entry_type is EntryType.TOMBSTONE]
         if placed and max(placed) > position:
             continue  # not applied yet: a later catch-up acknowledges it
-        if service.subscribers.acked(subscriber, request_id) is None:
-            service.ledger.append(
+        if subscribers.acked(subscriber, request_id) is None:
+            ledger.append(
                 request_id,
                 EntryType.ACK,
                 {"subscriber": name, "targets": 0, "by": name, "retired": False},
             )
-        service.subscribers.settle(service, request_id)
+        subscribers.settle(requests, request_id)
         acked.append(request_id)
     return acked

@@ -31,7 +31,7 @@ from memory_ledger.ledger import EntryType, LifecycleLedger
 from memory_ledger.stores import SUBSCRIBER_PREFIX, Evidence, Receipt
 
 if TYPE_CHECKING:
-    from memory_ledger.api import MemoryService
+    from memory_ledger.forgetting.requests import ForgetRequests
 
 MAX_SUBSCRIBERS = 200
 AWAITING = "awaiting_ack"
@@ -146,26 +146,26 @@ class Subscribers:
         entries = self.ledger.entries_of_type(EntryType.SUBSCRIBER)
         return [e.request_id for e in entries if e.payload["name"] == name]
 
-    def retire(self, service: MemoryService, name: str, *, retired_by: str) -> list[str]:
+    def retire(self, requests: ForgetRequests, name: str, *, retired_by: str) -> list[str]:
         """Retire a subscriber: its pending acknowledgements end with an operator's
         `ack` entry marked `retired`, and those requests are run again (now without
         it). Returns the request ids so ended."""
         subscriber = self.get(name)
-        pending = self.pending(service, subscriber)
+        pending = self.pending(requests, subscriber)
         entry_id = self._registrations(name)[-1]
         self.ledger.append(
             entry_id, EntryType.SUBSCRIBER_RETIRED, {"name": name, "retired_by": retired_by}
         )
         for request_id, targets in pending:
             self._record_ack(subscriber, request_id, targets, retired_by, retired=True)
-            self.settle(service, request_id)
+            self.settle(requests, request_id)
         return [request_id for request_id, _ in pending]
 
-    def ack(self, service: MemoryService, name: str, request_id: str) -> dict[str, Any]:
+    def ack(self, requests: ForgetRequests, name: str, request_id: str) -> dict[str, Any]:
         """The subscriber dropped the request's targets: record it, and run the request
         again so that its status follows (idempotent: a second ack records nothing)."""
         subscriber = self.get(name)
-        report = service.requests.report(request_id)  # NotFound for an unknown request
+        report = requests.report(request_id)  # NotFound for an unknown request
         if not subscriber.holds(report.namespace):
             raise InvalidWrite(
                 f"subscriber {name} does not hold {report.namespace}: it has nothing to "
@@ -174,7 +174,7 @@ class Subscribers:
         recorded = self.acked(subscriber, request_id) is None
         if recorded:
             self._record_ack(subscriber, request_id, len(report.all_targets), name)
-        status = self.settle(service, request_id) if recorded else report.status
+        status = self.settle(requests, request_id) if recorded else report.status
         return {
             "subscriber": name,
             "request_id": request_id,
@@ -182,15 +182,15 @@ class Subscribers:
             "status": status,
         }
 
-    def settle(self, service: MemoryService, request_id: str) -> str:
+    def settle(self, requests: ForgetRequests, request_id: str) -> str:
         """Run the request again after an ack, and again while its latest status still
         waits for a subscriber whose ack is recorded: acks of several subscribers run
         their retries at once, and the one finishing last may have read the acks before
         the others were written. The process that writes a status checks it afterwards,
         so the last status written is never a stale one."""
-        status = service.requests.recheck(request_id).status
+        status = requests.recheck(request_id).status
         for _ in range(MAX_SETTLE):
-            report = service.requests.report(request_id)
+            report = requests.report(request_id)
             acked = {
                 f"{SUBSCRIBER_PREFIX}{e.payload['subscriber']}"
                 for e in self.ledger.entries(request_id)
@@ -198,7 +198,7 @@ class Subscribers:
             }
             if report.status != "partial" or not acked & set(report.failed_stores):
                 return report.status
-            status = service.requests.recheck(request_id).status
+            status = requests.recheck(request_id).status
         return status
 
     def _record_ack(
@@ -214,13 +214,13 @@ class Subscribers:
                 return entry.recorded_at
         return None
 
-    def pending(self, service: MemoryService, subscriber: Subscriber) -> list[tuple[str, int]]:
+    def pending(self, requests: ForgetRequests, subscriber: Subscriber) -> list[tuple[str, int]]:
         """(request id, targets) of unfinished requests waiting for this subscriber."""
         out = []
         for request_id, status in self.ledger.latest_statuses().items():
             if status != "partial":
                 continue
-            report = service.requests.report(request_id)
+            report = requests.report(request_id)
             if subscriber.store_name in report.failed_stores:
                 out.append((request_id, len(report.all_targets)))
         return out

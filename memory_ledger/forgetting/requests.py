@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
+from sqlalchemy import func, select
+
 from memory_ledger import consistency
 from memory_ledger.domain import MemoryItem
 from memory_ledger.errors import (
@@ -57,6 +59,7 @@ from memory_ledger.identifiers import new_request_id
 from memory_ledger.ledger import EntryType
 from memory_ledger.policy.retention import attributes_of
 from memory_ledger.projections.cells import Cells
+from memory_ledger.projections.facts import facts
 from memory_ledger.projections.keyword_index import index_key_ident, indexed_namespaces_under
 from memory_ledger.stores import (
     SUBSCRIBER_PREFIX,
@@ -69,8 +72,19 @@ from memory_ledger.times import canonical_time
 from memory_ledger.write_policy import parse_input
 
 if TYPE_CHECKING:
-    from memory_ledger.api import MemoryService
+    from collections.abc import Callable
+    from datetime import datetime
+
+    from sqlalchemy.engine import Engine
+
+    from memory_ledger.config import Settings
+    from memory_ledger.event_log import EventLog
+    from memory_ledger.forgetting.holds import Holds
     from memory_ledger.ledger import Basis, LifecycleLedger
+    from memory_ledger.policy.retention import RetentionPolicy
+    from memory_ledger.projections.runner import ProjectionRunner
+    from memory_ledger.projections.vector_index import VectorIndex
+    from memory_ledger.stores import StoreRegistry
 
 log = logging.getLogger("memory_ledger.forget")
 UNFINISHED = ("pending", "partial")
@@ -158,10 +172,38 @@ class RequestReport:
 
 
 class ForgetRequests:
-    def __init__(self, service: MemoryService, ledger: LifecycleLedger) -> None:
-        self.service = service
+    """Every erasure and redaction, filed, carried out across the data map and proved.
+
+    It is given exactly the pieces it uses (the composition root, `MemoryService`,
+    wires them): `retention` is a callable because the policy in force can change while
+    the process runs (`policy install` in another process), and `clock` because tests
+    and drills move time."""
+
+    def __init__(
+        self,
+        *,
+        log: EventLog,
+        runner: ProjectionRunner,
+        engine: Engine,
+        stores: StoreRegistry,
+        holds: Holds,
+        retention: Callable[[], RetentionPolicy],
+        ledger: LifecycleLedger,
+        vectors: VectorIndex,
+        clock: Callable[[], datetime],
+        settings: Settings,
+    ) -> None:
+        self.log = log
+        self.runner = runner
+        self.engine = engine
+        self.stores = stores
+        self.holds = holds
+        self.retention = retention
         self.ledger = ledger
-        self.residue = ResidueCheck(service)
+        self.vectors = vectors
+        self.clock = clock
+        self.settings = settings
+        self.residue = ResidueCheck(log, ledger, engine, settings)
 
     def submit(
         self,
@@ -185,15 +227,15 @@ class ForgetRequests:
         if parsed.kind == "item":
             self._check_owned(namespace, parsed, requested_by, read)
         try:
-            self.service.runner.catch_up()
+            self.runner.catch_up()
         except CorruptKeyEntry:
             # Named items can still be erased (that is how a corrupted entry is cleared);
             # a scope cannot be resolved from projections that are behind.
             if parsed.kind != "item":
                 raise
-        with self.service.runner.held() as (conn, position):
-            resolved_at = canonical_time(self.service.clock())
-            resolution = resolve(conn, namespace, parsed, self.service.log)
+        with self.runner.held() as (conn, position):
+            resolved_at = canonical_time(self.clock())
+            resolution = resolve(conn, namespace, parsed, self.log)
         if parsed.kind == "item":  # already-erased items stay in scope: a retry is harmless
             resolution = _with_erased_items(resolution, parsed)
         request_id = request_id or new_request_id()
@@ -227,7 +269,8 @@ class ForgetRequests:
         if resolution.status != "resolved":
             self.ledger.append_many(request_id, [*entries, ("status", {"status": report.status})])
             return report
-        texts = forgotten_texts(self.service, report, read)  # decrypted once, for both steps
+        # decrypted once, for both steps
+        texts = forgotten_texts(self.log, self.runner, report, read)
         report.mentions = self._mentions(report, texts)
         self._confirm_from_log(report, parsed, entries, loaded)
         report.values_in_identifiers = identifiers_repeating(
@@ -251,8 +294,8 @@ class ForgetRequests:
         """The `blocked` entry if legal holds cover anything this request would erase or
         rewrite (targets, cascades, shredded history, redacted mentions); else None."""
         touched = [*report.all_targets, *report.history, *report.mentions]
-        with self.service.engine.connect() as conn:
-            covering = self.service.holds.covering(conn, touched)
+        with self.engine.connect() as conn:
+            covering = self.holds.covering(conn, touched)
         if not covering:
             report.held_by = []
             return None
@@ -298,7 +341,7 @@ class ForgetRequests:
         ids = [str(i) for i in parsed.item_ids]
         as_scope = parse_scope({"kind": "item", "item_ids": ids})
         self._check_owned(namespace, as_scope, requested_by)
-        log_ = self.service.log
+        log_ = self.log
         named = {i: log_.read(log_.get(UUID(i))) for i in ids}
         if any(fields is ERASED for fields in named.values()):
             raise InvalidTransition("an item named for redaction was erased; nothing was changed")
@@ -320,8 +363,8 @@ class ForgetRequests:
                 [f"spans.{n}: not found" for n in missing],
             )
         pattern = span_pattern(spans)
-        self.service.runner.catch_up()
-        with self.service.engine.connect() as conn:
+        self.runner.catch_up()
+        with self.engine.connect() as conn:
             around = derived_from(conn, namespace, ids) + carrier_turns(conn, namespace, ids)
         cascaded = sorted(
             i
@@ -378,7 +421,7 @@ class ForgetRequests:
         report = self.report(request_id)
         if report.status != "partial":
             return report
-        subscribers = {s.name: s for s in self.service.stores if hasattr(s, "erase_for")}
+        subscribers = {s.name: s for s in self.stores if hasattr(s, "erase_for")}
         if not set(report.failed_stores) <= set(subscribers):
             return self.resume(request_id)
         targets = report.all_targets
@@ -441,17 +484,17 @@ class ForgetRequests:
         report.receipts = []
         # A projection behind the log may not have applied the tombstones yet: catch up
         # first, and call what still lags "behind", not a failed verification.
-        behind = set(self.service.runner.behind_after_catch_up())
+        behind = set(self.runner.behind_after_catch_up())
         if report.scope.get("kind") == "redaction":
             # The items stay: the log, the key store and the projections show the spans
             # gone; the stores that dropped their copies derive them again from the log.
             report.receipts = [
                 replace(redact_at(store, targets, []), action="verified")
-                for store in self.service.stores
+                for store in self.stores
                 if isinstance(store, RedactingStore)
             ]
         elif targets:
-            for store in self.service.stores:
+            for store in self.stores:
                 evidence = store.verify_absent(targets)
                 lagging = store.name in behind and not evidence.absent
                 report.receipts.append(
@@ -468,8 +511,8 @@ class ForgetRequests:
         report.residue_files = outcome.files
         if scanned is not None:
             report.receipts.append(scanned)
-        service = self.service  # the log, the key store and the ledger, checked together
-        found = consistency.check(service.log, self.ledger, service.settings)
+        # the log, the key store and the ledger, checked together
+        found = consistency.check(self.log, self.ledger, self.settings)
         report.receipts.append(consistency.request_receipt(found, request_id, targets))
         report.failed_stores = [r.store for r in report.receipts if r.status != "ok"]
         if report.failed_stores and report.status == "completed":
@@ -497,8 +540,8 @@ class ForgetRequests:
         gone (`key_proof`); the scan of every file is scheduled, not waited for."""
         targets = report.all_targets
         if texts is None:
-            texts = forgotten_texts(self.service, report)
-        log_ = self.service.log
+            texts = forgotten_texts(self.log, self.runner, report)
+        log_ = self.log
         receipts: list[Receipt] = []
         index_keys = self._index_keys(report)
         # Read before anything is destroyed; memory only.
@@ -510,14 +553,12 @@ class ForgetRequests:
             for e in self.ledger.entries(report.request_id)
             if e.entry_type is EntryType.ACK
         }
-        names = self.service.stores.names()
+        names = self.stores.names()
         missing = [
             s for s in report.failed_stores if s not in names and s != "files" and s not in acked
         ]
         while True:
-            fanned = [
-                self._erase_everywhere(report, store, targets) for store in self.service.stores
-            ]
+            fanned = [self._erase_everywhere(report, store, targets) for store in self.stores]
             # A derived write that committed after the cascade was resolved, and before
             # the tombstones, passed its pinned-version check and is not in the cascade.
             # Once the tombstones are in, no derivation of a target can commit any more:
@@ -526,7 +567,8 @@ class ForgetRequests:
             if not late:
                 break
             doomed = KeyBytes(doomed.keys + KeyBytes.capture(log_, late).keys)
-            texts = texts + plaintext_copies(self.service, [log_.get(UUID(i)) for i in late])
+            late_items = [log_.get(UUID(i)) for i in late]
+            texts = texts + plaintext_copies(self.log, self.runner, late_items)
             report.cascaded = [*report.cascaded, *late]
             targets = report.all_targets
             self.ledger.append(report.request_id, "resolved", _resolved_payload(report))
@@ -539,7 +581,7 @@ class ForgetRequests:
             receipts.append(Receipt(name, "erase", len(targets), "failed", {"registered": False}))
         # Deleted index rows leave keyed hashes only, zeroed by secure_delete once the WAL
         # is checkpointed: cheap (the WAL since the last checkpoint), so done here.
-        self.service.runner.compact()
+        self.runner.compact()
         proof = self._key_proof(doomed)
         # Clear attributes only: the items as read before the erasure serve (`loaded`).
         known = loaded or {}
@@ -578,9 +620,9 @@ class ForgetRequests:
 
     def _late_derivations(self, report: RequestReport) -> list[str]:
         """Live items derived from the request's targets that its cascade lacks."""
-        self.service.runner.catch_up()
+        self.runner.catch_up()
         known = set(report.all_targets)
-        with self.service.engine.connect() as conn:
+        with self.engine.connect() as conn:
             found = derived_from(conn, report.namespace, report.all_targets)
         return [i for i in found if i not in known]
 
@@ -592,10 +634,10 @@ class ForgetRequests:
         Recorded, so the receipt says which rule decided."""
         if report.basis not in ("user_request", "operator_request"):
             return None
-        protect = self.service.retention.table.protect
+        protect = self.retention().table.protect
         rules = []
         for target in report.all_targets:
-            item = known.get(target) or self.service.log.get(UUID(target))
+            item = known.get(target) or self.log.get(UUID(target))
             rule = protect.rule_for(attributes_of(item))
             if rule:
                 rules.append(rule)
@@ -609,12 +651,12 @@ class ForgetRequests:
         namespaces: a term hash left in a free page can then never be tested again."""
         if report.scope.get("kind") != "namespace":
             return []
-        with self.service.engine.connect() as conn:
+        with self.engine.connect() as conn:
             spaces = {report.namespace, *indexed_namespaces_under(conn, report.namespace)}
         return [index_key_ident(ns) for ns in sorted(spaces)]
 
     def _destroy_index_keys(self, idents: list[str]) -> Receipt:
-        log_ = self.service.log
+        log_ = self.log
         log_.destroy_derived_keys(idents)
         live = sum(1 for i in idents if log_.derived_key(i, create=False) is not None)
         return Receipt(
@@ -626,7 +668,7 @@ class ForgetRequests:
         )
 
     def _key_proof(self, doomed: KeyBytes) -> Receipt:
-        proof = prove_keys_gone(self.service.log, doomed)
+        proof = prove_keys_gone(self.log, doomed)
         return Receipt(
             KEY_PROOF_STORE,
             KEY_PROOF_ACTION,
@@ -710,7 +752,7 @@ class ForgetRequests:
         changed, and the request is refused as interrupted, to be filed again."""
         items = report.all_targets
         receipts: list[Receipt] = []
-        doomed = KeyBytes.capture(self.service.log, items)  # older generations, destroyed next
+        doomed = KeyBytes.capture(self.log, items)  # older generations, destroyed next
         if spans is None:
             if not self._rewritten_during(report):
                 return self._refuse(report, "interrupted")
@@ -730,7 +772,7 @@ class ForgetRequests:
             self.ledger.append_many(report.request_id, [("receipt", _receipt_payload(receipt))])
             receipts.append(receipt)
         texts = [n.decode("utf-8") for n in needles]
-        receipts.extend(redact_at(store, items, texts) for store in self.service.stores)
+        receipts.extend(redact_at(store, items, texts) for store in self.stores)
         receipts.append(self._key_proof(doomed))
         receipts.append(self._schedule_scan(report, needles))
         return self._finish(report, receipts)
@@ -740,7 +782,7 @@ class ForgetRequests:
         after the request was filed."""
         filed = next(e.recorded_at for e in self.ledger.entries(report.request_id))
         for item_id in report.all_targets:
-            events = self.service.log.events_of(UUID(item_id))
+            events = self.log.events_of(UUID(item_id))
             if not any(
                 type(e).__name__ == "Redacted" and canonical_time(e.timestamp) >= filed
                 for e in events
@@ -761,13 +803,13 @@ class ForgetRequests:
         may hold the text too, become unreadable even where its current text did not
         change. An item erased since is skipped, so a retry is harmless."""
         rewrites = []
-        found = self.service.log.get_many([UUID(i) for i in item_ids])
+        found = self.log.get_many([UUID(i) for i in item_ids])
         for item in found.values():
-            current = self.service.log.read(item)
+            current = self.log.read(item)
             if item.erased or current is ERASED:
                 continue
             rewrites.append((item, *without_mentions(current, pattern)))  # type: ignore[arg-type]
-        rewrite_items(self.service.log, rewrites)
+        rewrite_items(self.log, rewrites)
         return len(rewrites)
 
     def _mentions(self, report: RequestReport, texts: list[str]) -> list[str]:
@@ -779,11 +821,11 @@ class ForgetRequests:
         if pattern is None:
             return []
         exclude = set(report.all_targets) | set(report.history)
-        with self.service.engine.connect() as conn:
+        with self.engine.connect() as conn:
             return find_mentions(
                 conn,
-                Cells(self.service.log),
-                self.service.runner.projections,
+                Cells(self.log),
+                self.runner.projections,
                 report.namespace,
                 pattern,
                 exclude,
@@ -795,8 +837,8 @@ class ForgetRequests:
         rewritten = self._rewrite(item_ids, pattern) if pattern is not None else 0
         # Their vectors embed the old wording: dropped now, re-embedded from the
         # Redacted events at the index's next catch-up.
-        vectors = self.service.vectors.erase(item_ids)
-        self.service.runner.catch_up()
+        vectors = self.vectors.erase(item_ids)
+        self.runner.catch_up()
         return Receipt(
             "event_log",
             "mentions_redacted",
@@ -813,10 +855,10 @@ class ForgetRequests:
     def _shred_history(self, item_ids: list[str]) -> Receipt:
         """Rotate each item's key: earlier versions become unreadable, then check that
         the facts projection holds no readable earlier version of them."""
-        shredded = sum(1 for i in item_ids if self.service.shred_history(i))
-        self.service.runner.catch_up()
-        with self.service.engine.connect() as conn:
-            left = self.service.readable_history(conn, item_ids)
+        shredded = sum(1 for i in item_ids if shred_history(self.log, i))
+        self.runner.catch_up()
+        with self.engine.connect() as conn:
+            left = readable_history(conn, item_ids)
         return Receipt(
             "event_log",
             "history_shredded",
@@ -835,7 +877,7 @@ class ForgetRequests:
         """Refuse the request, destroying nothing, if the log does not confirm every item
         the projections resolved it to (see target_check)."""
         mismatches = confirm_targets(
-            self.service.log,
+            self.log,
             report.namespace,
             scope,
             targets=report.targets,
@@ -872,7 +914,7 @@ class ForgetRequests:
     ) -> None:
         """Every named item is the namespace's; `read` keeps what was read."""
         read = read or ReadItems({})
-        found = read.fetch(self.service.log, list(scope.item_ids))  # one query per 500 ids
+        found = read.fetch(self.log, list(scope.item_ids))  # one query per 500 ids
         for item_id in scope.item_ids:
             item = found.get(item_id)
             if item is None:
@@ -990,32 +1032,35 @@ class ReadItems:
 
 
 def forgotten_texts(
-    service: MemoryService, report: RequestReport, read: ReadItems | None = None
+    log: EventLog,
+    runner: ProjectionRunner,
+    report: RequestReport,
+    read: ReadItems | None = None,
 ) -> list[str]:
     """The content a request makes disappear, in memory only: every readable copy of the
     targets, and the earlier versions of history items minus their current value.
     `read`: what the request has already read from the log; what is read here is added."""
     read = read or ReadItems({})
     items = read.loaded
-    read.fetch(service.log, [UUID(i) for i in [*report.all_targets, *report.history]])
+    read.fetch(log, [UUID(i) for i in [*report.all_targets, *report.history]])
 
     def get(item_id: str) -> MemoryItem:
         if item_id not in items:
-            items[item_id] = service.log.get(UUID(item_id))  # raises NotFound, as it did
+            items[item_id] = log.get(UUID(item_id))  # raises NotFound, as it did
         return items[item_id]
 
-    log = service.log
-    texts = plaintext_copies(service, [get(t) for t in report.all_targets], read.events)
+    texts = plaintext_copies(log, runner, [get(t) for t in report.all_targets], read.events)
     for item in (get(h) for h in report.history):
         current = log.read(item)
         keep = set(current.values()) if current is not ERASED else set()  # type: ignore[union-attr]
-        copies = plaintext_copies(service, [item], read.events)
+        copies = plaintext_copies(log, runner, [item], read.events)
         texts.extend(t for t in copies if t not in keep)
     return texts
 
 
 def plaintext_copies(
-    service: MemoryService,
+    event_log: EventLog,
+    runner: ProjectionRunner,
     items: list[MemoryItem],
     decoded: dict[UUID, list[Any]] | None = None,
 ) -> list[str]:
@@ -1027,21 +1072,47 @@ def plaintext_copies(
     ids = [str(i.id) for i in live]
     texts: list[str] = []
     try:
-        keys = service.log.keys_for(ids)
+        keys = event_log.keys_for(ids)
         known = decoded or {}
         events = {i.id: known[i.id] for i in live if i.id in known}
-        events.update(service.log.events_of_many([i.id for i in live if i.id not in known]))
+        events.update(event_log.events_of_many([i.id for i in live if i.id not in known]))
         for item in live:
             for event in events.get(item.id, []):
                 sealed = getattr(event, "sealed", None)
                 if sealed is not None:
                     generation = event.key_generation
-                    opened = service.log.open_fields(keys, str(item.id), generation, sealed)
+                    opened = event_log.open_fields(keys, str(item.id), generation, sealed)
                     if opened is not ERASED:
                         texts.extend(opened.values())  # type: ignore[union-attr]
     except CorruptKeyEntry:
         log.warning("a key entry is corrupted; the residue scan relies on projection copies")
-    with service.engine.connect() as conn:
-        for projection in service.runner.projections:
-            texts.extend(projection.texts_of(conn, Cells(service.log), ids))
+    with runner.engine.connect() as conn:
+        for projection in runner.projections:
+            texts.extend(projection.texts_of(conn, Cells(event_log), ids))
     return texts
+
+
+def shred_history(log: EventLog, item_id: str) -> bool:
+    """Make an item's earlier versions unreadable and keep its current value: its
+    current content is re-sealed under a new key generation and every older one is
+    destroyed. False when there is nothing earlier to shred."""
+    item = log.get(UUID(item_id))
+    current = log.read(item)
+    if item.erased or current is ERASED or item.key_generation < 1:
+        return False
+    rewrite_items(log, [(item, current, [])])  # type: ignore[list-item]
+    return True
+
+
+def readable_history(conn: Any, item_ids: list[str]) -> int:
+    """How many earlier (superseded) versions of these items can still be read."""
+    query = (
+        select(func.count())
+        .select_from(facts)
+        .where(
+            facts.c.item_id.in_(item_ids),
+            facts.c.status == "superseded",
+            facts.c.sealed.is_not(None),
+        )
+    )
+    return int(conn.execute(query).scalar_one())

@@ -45,8 +45,11 @@ from memory_ledger.keystore import KeyDestruction, NewKey
 from memory_ledger.projections.catalog import catalog
 
 if TYPE_CHECKING:
-    from memory_ledger.api import MemoryService
+    from sqlalchemy.engine import Engine
+
     from memory_ledger.config import Settings
+    from memory_ledger.event_log import EventLog
+    from memory_ledger.ledger import LifecycleLedger
 
 PG_ROWS_ONLY = "on PostgreSQL the server's own files are not read"
 WINDOW_CLOSED = (
@@ -84,8 +87,17 @@ class ScanOutcome:
 
 
 class ResidueCheck:
-    def __init__(self, service: MemoryService) -> None:
-        self.service = service
+    """A request's keyed fingerprints and the byte scan that uses them. It holds the
+    pieces it reads (the log and its key store, the ledger, the projections' engine,
+    the location): nothing else of the service."""
+
+    def __init__(
+        self, log: EventLog, ledger: LifecycleLedger, engine: Engine, settings: Settings
+    ) -> None:
+        self.log = log
+        self.ledger = ledger
+        self.engine = engine
+        self.settings = settings
 
     # -- fingerprints: a key-store row of their own, erasable like any data key ----------
 
@@ -99,18 +111,18 @@ class ResidueCheck:
 
     def _latest(self, request_id: str) -> tuple[int, bytes] | None:
         ident = _ident(request_id)
-        return self.service.log.keys_for([ident]).latest(ident)
+        return self.log.keys_for([ident]).latest(ident)
 
     def close(self, request_id: str) -> None:
         """Destroy the fingerprints: later verifications check the stores only."""
-        self.service.log.save([], destroy=[KeyDestruction(_ident(request_id), None)])
+        self.log.save([], destroy=[KeyDestruction(_ident(request_id), None)])
 
     def _store(self, request_id: str, generation: int, prints: Fingerprints) -> None:
         """A new generation of the fingerprints; every older one is destroyed with it."""
         ident = _ident(request_id)
-        sealed = self.service.log.master.wrap(ident, generation, prints.to_bytes())
+        sealed = self.log.master.wrap(ident, generation, prints.to_bytes())
         retired = [KeyDestruction(ident, tuple(range(generation)))] if generation else []
-        self.service.log.save([], new_keys=[NewKey(ident, generation, sealed)], destroy=retired)
+        self.log.save([], new_keys=[NewKey(ident, generation, sealed)], destroy=retired)
 
     # -- scans ---------------------------------------------------------------------------
 
@@ -124,11 +136,15 @@ class ResidueCheck:
         prints, why = self._prints(request_id)
         if prints is None:
             return ScanOutcome(False, why, [])
-        settings = self.service.settings
+        settings = self.settings
         data_dir = settings.data_dir
         paths = file_paths_under(data_dir)
         found = scan_fingerprints(paths, prints)
-        rebuilt = [p for p in {f.path for f in found} if self.service.rewrite_sqlite_file(Path(p))]
+        rebuilt = [
+            p
+            for p in {f.path for f in found}
+            if rewrite_sqlite_file(settings, self.engine, self.log, Path(p))
+        ]
         if rebuilt:
             # secure_delete zeroes freed cells, but a page's unused gap can still hold
             # old bytes; rebuilding the file (VACUUM) leaves only live rows.
@@ -148,13 +164,13 @@ class ResidueCheck:
 
     def _prints(self, request_id: str) -> tuple[Fingerprints | None, str]:
         ident = _ident(request_id)
-        keys = self.service.log.keys_for([ident])
+        keys = self.log.keys_for([ident])
         latest = keys.latest(ident)
         if latest is not None:
             return Fingerprints.from_bytes(latest[1]), ""
         if keys.rows_of(ident):
             return None, WINDOW_CLOSED
-        kept, closed = fingerprints_were_kept(self.service.ledger, request_id)
+        kept, closed = fingerprints_were_kept(self.ledger, request_id)
         if kept and not closed:
             return None, FINGERPRINTS_LOST
         restore = self._closed_by_restore(request_id) if closed else None
@@ -165,7 +181,7 @@ class ResidueCheck:
     def _closed_by_restore(self, request_id: str) -> str | None:
         """The restore that closed the request's window because it lost the
         fingerprints with the store it replaced, if one did."""
-        for entry in self.service.ledger.entries(request_id):
+        for entry in self.ledger.entries(request_id):
             payload = entry.payload
             if entry.entry_type == "receipt" and payload["action"] == "verification_closed":
                 evidence = payload.get("evidence") or {}
@@ -180,11 +196,27 @@ class ResidueCheck:
         found: a clean scan pays nothing for it."""
         if not found:
             return set()
-        with self.service.engine.connect() as conn:
+        with self.engine.connect() as conn:
             columns = _clear_text_columns()
             values = conn.execute(select(*columns)).all()
         clear = "\n".join(str(v) for row in values for v in row if v is not None).encode()
         return found & {f.needle_index for f in scan_fingerprint_bytes(clear, prints)}
+
+
+def rewrite_sqlite_file(settings: Settings, engine: Engine, log: EventLog, path: Path) -> bool:
+    """Rebuild one of our SQLite files (VACUUM, then truncate its WAL) so that only
+    live rows remain in it; False if the path is not one of them."""
+    if settings.postgres is not None:
+        return False
+    if path == settings.projections_path:
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.exec_driver_sql("VACUUM")
+            conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+        return True
+    if path == settings.events_path:
+        log.rewrite_file()
+        return True
+    return False
 
 
 def database_rows(settings: Settings) -> dict[str, bytes]:

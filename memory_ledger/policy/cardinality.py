@@ -24,7 +24,7 @@ never replaced, so `mode` and `replaces` are refused on them at the write bounda
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -35,7 +35,23 @@ from memory_ledger.projections.facts import LIVE_STATUSES, facts
 from memory_ledger.write_policy import MemoryWrite
 
 if TYPE_CHECKING:
-    from memory_ledger.api import MemoryLedger
+    from sqlalchemy.engine import Engine
+
+    from memory_ledger.domain import MemoryItem
+
+
+@dataclass(frozen=True)
+class FactSets:
+    """What deciding a write's set change reads, for one namespace: the policy's
+    cardinality of a predicate (asked at each write: an installed policy takes effect),
+    the namespace's own items (`owned`: NotFound for another namespace's id), and the
+    facts view (caught up first)."""
+
+    namespace: str
+    cardinality_of: Callable[[str], str]
+    owned: Callable[[str], MemoryItem]
+    catch_up: Callable[[], object]
+    engine: Engine
 
 
 @dataclass(frozen=True)
@@ -48,14 +64,14 @@ class SetChange:
 
 
 def decide(
-    ledger: MemoryLedger, write: MemoryWrite, earlier: Sequence[tuple[MemoryWrite, str]] = ()
+    sets: FactSets, write: MemoryWrite, earlier: Sequence[tuple[MemoryWrite, str]] = ()
 ) -> SetChange:
     """`earlier`: the writes before this one in the same batch, with their new ids, so a
     `replace` of a whole set also replaces members written just before it."""
     if write.kind != "fact":
         return SetChange(None)
     predicate = write.effective_predicate
-    cardinality = ledger.service.policy.cardinality(predicate)
+    cardinality = sets.cardinality_of(predicate)
     about = f"{write.subject}/{predicate}"
     if cardinality == "one":
         if write.mode == "add":
@@ -76,9 +92,9 @@ def decide(
         return SetChange("many")
     if write.replaces:
         named = list(dict.fromkeys(str(i) for i in write.replaces))
-        _check_members(ledger, write, named)
+        _check_members(sets, write, named)
         return SetChange("many", tuple(sorted(named)))
-    members = set(_current_members(ledger, write))
+    members = set(_current_members(sets, write))
     members.update(
         item_id
         for other, item_id in earlier
@@ -88,13 +104,13 @@ def decide(
     return SetChange("many", tuple(sorted(members)))
 
 
-def _check_members(ledger: MemoryLedger, write: MemoryWrite, named: list[str]) -> None:
+def _check_members(sets: FactSets, write: MemoryWrite, named: list[str]) -> None:
     """Each replaced id must be a live fact of this namespace, subject and predicate:
     confirmed against the log (NotFound for an id of another namespace, exactly like an
     id that never existed), and still current or in conflict in the facts view."""
     about = f"{write.subject}/{write.effective_predicate}"
     for item_id in named:
-        item = ledger._owned(item_id)
+        item = sets.owned(item_id)
         if item.kind != "fact" or (item.subject, item.predicate) != (
             write.subject,
             write.effective_predicate,
@@ -108,7 +124,7 @@ def _check_members(ledger: MemoryLedger, write: MemoryWrite, named: list[str]) -
                 f"replaces: item {item_id} was erased; nothing was stored",
                 [f"replaces: {item_id} was erased"],
             )
-    status = _statuses(ledger, named)
+    status = _statuses(sets, named)
     stale = [i for i in named if status.get(i) not in LIVE_STATUSES]
     if stale:
         raise InvalidWrite(
@@ -118,33 +134,33 @@ def _check_members(ledger: MemoryLedger, write: MemoryWrite, named: list[str]) -
         )
 
 
-def _statuses(ledger: MemoryLedger, item_ids: list[str]) -> dict[str, str]:
+def _statuses(sets: FactSets, item_ids: list[str]) -> dict[str, str]:
     """Each item's standing in the facts view: its newest version's status."""
-    ledger.service.runner.catch_up()
+    sets.catch_up()
     query = select(facts.c.item_id, facts.c.version, facts.c.status).where(
         facts.c.item_id.in_(item_ids)
     )
     newest: dict[str, tuple[int, str]] = {}
-    with ledger.service.engine.connect() as conn:
+    with sets.engine.connect() as conn:
         for item_id, version, status in conn.execute(query):
             if item_id not in newest or version > newest[item_id][0]:
                 newest[item_id] = (version, status)
     return {item_id: status for item_id, (_, status) in newest.items()}
 
 
-def _current_members(ledger: MemoryLedger, write: MemoryWrite) -> list[str]:
+def _current_members(sets: FactSets, write: MemoryWrite) -> list[str]:
     """The set as it stands: live (current or conflict) facts of the key."""
-    ledger.service.runner.catch_up()
+    sets.catch_up()
     f = facts.c
     query = (
         select(f.item_id)
         .where(
-            f.namespace == ledger.namespace,
+            f.namespace == sets.namespace,
             f.subject == write.subject,
             f.predicate == write.effective_predicate,
             f.status.in_(LIVE_STATUSES),
         )
         .distinct()
     )
-    with ledger.service.engine.connect() as conn:
+    with sets.engine.connect() as conn:
         return sorted(conn.execute(query).scalars())

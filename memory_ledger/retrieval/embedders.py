@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-import os
 import re
 import threading
 import unicodedata
@@ -24,9 +23,8 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from memory_ledger.config import EMBEDDER_ENV, environment
 from memory_ledger.errors import ConfigurationError
-
-EMBEDDER_ENV = "MEMORY_LEDGER_EMBEDDER"
 
 
 @runtime_checkable
@@ -107,9 +105,12 @@ def _unit_rows(matrix: np.ndarray) -> np.ndarray:
 
 
 def load_embedder(spec: str | None = None) -> Embedder:
-    """`spec` (or `MEMORY_LEDGER_EMBEDDER`): `use` (default), `hashing`, `hashing:DIM`,
-    or `module:factory` for a plug-in that returns an Embedder."""
-    spec = (spec if spec is not None else os.environ.get(EMBEDDER_ENV, "")).strip() or "use"
+    """`spec` (`Settings.embedder`, from MEMORY_LEDGER_EMBEDDER; None: as the
+    environment says, for a script without settings): `use` (default), `hashing`,
+    `hashing:DIM`, or `module:factory` for a plug-in that returns an Embedder."""
+    if spec is None:
+        spec = environment().get(EMBEDDER_ENV, "")
+    spec = spec.strip() or "use"
     if spec == "use":
         return UniversalSentenceEncoder()
     if spec == "hashing" or spec.startswith("hashing:"):

@@ -366,7 +366,7 @@ def _scan_schedule(service: Any) -> dict[str, Any]:
         found = scheduled_jobs(service.settings).get(name)
     except Exception:  # the schedule is information; its store being unreadable is not a 500
         found = None
-    every = found.every_minutes if found else JOBS[name].every_minutes()
+    every = found.every_minutes if found else JOBS[name].every_minutes(service.settings)
     next_run = found.next_run_time if found else None
     return {
         "job": name,

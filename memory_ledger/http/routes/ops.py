@@ -108,7 +108,9 @@ def drill(service: Service, caller: Operator, body: DrillBody) -> dict[str, Any]
     from memory_ledger.jobs.registry import drill_by_hand
 
     path = _backup(service.settings, body.backup_id) if body.backup_id else None
-    report = drill_by_hand(service, datetime.now(UTC), path, run_by=f"token:{caller.token_id}")
+    report = drill_by_hand(
+        service.job_context, datetime.now(UTC), path, run_by=f"token:{caller.token_id}"
+    )
     shown = report.to_dict()
     shown.pop("report_files", None)
     return shown
@@ -179,7 +181,7 @@ def run_job(
     except InvalidWrite as exc:  # an unknown job is not there, and nothing ran
         raise NotFound(str(exc)) from None
     with RunStore(service.settings) as store:
-        result = execute(service, name, datetime.now(UTC), runs=store)
+        result = execute(service.job_context, name, datetime.now(UTC), runs=store)
     if result.held_by is not None:
         held = result.held_by
         raise InvalidTransition(
