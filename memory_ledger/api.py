@@ -15,7 +15,7 @@ from dataclasses import replace
 from datetime import datetime
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID, uuid4
 
 from pydantic import TypeAdapter, ValidationError
@@ -107,6 +107,9 @@ from memory_ledger.write_policy import (
 log = logging.getLogger("memory_ledger")
 KINDS = ("fact", "preference", "turn")
 
+if TYPE_CHECKING:  # it imports the restore and job code, which imports this module
+    from memory_ledger.operations import Operations
+
 
 class MemoryService:
     """Opens the stores once per process; share it between principals."""
@@ -187,6 +190,34 @@ class MemoryService:
         self.requests = ForgetRequests(self, self.ledger)
         # A request interrupted by a crash is finished before anything else happens.
         self.requests.resume_unfinished()
+
+    @cached_property
+    def operations(self) -> Operations:
+        """The store-wide calls the CLI and the HTTP server make (memory_ledger/operations),
+        built from this service's parts; the calls that still take a whole service arrive
+        bound to it."""
+        from memory_ledger.jobs.registry import drill_by_hand
+        from memory_ledger.jobs.scheduler import execute
+        from memory_ledger.operations import Operations, SubscriberCalls
+
+        subscribers = self.subscribers
+        return Operations(
+            self.settings,
+            self.log.master,
+            self.ledger,
+            self.requests,
+            self.holds,
+            subscribers,
+            self.feed,
+            self.vectors,
+            drill=lambda now, path, **kw: drill_by_hand(self, now, path, **kw),
+            run_job=lambda name, now, runs: execute(self, name, now, runs=runs),
+            subscriber_calls=SubscriberCalls(
+                retire=lambda name, **kw: subscribers.retire(self, name, **kw),
+                ack=lambda name, request_id: subscribers.ack(self, name, request_id),
+                pending=lambda subscriber: subscribers.pending(self, subscriber),
+            ),
+        )
 
     @cached_property
     def planning(self) -> ForgetPlanning:

@@ -45,10 +45,11 @@ from memory_ledger.errors import (
     NotFound,
     Unauthenticated,
 )
-from memory_ledger.http.auth import ACCESS_STATE, bearer
+from memory_ledger.http.auth import ACCESS_STATE, bearer, serving_of
 from memory_ledger.http.compliance.query import FILE, ConsoleIndex, Filters
 from memory_ledger.http.compliance.timeline import timeline
-from memory_ledger.identifiers import is_identifier, is_namespace
+from memory_ledger.operations import Operations
+from memory_ledger.operations.shapes import is_identifier, is_namespace
 from memory_ledger.times import canonical_time
 
 router = APIRouter(tags=["compliance console"], include_in_schema=False)
@@ -115,13 +116,13 @@ def _caller(request: Request) -> Access:
 def _index(request: Request) -> ConsoleIndex:
     """The summary of the ledger the service serves now (a restore replaces the service,
     not the ledger's rows; the summary checks its watermark against them anyway)."""
-    service = request.app.state.serving.service
+    ops = serving_of(request).operations
     with _index_lock:
         index: ConsoleIndex | None = getattr(request.app.state, "compliance_index", None)
-        if index is None or index.ledger is not service.ledger:
+        if index is None or index.ledger is not ops.ledger:
             if index is not None:
                 index.close()
-            index = ConsoleIndex(service.settings.data_dir / FILE, service.ledger)
+            index = ConsoleIndex(ops.settings.data_dir / FILE, ops.ledger)
             request.app.state.compliance_index = index
     return index
 
@@ -302,11 +303,11 @@ def detail(request: Request, request_id: str) -> JSONResponse:
     row = _index(request).one(request_id) if is_identifier(request_id) else None
     if row is None or not caller.covers(row["namespace"]):
         raise NotFound("no forget request with that id in this token's subtree")
-    service = request.app.state.serving.service
-    entries = service.ledger.entries(request_id)
+    ops = serving_of(request).operations
+    entries = ops.entries(request_id)
     waiting: list[dict[str, Any]] = []
     if row["status"] == "partial":
-        waiting = service.subscribers.waiting(service.requests.report(request_id))
+        waiting = ops.requests.waiting(request_id)
     return JSONResponse(
         {
             "request": row,
@@ -325,49 +326,36 @@ def ledger_verdict(request: Request) -> JSONResponse:
     the ledger still extends the last head the audit-head job kept (a rollback or fork
     is the page's banner); and when the verification scan is next due."""
     _caller(request)
-    service = request.app.state.serving.service
-    audit = service.ledger.verify()
+    ops = serving_of(request).operations
+    audit = ops.verify_ledger()
     return JSONResponse(
         {
             "ok": audit.ok,
             "explanation": audit.explanation,
             "entries_checked": audit.entries_checked,
             "anchor": f"{audit.head_seq}:{audit.head_hash}",
-            "kept_head": _kept_head(service),
-            "scan": _scan_schedule(service),
+            "kept_head": _kept_head(ops),
+            "scan": _scan_schedule(ops),
         },
         headers=_NO_STORE,
     )
 
 
-def _kept_head(service: Any) -> dict[str, Any]:
+def _kept_head(ops: Operations) -> dict[str, Any]:
     """The check `doctor` and the audit-head job make (memory_ledger/audit/kept.py)."""
-    from memory_ledger.audit.heads import Auditor
-    from memory_ledger.audit.kept import problems_since_kept
-
     try:
-        kept, problem = problems_since_kept(
-            Auditor(service.ledger, service.log.master), service.settings.data_dir
-        )
+        kept, problem = ops.kept_head()
     except MemoryLedgerError as exc:
         return {"ok": False, "size": None, "explanation": str(exc)}
     return {"ok": not problem, "size": kept["size"] if kept else None, "explanation": problem}
 
 
-def _scan_schedule(service: Any) -> dict[str, Any]:
+def _scan_schedule(ops: Operations) -> dict[str, Any]:
     """When the verification-scan job next runs: a completed request whose files are
     `not yet` verified is scanned then. `next_run` is None when no scheduler has the
     job (then it runs only with `jobs run-once verification-scan` or `verify`)."""
-    from memory_ledger.jobs.registry import JOBS
-    from memory_ledger.jobs.scheduler import scheduled_jobs
-
     name = "verification-scan"
-    try:
-        found = scheduled_jobs(service.settings).get(name)
-    except Exception:  # the schedule is information; its store being unreadable is not a 500
-        found = None
-    every = found.every_minutes if found else JOBS[name].every_minutes()
-    next_run = found.next_run_time if found else None
+    every, next_run = ops.job_schedule(name)
     return {
         "job": name,
         "every_minutes": every,
