@@ -196,9 +196,21 @@ class MemoryService:
         """The store-wide calls the CLI and the HTTP server make (memory_ledger/operations),
         built from this service's parts; the calls that still take a whole service arrive
         bound to it."""
+        from memory_ledger.jobs.consolidation import Consolidator
+        from memory_ledger.jobs.decay import decay_pass
+        from memory_ledger.jobs.projection_catchup import run_catchup_job
+        from memory_ledger.jobs.projection_runner import run_projections
         from memory_ledger.jobs.registry import drill_by_hand
-        from memory_ledger.jobs.scheduler import execute
-        from memory_ledger.operations import Operations, SubscriberCalls
+        from memory_ledger.jobs.retention import expire_due
+        from memory_ledger.jobs.scheduler import execute, run_foreground
+        from memory_ledger.operations import (
+            Jobs,
+            Maintenance,
+            MaintenanceCalls,
+            Operations,
+            Policies,
+            SubscriberCalls,
+        )
 
         subscribers = self.subscribers
         return Operations(
@@ -210,12 +222,47 @@ class MemoryService:
             subscribers,
             self.feed,
             self.vectors,
+            self.stores,
             drill=lambda now, path, **kw: drill_by_hand(self, now, path, **kw),
-            run_job=lambda name, now, runs: execute(self, name, now, runs=runs),
+            jobs=Jobs(
+                self.settings,
+                lambda name, now, runs, progress: execute(
+                    self, name, now, runs=runs, progress=progress
+                ),
+                lambda names, duration: run_foreground(self, names, None, duration),
+            ),
             subscriber_calls=SubscriberCalls(
                 retire=lambda name, **kw: subscribers.retire(self, name, **kw),
                 ack=lambda name, request_id: subscribers.ack(self, name, request_id),
                 pending=lambda subscriber: subscribers.pending(self, subscriber),
+            ),
+            policies=Policies(
+                self.engine,
+                self.ledger,
+                self.settings.data_dir,
+                retention=lambda: self.retention,
+                sources=lambda: self.policy.sources,
+                catch_up=self.runner.catch_up,
+                decay=lambda now: decay_pass(self, now),
+            ),
+            maintenance=Maintenance(
+                self.settings,
+                self.log,
+                self.ledger,
+                self.engine,
+                self.runner.catch_up,
+                MaintenanceCalls(
+                    status=self.status,
+                    rebuild=self.rebuild,
+                    catch_up_loop=lambda interval, duration, every: run_catchup_job(
+                        self, interval=interval, duration=duration, consolidate_every=every
+                    ),
+                    run_projections=lambda names, interval, duration: run_projections(
+                        self, names, interval, duration
+                    ),
+                    consolidate=lambda: Consolidator(self).run_all(),
+                    expire=lambda now: expire_due(self, now),
+                ),
             ),
         )
 

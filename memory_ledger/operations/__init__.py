@@ -10,8 +10,9 @@ feed code still make against a whole service arrive as bound callables."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memory_ledger.audit.heads import Auditor
@@ -22,11 +23,22 @@ from memory_ledger.crypto import MasterKey
 from memory_ledger.feed.feed import ChangeFeed, Notice
 from memory_ledger.feed.subscribers import Subscriber, Subscribers
 from memory_ledger.forgetting.holds import Hold, Holds
+from memory_ledger.forgetting.planning import ForgetPlan, PlanOutcome
 from memory_ledger.forgetting.requests import ForgetRequests, RequestReport
-from memory_ledger.jobs.runs import RUNS_KEPT, RunStore
 from memory_ledger.ledger import AuditResult, EntryType, LedgerEntry, LifecycleLedger
 from memory_ledger.operations.backups import Backups, DrillRunner, Restores
+from memory_ledger.operations.jobs import (
+    RUNNING,
+    RUNS_KEPT,
+    Jobs,
+    RunRecord,
+    job_listing,
+    job_names,
+)
+from memory_ledger.operations.maintenance import Maintenance, MaintenanceCalls
+from memory_ledger.operations.policy import Policies
 from memory_ledger.operations.requests import RequestListing, RequestPage, RequestRow
+from memory_ledger.projections.events import Progress
 from memory_ledger.projections.vector_index import VectorIndex
 from memory_ledger.restore.backup import (
     BACKUP_ID,
@@ -37,38 +49,47 @@ from memory_ledger.restore.backup import (
 )
 from memory_ledger.restore.drill import DrillReport
 from memory_ledger.restore.restore import RestorePlan
+from memory_ledger.stores import StoreRegistry
 
 if TYPE_CHECKING:  # the job modules import the service (memory_ledger/api.py), which imports this
     from memory_ledger.api import MemoryService
-    from memory_ledger.jobs.scheduler import RunResult
 
 __all__ = [
     "BACKUP_ID",
     "DEFAULT_KEEP_DAYS",
     "MAX_KEEP_DAYS",
+    "RUNNING",
     "RUNS_KEPT",
     "STORE_ID",
     "AuditResult",
     "Auditor",
     "Backup",
     "Backups",
+    "ChangeFeed",
     "DrillReport",
     "EntryType",
+    "ForgetPlan",
     "Hold",
+    "Jobs",
     "LedgerEntry",
     "LifecycleLedger",
+    "Maintenance",
+    "MaintenanceCalls",
     "Notice",
     "Operations",
+    "PlanOutcome",
+    "Policies",
+    "Progress",
     "RequestPage",
     "RequestReport",
     "RequestRow",
     "RestorePlan",
     "Restores",
+    "RunRecord",
     "Subscriber",
+    "job_listing",
+    "job_names",
 ]
-
-#: `jobs/scheduler.py execute`, bound to the open store: (name, now, runs) -> result.
-JobRunner = Callable[[str, datetime, RunStore], "RunResult"]
 
 
 class Operations:
@@ -84,10 +105,13 @@ class Operations:
         subscribers: Subscribers,
         feed: ChangeFeed,
         vectors: VectorIndex,
+        stores: StoreRegistry,
         *,
         drill: DrillRunner,
-        run_job: JobRunner,
+        jobs: Jobs,
         subscriber_calls: SubscriberCalls,
+        policies: Policies,
+        maintenance: Maintenance,
     ) -> None:
         self.settings = settings
         self._master = master
@@ -97,11 +121,14 @@ class Operations:
         self._subscribers = subscribers
         self._feed = feed
         self._vectors = vectors
-        self._run_job = run_job
+        self._stores = stores
+        self.jobs = jobs
         self._subscriber_calls = subscriber_calls
         self.requests = RequestListing(ledger, requests, subscribers)
         self.backups = Backups(settings, master, ledger, drill)
         self.restores = Restores(settings, master)
+        self.policies = policies
+        self.maintenance = maintenance
 
     # -- the lifecycle ledger and its audit evidence ---------------------------------------
 
@@ -134,6 +161,10 @@ class Operations:
         """The last head the audit-head job kept, and why the ledger does not extend it
         now ("" when it does)."""
         return problems_since_kept(self.auditor(), self.settings.data_dir)
+
+    def data_map(self) -> list[dict[str, Any]]:
+        """Every registered store and what it holds: where an erasure must reach."""
+        return [{"store": store.name, "holds": store.holds} for store in self._stores]
 
     # -- legal holds ---------------------------------------------------------------------
 
@@ -173,8 +204,13 @@ class Operations:
     def subscriber(self, name: str) -> Subscriber:
         return self._subscribers.get(name)
 
-    def add_subscriber(self, name: str, **fields: Any) -> Subscriber:
-        return self._subscribers.add(name, **fields)
+    def add_subscriber(
+        self, name: str, namespaces: Sequence[str], *, added_by: str, deadline_hours: int
+    ) -> Subscriber:
+        """Register a downstream copy that must acknowledge each erasure it holds."""
+        return self._subscribers.add(
+            name, namespaces, added_by=added_by, deadline_hours=deadline_hours
+        )
 
     def retire_subscriber(self, name: str, *, retired_by: str) -> list[str]:
         return self._subscriber_calls.retire(name, retired_by=retired_by)
@@ -207,6 +243,11 @@ class Operations:
 
         return MemoryService(self.settings, self._master, embedder=self._vectors.embedder)
 
+    @property
+    def vector_directory(self) -> Path:
+        """Where the vector index's files lie (this host's)."""
+        return self._vectors.directory
+
     def vector_status(self) -> dict[str, Any]:
         return self._vectors.status()
 
@@ -220,38 +261,6 @@ class Operations:
     def cleared_vector_discards(self) -> list[str]:
         """What the last full rebuild cleared from the note of discarded vector files."""
         return self._vectors.cleared
-
-    # -- jobs ----------------------------------------------------------------------------
-
-    def job_rows(self, runs: int, now: datetime) -> list[dict[str, Any]]:
-        """Every job: what it does, how often, its next run, its lease, its last runs."""
-        from memory_ledger.jobs.status import job_rows
-
-        with RunStore(self.settings) as store:
-            return job_rows(self.settings, store, runs, now)
-
-    def job_schedule(self, name: str) -> tuple[float, datetime | None]:
-        """How often a job runs (minutes) and its next run; None for the next run when no
-        scheduler has the job, or its schedule cannot be read (it is information: the
-        store being unreadable must not fail the page that shows it)."""
-        from memory_ledger.jobs.registry import JOBS
-        from memory_ledger.jobs.scheduler import scheduled_jobs
-
-        try:
-            found = scheduled_jobs(self.settings).get(name)
-        except Exception:
-            found = None
-        if found is None:
-            return JOBS[name].every_minutes(), None
-        return found.every_minutes, found.next_run_time
-
-    def run_job(self, name: str, now: datetime) -> RunResult:
-        """Run one job now, under its lease and recorded (InvalidWrite: no such job)."""
-        from memory_ledger.jobs.registry import spec_named
-
-        spec_named(name)
-        with RunStore(self.settings) as store:
-            return self._run_job(name, now, store)
 
 
 class SubscriberCalls:

@@ -355,7 +355,7 @@ def _scan_schedule(ops: Operations) -> dict[str, Any]:
     `not yet` verified is scanned then. `next_run` is None when no scheduler has the
     job (then it runs only with `jobs run-once verification-scan` or `verify`)."""
     name = "verification-scan"
-    every, next_run = ops.job_schedule(name)
+    every, next_run = ops.jobs.schedule(name)
     return {
         "job": name,
         "every_minutes": every,

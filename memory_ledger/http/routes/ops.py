@@ -127,7 +127,7 @@ def jobs(
     ops: Ops, _: Operator, runs: Annotated[int, Query(ge=1, le=RUNS_KEPT)] = 1
 ) -> dict[str, Any]:
     """Every job: what it does, how often, its next run, its lease and its last runs."""
-    return {"jobs": ops.job_rows(runs, datetime.now(UTC))}
+    return {"jobs": ops.jobs.rows(runs, datetime.now(UTC))}
 
 
 @router.post("/jobs/{name}/runs")
@@ -136,7 +136,7 @@ def run_job(ops: Ops, _: Operator, name: Annotated[str, Path(max_length=64)]) ->
     another run holds is a 409 naming the holder; a failed run is answered with its
     outcome and error code (never content)."""
     try:
-        result = ops.run_job(name, datetime.now(UTC))
+        result = ops.jobs.run_once(name, datetime.now(UTC))
     except InvalidWrite as exc:  # an unknown job is not there, and nothing ran
         raise NotFound(str(exc)) from None
     if result.held_by is not None:
