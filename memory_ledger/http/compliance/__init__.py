@@ -20,7 +20,6 @@ import csv
 import html
 import io
 import json
-import os
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -38,6 +37,7 @@ from fastapi.responses import (
 
 from memory_ledger.access import Access
 from memory_ledger.bounds import MAX_SEQ
+from memory_ledger.config import Settings
 from memory_ledger.errors import (
     Forbidden,
     InvalidWrite,
@@ -54,9 +54,8 @@ from memory_ledger.times import canonical_time
 
 router = APIRouter(tags=["compliance console"], include_in_schema=False)
 COOKIE = "ml_compliance"
-#: The erasure deadline in days (data-protection law commonly gives a month).
-DEADLINE_ENV = "MEMORY_LEDGER_ERASURE_DEADLINE_DAYS"
-DEFAULT_DEADLINE_DAYS = 30
+#: The erasure deadline in days (memory_ledger/config.py `Settings.erasure_deadline_days`).
+DEADLINE_ENV = Settings.ERASURE_DEADLINE_ENV
 HEAD_PATH = "/v1/audit/head"
 PACK_PATH = "/v1/audit/requests/{request_id}/pack"
 CSV_COLUMNS = (
@@ -73,17 +72,6 @@ _PAGE_CSP = (
 )
 _NO_STORE = {"Cache-Control": "no-store"}
 _index_lock = threading.Lock()
-
-
-def deadline_days() -> int:
-    """The erasure deadline: MEMORY_LEDGER_ERASURE_DEADLINE_DAYS, a whole number of days
-    from 1 to 3660, 30 when unset."""
-    raw = os.environ.get(DEADLINE_ENV, "").strip()
-    if not raw:
-        return DEFAULT_DEADLINE_DAYS
-    if not raw.isdigit() or not 1 <= int(raw) <= 3660:
-        raise InvalidWrite(f"{DEADLINE_ENV} must be a whole number of days from 1 to 3660")
-    return int(raw)
 
 
 # -- who is calling ------------------------------------------------------------------------
@@ -249,7 +237,8 @@ def totals(
     filters: Filtered,
 ) -> JSONResponse:
     caller = _caller(request)
-    found = _index(request).totals(caller.namespace, filters, deadline_days(), datetime.now(UTC))
+    deadline = serving_of(request).operations.settings.erasure_deadline_days
+    found = _index(request).totals(caller.namespace, filters, deadline, datetime.now(UTC))
     return JSONResponse({**found, "subtree": caller.namespace}, headers=_NO_STORE)
 
 
