@@ -125,7 +125,7 @@ def test_one_request_listing_serves_the_cli_and_http(store: Settings) -> None:
         assert isinstance(ops, Operations)
         rows = ops.requests.page().rows
         assert [r.status for r in rows] == ["dry_run", "completed"]
-        assert all(isinstance(r, RequestRow) and r.targets == 1 for r in rows)
+        assert all(isinstance(r, RequestRow) and r.items == 1 for r in rows)
         listed = [r.to_dict() for r in rows]
         tokens = TokenStore(store, now)
         try:

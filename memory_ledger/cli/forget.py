@@ -668,7 +668,7 @@ def requests(data_dir: DataDir = None, url: Url = None, as_json: Json = False) -
                     shown(d["request_id"]),
                     shown(d["namespace"]),
                     shown(d["scope"].get("kind", "")),
-                    shown(d["targets"]),
+                    shown(d["items"]),
                     shown(d["status"]),
                     *([shown(", ".join(waits))] if waiting else []),
                 )

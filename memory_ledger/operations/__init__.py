@@ -1,12 +1,14 @@
 """Store-wide operations: the one way the CLI and the HTTP server act on a store as a
-whole (forget-request listings, backups, restores and drills, legal holds, subscribers,
-the lifecycle ledger, audit evidence, jobs).
+whole. One concern per module: forget-request listings (requests.py), backups, restores
+and drills (backups.py), jobs (jobs.py), the retention policy (policy.py), status,
+rebuild and the doctor (maintenance.py); holds, subscribers, the ledger and its audit
+evidence are here. shapes.py re-exports the input shapes the surfaces validate with.
 
 Before this package each surface reached into the service's parts and assembled the
 same operation itself (a restore twice, a request listing twice with different fields).
 `Operations` receives the pieces it uses, never the service, so what a surface can do is
-what is written here; `MemoryService.operations` builds it. Calls that the forgetting and
-feed code still make against a whole service arrive as bound callables."""
+what is written here; `MemoryService.operations` builds it. Calls that jobs/ and feed/
+still make against a whole service arrive as bound callables."""
 
 from __future__ import annotations
 

@@ -1,6 +1,8 @@
 """Forget requests as the surfaces list and read them: ONE row shape for the CLI's
 `requests` table and HTTP's `GET /v1/forget-requests`, so the two never drift apart
-again (they had different fields: `targets` counted a cascaded target twice)."""
+again. They had: the CLI's `targets` counted a target that also cascaded twice, and only
+the CLI said which subscribers a request waits on. The count keeps HTTP's name, `items`
+(the HTTP client's `RequestSummary.items` reads it)."""
 
 from __future__ import annotations
 
@@ -16,14 +18,14 @@ from memory_ledger.ledger import LifecycleLedger
 @dataclass(frozen=True)
 class RequestRow:
     """One forget request in a listing: ids, codes and counts only, never content.
-    `targets` counts everything the request erases (its targets and what cascaded);
-    `waiting_for` names the subscribers a partial request still waits on."""
+    `items` counts everything the request erases (its targets and what cascaded, each
+    once); `waiting_for` names the subscribers a partial request still waits on."""
 
     request_id: str
     namespace: str
     status: str
     scope: dict[str, Any]
-    targets: int
+    items: int
     waiting_for: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -75,7 +77,7 @@ class RequestListing:
             namespace=report.namespace,
             status=report.status,
             scope=report.scope,
-            targets=len(report.all_targets),
+            items=len(report.all_targets),
             waiting_for=self._subscribers.waiting(report, active=active),
         )
 
