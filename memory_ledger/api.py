@@ -194,15 +194,11 @@ class MemoryService:
     @cached_property
     def operations(self) -> Operations:
         """The store-wide calls the CLI and the HTTP server make (memory_ledger/operations),
-        built from this service's parts; the calls that still take a whole service arrive
-        bound to it."""
-        from memory_ledger.jobs.consolidation import Consolidator
-        from memory_ledger.jobs.decay import decay_pass
-        from memory_ledger.jobs.projection_catchup import run_catchup_job
-        from memory_ledger.jobs.projection_runner import run_projections
-        from memory_ledger.jobs.registry import drill_by_hand
-        from memory_ledger.jobs.retention import expire_due
-        from memory_ledger.jobs.scheduler import execute, run_foreground
+        built from this service's parts. The calls jobs/ and feed/ still make against a
+        whole service arrive bound to it, each importing its job module when first
+        called: a command that runs no job never loads the scheduler (apscheduler)."""
+        import importlib
+
         from memory_ledger.operations import (
             Jobs,
             Maintenance,
@@ -211,6 +207,9 @@ class MemoryService:
             Policies,
             SubscriberCalls,
         )
+
+        def _job(name: str) -> Any:
+            return importlib.import_module(f"memory_ledger.jobs.{name}")
 
         subscribers = self.subscribers
         return Operations(
@@ -223,13 +222,15 @@ class MemoryService:
             self.feed,
             self.vectors,
             self.stores,
-            drill=lambda now, path, **kw: drill_by_hand(self, now, path, **kw),
+            drill=lambda now, path, **kw: _job("registry").drill_by_hand(self, now, path, **kw),
             jobs=Jobs(
                 self.settings,
-                lambda name, now, runs, progress: execute(
+                lambda name, now, runs, progress: _job("scheduler").execute(
                     self, name, now, runs=runs, progress=progress
                 ),
-                lambda names, duration: run_foreground(self, names, None, duration),
+                lambda names, duration: _job("scheduler").run_foreground(
+                    self, names, None, duration
+                ),
             ),
             subscriber_calls=SubscriberCalls(
                 retire=lambda name, **kw: subscribers.retire(self, name, **kw),
@@ -243,7 +244,7 @@ class MemoryService:
                 retention=lambda: self.retention,
                 sources=lambda: self.policy.sources,
                 catch_up=self.runner.catch_up,
-                decay=lambda now: decay_pass(self, now),
+                decay=lambda now: _job("decay").decay_pass(self, now),
             ),
             maintenance=Maintenance(
                 self.settings,
@@ -254,14 +255,16 @@ class MemoryService:
                 MaintenanceCalls(
                     status=self.status,
                     rebuild=self.rebuild,
-                    catch_up_loop=lambda interval, duration, every: run_catchup_job(
+                    catch_up_loop=lambda interval, duration, every: _job(
+                        "projection_catchup"
+                    ).run_catchup_job(
                         self, interval=interval, duration=duration, consolidate_every=every
                     ),
-                    run_projections=lambda names, interval, duration: run_projections(
-                        self, names, interval, duration
-                    ),
-                    consolidate=lambda: Consolidator(self).run_all(),
-                    expire=lambda now: expire_due(self, now),
+                    run_projections=lambda names, interval, duration: _job(
+                        "projection_runner"
+                    ).run_projections(self, names, interval, duration),
+                    consolidate=lambda: _job("consolidation").Consolidator(self).run_all(),
+                    expire=lambda now: _job("retention").expire_due(self, now),
                 ),
             ),
         )
