@@ -119,6 +119,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("memory_ledger")
 KINDS = ("fact", "preference", "turn")
 
+if TYPE_CHECKING:  # it imports the restore and job code, which imports this module
+    from memory_ledger.operations import Operations
+
 
 class MemoryService:
     """Opens the stores once per process; share it between principals."""
@@ -247,6 +250,77 @@ class MemoryService:
         from memory_ledger.restore.drill import drill  # restore builds on this module
 
         return drill(self, now, backup_path, run_by, keep_scratch)
+
+    @cached_property
+    def operations(self) -> Operations:
+        """The store-wide calls the CLI and the HTTP server make (memory_ledger/operations),
+        built from this service's parts. The calls into jobs/ arrive bound to the jobs'
+        context, each importing its job module when first called: a command that runs
+        no job never loads the scheduler (apscheduler)."""
+        import importlib
+
+        from memory_ledger.operations import (
+            Jobs,
+            Maintenance,
+            MaintenanceCalls,
+            Operations,
+            Policies,
+        )
+
+        def _job(name: str) -> Any:
+            return importlib.import_module(f"memory_ledger.jobs.{name}")
+
+        return Operations(
+            self.settings,
+            self.log.master,
+            self.ledger,
+            self.requests,
+            self.holds,
+            self.subscribers,
+            self.feed,
+            self.vectors,
+            self.stores,
+            drill=lambda now, path, **kw: _job("registry").drill_by_hand(self.job_context, now, path, **kw),
+            jobs=Jobs(
+                self.settings,
+                lambda name, now, runs, progress: _job("scheduler").execute(
+                    self.job_context, name, now, runs=runs, progress=progress
+                ),
+                lambda names, duration: _job("scheduler").run_foreground(
+                    self.job_context, names, None, duration
+                ),
+            ),
+            policies=Policies(
+                self.engine,
+                self.ledger,
+                self.settings.data_dir,
+                retention=lambda: self.retention,
+                sources=lambda: self.policy.sources,
+                catch_up=self.runner.catch_up,
+                decay=lambda now: _job("decay").decay_pass(self.job_context, now),
+            ),
+            maintenance=Maintenance(
+                self.settings,
+                self.log,
+                self.ledger,
+                self.engine,
+                self.runner.catch_up,
+                MaintenanceCalls(
+                    status=self.status,
+                    rebuild=self.rebuild,
+                    catch_up_loop=lambda interval, duration, every: _job(
+                        "projection_catchup"
+                    ).run_catchup_job(
+                        self.job_context, interval=interval, duration=duration, consolidate_every=every
+                    ),
+                    run_projections=lambda names, interval, duration: _job(
+                        "projection_runner"
+                    ).run_projections(self.job_context, names, interval, duration),
+                    consolidate=lambda: _job("consolidation").Consolidator(self.job_context).run_all(),
+                    expire=lambda now: _job("retention").expire_due(self.job_context, now),
+                ),
+            ),
+        )
 
     @cached_property
     def planning(self) -> ForgetPlanning:

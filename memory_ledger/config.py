@@ -298,6 +298,34 @@ class Settings:
                 f"cannot connect to {self.postgres.masked()}: {reason}; nothing was changed"
             ) from None
 
+    # -- settings read from the environment each time they are used: an operator (or a
+    # test) changes them without reopening the store. Their one place of reading. The
+    # names are class attributes, not fields (unannotated): a Settings is its location.
+    ERASURE_DEADLINE_ENV = "MEMORY_LEDGER_ERASURE_DEADLINE_DAYS"
+    DEFAULT_ERASURE_DEADLINE_DAYS = 30
+    RESTORE_KILL_AFTER_ENV = "MEMORY_LEDGER_TEST_KILL_AFTER_RESTORE_STEP"
+
+    @property
+    def erasure_deadline_days(self) -> int:
+        """The erasure deadline the compliance console counts overdue requests by:
+        MEMORY_LEDGER_ERASURE_DEADLINE_DAYS, a whole number of days from 1 to 3660, 30
+        when unset (data-protection law commonly gives a month)."""
+        from memory_ledger.errors import InvalidWrite
+
+        name = self.ERASURE_DEADLINE_ENV
+        raw = os.environ.get(name, "").strip()
+        if not raw:
+            return self.DEFAULT_ERASURE_DEADLINE_DAYS
+        if not raw.isdigit() or not 1 <= int(raw) <= 3660:
+            raise InvalidWrite(f"{name} must be a whole number of days from 1 to 3660")
+        return int(raw)
+
+    @property
+    def restore_kill_after_step(self) -> str | None:
+        """Fault injection for the kill -9 tests of a restore: the step after which the
+        restoring process kills itself (restore/restore.py). Unset in production."""
+        return os.environ.get(self.RESTORE_KILL_AFTER_ENV) or None
+
 
 def _sqlite_dir(url: str) -> Path:
     # sqlite:///path/to/dir names a data directory, not a single file.

@@ -6,7 +6,13 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from memory_ledger.audit import verifier as verifier  # re-exported, see below
 from memory_ledger.errors import InvalidWrite
+
+#: `verifier` is the offline checker of what the audit calls return (evidence packs,
+#: signed heads, proofs): one dependency-free module an auditor may copy and run alone.
+#: It is re-exported here so that a surface (the CLI's `verify-pack`) checks a pack with
+#: the library's view of it, not by reaching into memory_ledger/audit.
 
 
 @dataclass(frozen=True)

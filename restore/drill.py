@@ -54,7 +54,7 @@ from memory_ledger.restore.store import registered
 from memory_ledger.times import canonical_time
 
 if TYPE_CHECKING:
-    from memory_ledger.api import MemoryService
+    from memory_ledger.restore.live import LiveStore
 
 DRILLS_DIR = "drills"
 SAMPLE = 20
@@ -110,7 +110,7 @@ def scratch_settings(settings: Settings, scratch: Path) -> Settings:
 
 
 def restore_into_scratch(
-    service: MemoryService, backup: Backup, target: Settings, now: datetime
+    service: LiveStore, backup: Backup, target: Settings, now: datetime
 ) -> RestorePlan:
     """The restore half of a drill: the backup restored into `target` with a copy of
     the live ledger (which the drill must not write the restore into)."""
@@ -134,7 +134,7 @@ def drop_scratch(target: Settings) -> None:
 
 
 def check_scratch(
-    service: MemoryService, target: Settings, result: RestorePlan, report: DrillReport
+    service: LiveStore, target: Settings, result: RestorePlan, report: DrillReport
 ) -> None:
     """The checking half: erasures absent everywhere, no residue, kept items readable."""
     from memory_ledger.api import MemoryService
@@ -162,7 +162,7 @@ def check_scratch(
 
 
 def drill(
-    service: MemoryService,
+    service: LiveStore,
     now: datetime,
     backup_path: Path | None = None,
     run_by: str = "operator",
@@ -192,7 +192,7 @@ def drill(
     return finish(service, report, run_by, now)
 
 
-def finish(service: MemoryService, report: DrillReport, run_by: str, now: datetime) -> DrillReport:
+def finish(service: LiveStore, report: DrillReport, run_by: str, now: datetime) -> DrillReport:
     """Settle the outcome, write the report files, record the drill in the ledger."""
     report.outcome = "failed" if report.findings else "passed"
     folder = service.settings.data_dir / DRILLS_DIR
@@ -233,8 +233,8 @@ def _requests_after(ledger: LifecycleLedger, taken: str) -> list[str]:
 
 
 def _check_states(
-    service: MemoryService,
-    scratch: MemoryService,
+    service: LiveStore,
+    scratch: LiveStore,
     result: RestorePlan,
     report: DrillReport,
 ) -> int:
@@ -277,7 +277,7 @@ def _check_states(
     return kept
 
 
-def _sample(scratch: MemoryService, erased: list[str]) -> list[str]:
+def _sample(scratch: LiveStore, erased: list[str]) -> list[str]:
     """Up to SAMPLE item ids of each state the restored copy can hold, and of the
     erased ones: a drill that only looks at current items misses half the promises."""
     from sqlalchemy import select

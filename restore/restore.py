@@ -70,7 +70,7 @@ STEPS = ("checked", "loaded", "replayed", "rebuilt", "verified", "opened")
 EXECUTED = ("pending", "partial", "completed")
 REPLAY_REASON = "restore_replay"
 #: Tests set it to a step's name: the process kills itself (SIGKILL) right after it.
-KILL_AFTER_ENV = "MEMORY_LEDGER_TEST_KILL_AFTER_RESTORE_STEP"
+KILL_AFTER_ENV = Settings.RESTORE_KILL_AFTER_ENV
 #: Where the store a restore replaces is kept until the restore opens (or is aborted).
 PREVIOUS_DIR = "RESTORING-previous"
 #: On PostgreSQL, the replaced store's tables, as an SQLite file (pg_snapshot).
@@ -311,7 +311,7 @@ def restore(
         result.seconds[step] = round(now_s - clock[0], 3)
         clock[0] = now_s
         save_state()
-        if os.environ.get(KILL_AFTER_ENV) == step:  # fault injection for the kill -9 tests
+        if settings.restore_kill_after_step == step:  # fault injection for the kill -9 tests
             os.kill(os.getpid(), signal.SIGKILL)
 
     settings.data_dir.mkdir(parents=True, exist_ok=True)

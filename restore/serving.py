@@ -38,8 +38,8 @@ from memory_ledger.retrieval.context import MAX_RECALL_LIMIT
 from memory_ledger.times import canonical_time
 
 if TYPE_CHECKING:
-    from memory_ledger.api import MemoryService
     from memory_ledger.domain import MemoryItem
+    from memory_ledger.restore.live import LiveStore
 
 STATES = ("current", "superseded", "suppressed", "archived", "expired", "erased")
 #: state -> (text readable by `get`, returned by `recall`, returned with archived ones)
@@ -79,7 +79,7 @@ class ItemServing:
         return None
 
 
-def state_of(service: MemoryService, item: MemoryItem) -> str:
+def state_of(service: LiveStore, item: MemoryItem) -> str:
     """An item's state, decided in this order (an erased item is erased whatever else
     is true of it; a suppressed fact that was also superseded is suppressed)."""
     if item.erased:
@@ -97,7 +97,7 @@ def state_of(service: MemoryService, item: MemoryItem) -> str:
     return "current"
 
 
-def serving(service: MemoryService, item_id: str) -> ItemServing:
+def serving(service: LiveStore, item_id: str) -> ItemServing:
     """Decide `item_id`'s state in `service`, and read what the store serves of it."""
     service.runner.catch_up()
     try:
@@ -127,7 +127,7 @@ def serving(service: MemoryService, item_id: str) -> ItemServing:
     )
 
 
-def changed_after(service: MemoryService, item_id: str, position: int) -> bool:
+def changed_after(service: LiveStore, item_id: str, position: int) -> bool:
     """Whether the live store wrote anything deciding the item's state after `position`
     (a restore point): the item's own last change in the log (a rewrite, a suppression,
     a new value...: `EventLog.last_changes`; the catalog's position is only where the
@@ -161,7 +161,7 @@ def changed_after(service: MemoryService, item_id: str, position: int) -> bool:
     return latest is not None and int(latest) > position
 
 
-def _fact_is_live(service: MemoryService, item_id: str) -> bool:
+def _fact_is_live(service: LiveStore, item_id: str) -> bool:
     """The facts projection's verdict on the item's latest version: current or in
     conflict, and still valid (the same rule recall applies)."""
     now = canonical_time(service.clock())

@@ -11,7 +11,6 @@ from typing import Annotated, Any
 
 import typer
 
-from memory_ledger.audit import verifier
 from memory_ledger.cli.common import (
     DataDir,
     Json,
@@ -20,13 +19,14 @@ from memory_ledger.cli.common import (
     emit,
     fail,
     markup_safe,
-    open_service,
+    open_operations,
     out,
     shown,
     whole_number,
 )
 from memory_ledger.cli.forget import audit
 from memory_ledger.errors import InvalidWrite
+from memory_ledger.views import verifier
 
 Out = Annotated[Path | None, typer.Option("--out", help="Write the JSON to this file.")]
 
@@ -50,10 +50,8 @@ def audit_head(
     out_file: Out = None, data_dir: DataDir = None, url: Url = None, as_json: Json = False
 ) -> None:
     """Sign the ledger's Merkle tree head now: keep it outside, check against it later."""
-    from memory_ledger.audit.heads import Auditor
-
-    with open_service(data_dir, url, as_json) as service:
-        auditor = Auditor(service.ledger, service.log.master)
+    with open_operations(data_dir, url, as_json) as ops:
+        auditor = ops.auditor()
         data = {**auditor.head().to_dict(), "public_key": auditor.key.public_key}
     if out_file is not None:
         _write(out_file, data)
@@ -75,11 +73,9 @@ def audit_consistency(
     as_json: Json = False,
 ) -> None:
     """Check the ledger's tree now extends a head kept earlier (exit 9 when it does not)."""
-    from memory_ledger.audit.heads import Auditor
-
     kept = _read(old_head, as_json)
-    with open_service(data_dir, url, as_json) as service:
-        result = Auditor(service.ledger, service.log.master).consistency(kept)
+    with open_operations(data_dir, url, as_json) as ops:
+        result = ops.auditor().consistency(kept)
 
     def human() -> None:
         old, new = result["kept"], result["head"]
@@ -117,11 +113,9 @@ def audit_pack(
 ) -> None:
     """Write an evidence pack of one request: its ledger entries, their inclusion proofs
     and a signed head. `audit verify-pack` (or verifier.py alone) checks it."""
-    from memory_ledger.audit.heads import Auditor
-    from memory_ledger.audit.pack import build_pack
 
-    with open_service(data_dir, url, as_json) as service:
-        pack = build_pack(Auditor(service.ledger, service.log.master), request_id, since)
+    with open_operations(data_dir, url, as_json) as ops:
+        pack = ops.evidence_pack(request_id, since)
     _write(out_file, pack)
     summary = {
         "request_id": request_id,

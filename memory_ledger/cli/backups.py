@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from memory_ledger.cli.common import DataDir, Json, Url, app, emit, open_service, out
+from memory_ledger.cli.common import DataDir, Json, Url, app, emit, open_operations, out
 
 backup_app = typer.Typer(help="Encrypted backups of the event and key store.")
 app.add_typer(backup_app, name="backup")
@@ -29,18 +29,8 @@ def backup_create(
     as_json: Json = False,
 ) -> None:
     """Take a consistent, encrypted copy of the event and key store while writes go on."""
-    from memory_ledger.restore.backup import create
-
-    with open_service(data_dir, url, as_json, create=False) as service:
-        made = create(
-            service.settings,
-            service.log.master,
-            service.ledger,
-            datetime.now(UTC),
-            path,
-            keep_days,
-            taken_by=by,
-        )
+    with open_operations(data_dir, url, as_json, create=False) as ops:
+        made = ops.backups.take(datetime.now(UTC), path, keep_days, taken_by=by)
         point = made.manifest.restore_point
         emit(
             as_json,
@@ -60,10 +50,8 @@ def backup_list(
     as_json: Json = False,
 ) -> None:
     """The backups kept under PATH (default: DATA_DIR/backups), oldest first."""
-    from memory_ledger.restore.backup import BACKUPS_DIR, list_backups
-
-    with open_service(data_dir, url, as_json, create=False) as service:
-        found = list_backups(path or service.settings.data_dir / BACKUPS_DIR)
+    with open_operations(data_dir, url, as_json, create=False) as ops:
+        found = ops.backups.under(path)
 
         def human() -> None:
             if not found:
@@ -91,12 +79,8 @@ def backup_verify(
     """Check a backup: its manifest authenticates under this master key, its checksums
     match, and the key decrypts it; and say whether this store took it (a restore
     refuses another store's backup unless told otherwise)."""
-    from memory_ledger.restore.backup import taken_here, verify
-    from memory_ledger.restore.store import resolve
-
-    with open_service(data_dir, url, as_json, create=False) as service:
-        checked = verify(resolve(service.settings.data_dir, backup), service.log.master)
-        here = taken_here(checked, service.ledger)
+    with open_operations(data_dir, url, as_json, create=False) as ops:
+        checked, here = ops.backups.verify(backup)
 
         def human() -> None:
             taken_by = checked.manifest.store_id
@@ -104,7 +88,7 @@ def backup_verify(
                 f"{checked.manifest.backup_id}: verified"
                 + (
                     f"; taken by another store ({taken_by}), not this one "
-                    f"({service.ledger.store_id}): a restore refuses it unless told "
+                    f"({ops.backups.store_id}): a restore refuses it unless told "
                     f"--accept-foreign {taken_by}"
                     if here is False
                     else ""
@@ -154,12 +138,8 @@ def restore_command(
     failed) is finished with --resume or put back as it was with --abort."""
     from memory_ledger.cli.common import fail
     from memory_ledger.config import Settings
-    from memory_ledger.crypto import load_master_key
     from memory_ledger.errors import InvalidWrite, MemoryLedgerError
-    from memory_ledger.ledger import LifecycleLedger
-    from memory_ledger.restore import restore as restoring
-    from memory_ledger.restore.backup import open_verified
-    from memory_ledger.restore.store import resolve
+    from memory_ledger.operations import Restores
 
     try:
         if (backup is not None) + resume + abort != 1:
@@ -169,38 +149,34 @@ def restore_command(
                 "--resume and --abort take no --dry-run, --force or --accept-foreign: they "
                 "finish or abandon the restore as it was started"
             )
-        settings = Settings.resolve(data_dir, url)
-        master, _ = load_master_key(settings, allow_dev_key=False)
-        with LifecycleLedger(settings) as ledger:
-            if abort:
-                aborted = restoring.abort(settings, master, ledger, aborted_by=by)
-                emit(
-                    as_json,
-                    aborted,
-                    lambda: out.print(
-                        f"{aborted['restore_id']} ({aborted['backup_id']}): aborted; "
-                        + (
-                            "the store it replaced is back"
-                            if aborted["put_back"]
-                            else "it had replaced nothing"
-                        )
-                    ),
-                )
-                return
-            if resume:
-                result = restoring.resume(settings, master, ledger, datetime.now(UTC),
-                                          restored_by=by)  # fmt: skip
-            else:
-                assert backup is not None
-                path = resolve(settings.data_dir, backup)
-                if dry_run:
-                    opened, data = open_verified(path, master)
-                    result = restoring.plan(opened, ledger, data, accept_foreign=accept_foreign)
-                else:
-                    result = restoring.restore(
-                        path, settings, master, ledger, datetime.now(UTC), force=force,
-                        restored_by=by, accept_foreign=accept_foreign,
-                    )  # fmt: skip
+        # No service is opened: a store left restoring serves nothing until this ends.
+        restores = Restores.for_store(Settings.resolve(data_dir, url))
+        if abort:
+            aborted = restores.abort(aborted_by=by)
+            emit(
+                as_json,
+                aborted,
+                lambda: out.print(
+                    f"{aborted['restore_id']} ({aborted['backup_id']}): aborted; "
+                    + (
+                        "the store it replaced is back"
+                        if aborted["put_back"]
+                        else "it had replaced nothing"
+                    )
+                ),
+            )
+            return
+        if resume:
+            result = restores.resume(datetime.now(UTC), restored_by=by)
+        elif dry_run:
+            assert backup is not None
+            result = restores.plan(backup, accept_foreign=accept_foreign)
+        else:
+            assert backup is not None
+            result = restores.restore(
+                restores.backup_path(backup), datetime.now(UTC), force=force,
+                restored_by=by, accept_foreign=accept_foreign,
+            )  # fmt: skip
     except MemoryLedgerError as exc:
         fail(exc, as_json)
 
@@ -242,16 +218,10 @@ def drill(
     (JSON and markdown under DATA_DIR/drills) and a ledger entry; exit 7 on any finding."""
     import logging
 
-    from memory_ledger.jobs.registry import drill_by_hand
-    from memory_ledger.restore.store import resolve
-
     # A failed drill is said once, below: not also as the drill job's log line.
     logging.getLogger("memory_ledger.jobs").addHandler(logging.NullHandler())
-    with open_service(data_dir, url, as_json, create=False) as service:
-        path = resolve(service.settings.data_dir, backup) if backup is not None else None
-        report = drill_by_hand(
-            service.job_context, datetime.now(UTC), path, run_by=by, keep_scratch=keep
-        )
+    with open_operations(data_dir, url, as_json, create=False) as ops:
+        report = ops.backups.drill(datetime.now(UTC), backup, run_by=by, keep_scratch=keep)
 
         def human() -> None:
             out.print(

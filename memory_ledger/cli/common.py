@@ -32,14 +32,14 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from memory_ledger.audit.verifier import printable
 from memory_ledger.cli.usage import Commands
 from memory_ledger.config import DATA_DIR_ENV, URL_ENV
 from memory_ledger.errors import InvalidWrite, MemoryLedgerError, StoreNotFound
+from memory_ledger.views import verifier
 
 if TYPE_CHECKING:  # the service stack is imported when a command opens a store
     from memory_ledger.api import MemoryLedger, MemoryService
-    from memory_ledger.projections.events import Progress
+    from memory_ledger.operations import Operations, Progress
     from memory_ledger.views import Memory
 
 app = typer.Typer(
@@ -83,7 +83,7 @@ def terminal_safe(value: object) -> str:
     `\\n`). The one sanitiser of human output: every table cell and printed line that
     can carry stored or user-given text goes through it. It is the standalone verifier's
     (which must run without this package), so there is one list of unsafe characters."""
-    return printable(value)
+    return verifier.printable(value)
 
 
 def shown(value: object, style: str = "") -> Text:
@@ -255,16 +255,17 @@ def open_service(
     """The store, opened for one command. A command that only reads passes
     `create=False`: where there is no store it fails (exit 3) and creates nothing."""
     from memory_ledger.api import MemoryService
-    from memory_ledger.crypto import DEV_KEY_FILE, MASTER_KEY_ENV
+    from memory_ledger.operations.keys import DEV_KEY_FILE, MASTER_KEY_ENV
 
     try:
         service = MemoryService.open(data_dir, url, create=create)
     except MemoryLedgerError as exc:
         fail(exc, as_json)
     if service.dev_key_created:
+        key_file = service.operations.settings.data_dir / DEV_KEY_FILE
         err.print(
             f"[yellow]warning:[/] no {MASTER_KEY_ENV} set; generated a development master key "
-            f"at {markup_safe(service.settings.data_dir / DEV_KEY_FILE)}. A key stored beside "
+            f"at {markup_safe(key_file)}. A key stored beside "
             "the data does not protect it at rest: set the variable in production.",
             highlight=False,
         )
@@ -275,18 +276,29 @@ def open_service(
     finally:
         # Vector files found damaged by whatever the command did (a `context`, a
         # `recall`): discarded and rebuilt from the log, and said here, not only logged.
-        warn_vector_discards(service, service.vectors.new_discards())
+        operations = service.operations
+        warn_vector_discards(operations, operations.new_vector_discards())
         service.close()
 
 
-def warn_vector_discards(service: MemoryService, reasons: list[str]) -> None:
+@contextmanager
+def open_operations(
+    data_dir: Path | None, url: str | None, as_json: bool, *, create: bool = True
+) -> Iterator[Operations]:
+    """The store-wide operations of the store, opened for one command (`open_service`:
+    the same refusals, warnings and closing)."""
+    with open_service(data_dir, url, as_json, create=create) as service:
+        yield service.operations
+
+
+def warn_vector_discards(operations: Operations, reasons: list[str]) -> None:
     """A warning on stderr per discard of the vector index's files (names and checks,
     e.g. `segment seg-0.sealed checksum mismatch`, never content)."""
     for reason in reasons:
         err.print(
             shown(
                 f"warning: the vector index's files were discarded ({reason}; in "
-                f"{service.vectors.directory}); it is rebuilt from the log",
+                f"{operations.vector_directory}); it is rebuilt from the log",
                 style="yellow",
             )
         )

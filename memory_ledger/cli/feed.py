@@ -17,13 +17,13 @@ from memory_ledger.cli.common import (
     app,
     dump_json,
     emit,
-    open_service,
+    open_operations,
     out,
     terminal_safe,
 )
 
 if TYPE_CHECKING:
-    from memory_ledger.feed.feed import ChangeFeed, Notice
+    from memory_ledger.operations import ChangeFeed, Notice
 
 subscribers_app = typer.Typer(help="Subscribers that keep copies and acknowledge erasures.")
 app.add_typer(subscribers_app, name="subscribers")
@@ -69,8 +69,8 @@ def feed(
     Without --follow it prints what is there and exits."""
     if commit and subscriber is None:
         raise typer.BadParameter("--commit needs --subscriber", param_hint="--commit")
-    with open_service(data_dir, url, as_json, create=False) as service:
-        changes = service.feed
+    with open_operations(data_dir, url, as_json, create=False) as ops:
+        changes = ops.feed
         if snapshot is not None:
             taken = changes.snapshot(snapshot, subscriber=subscriber)
             emit(as_json, taken, lambda: out.print(terminal_safe(taken)))
@@ -116,10 +116,10 @@ def _everything(changes: ChangeFeed, after: str | None, subscriber: str | None) 
 @subscribers_app.command("list")
 def subscribers_list(data_dir: DataDir = None, url: Url = None, as_json: Json = False) -> None:
     """Registered subscribers, and the requests waiting for their acknowledgement."""
-    with open_service(data_dir, url, as_json, create=False) as service:
+    with open_operations(data_dir, url, as_json, create=False) as ops:
         rows = []
-        for subscriber in service.subscribers.active():
-            pending = service.subscribers.pending(service.requests, subscriber)
+        for subscriber in ops.subscribers():
+            pending = ops.pending(subscriber)
             rows.append({**subscriber.to_dict(), "pending": [r for r, _ in pending]})
 
         def human() -> None:
@@ -154,8 +154,8 @@ def subscribers_add(
     as_json: Json = False,
 ) -> None:
     """Register a subscriber: forget requests in its namespaces wait for its ack."""
-    with open_service(data_dir, url, as_json) as service:
-        added = service.subscribers.add(name, namespace, added_by=by, deadline_hours=deadline_hours)
+    with open_operations(data_dir, url, as_json) as ops:
+        added = ops.add_subscriber(name, namespace, added_by=by, deadline_hours=deadline_hours)
         emit(as_json, added.to_dict(), lambda: out.print(f"subscriber {name} registered"))
 
 
@@ -168,8 +168,8 @@ def subscribers_retire(
     as_json: Json = False,
 ) -> None:
     """Retire a subscriber; its pending acks end with an operator receipt saying so."""
-    with open_service(data_dir, url, as_json) as service:
-        ended = service.subscribers.retire(service.requests, name, retired_by=by)
+    with open_operations(data_dir, url, as_json) as ops:
+        ended = ops.retire_subscriber(name, retired_by=by)
         emit(
             as_json,
             {"retired": name, "acks_ended": ended},
@@ -186,8 +186,8 @@ def ack(
     as_json: Json = False,
 ) -> None:
     """A subscriber acknowledges that it dropped a request's targets."""
-    with open_service(data_dir, url, as_json) as service:
-        done = service.subscribers.ack(service.requests, subscriber, request_id)
+    with open_operations(data_dir, url, as_json) as ops:
+        done = ops.ack(subscriber, request_id)
         emit(
             as_json,
             done,

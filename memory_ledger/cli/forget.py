@@ -22,7 +22,7 @@ from memory_ledger.cli.common import (
     fail,
     markup_safe,
     open_ledger,
-    open_service,
+    open_operations,
     out,
     shown,
     terminal_safe,
@@ -32,8 +32,7 @@ from memory_ledger.config import DATA_DIR_ENV, URL_ENV
 from memory_ledger.errors import InvalidTransition, InvalidWrite
 
 if TYPE_CHECKING:
-    from memory_ledger.forgetting.planning import ForgetPlan, PlanOutcome
-    from memory_ledger.forgetting.requests import RequestReport
+    from memory_ledger.operations import ForgetPlan, PlanOutcome, RequestReport
 
 
 def say(command: str, lead: str = "next") -> None:
@@ -298,8 +297,8 @@ def _erase_scope(
 
 
 def _resume(request_id: str, data_dir: Path | None, url: str | None, as_json: bool) -> None:
-    with open_service(data_dir, url, as_json) as service:
-        report = service.requests.resume(request_id)
+    with open_operations(data_dir, url, as_json) as ops:
+        report = ops.requests.resume(request_id)
         emit(as_json, report.to_dict(), lambda: _print_request(report))
         raise typer.Exit(EXIT_FOR_STATUS.get(report.status, 1))
 
@@ -407,8 +406,8 @@ def forget_status(
             made = ledger.forget_plan(request_id)
             emit(as_json, made.to_dict(), lambda: _print_plan(made, ledger.namespace))
         return
-    with open_service(data_dir, url, as_json) as service:
-        report = service.requests.report(request_id)
+    with open_operations(data_dir, url, as_json) as ops:
+        report = ops.requests.report(request_id)
         emit(as_json, report.to_dict(), lambda: _print_request(report))
 
 
@@ -650,20 +649,8 @@ def _print_request(report: RequestReport) -> None:
 @app.command()
 def requests(data_dir: DataDir = None, url: Url = None, as_json: Json = False) -> None:
     """Every forget request in the lifecycle ledger, with its latest status."""
-    with open_service(data_dir, url, as_json, create=False) as service:
-        rows = [service.requests.report(r) for r in service.ledger.request_ids()]
-        active = service.subscribers.active()  # once, for every row
-        data = [
-            {
-                "request_id": r.request_id,
-                "namespace": r.namespace,
-                "status": r.status,
-                "scope": r.scope,
-                "targets": len(r.targets) + len(r.cascaded),
-                "waiting_for": service.subscribers.waiting(r, active=active),
-            }
-            for r in rows
-        ]
+    with open_operations(data_dir, url, as_json, create=False) as ops:
+        data = [row.to_dict() for row in ops.requests.page().rows]
 
         def human() -> None:
             # "waiting for" only when a request waits: an empty column costs 14 of 80.
@@ -681,7 +668,7 @@ def requests(data_dir: DataDir = None, url: Url = None, as_json: Json = False) -
                     shown(d["request_id"]),
                     shown(d["namespace"]),
                     shown(d["scope"].get("kind", "")),
-                    shown(d["targets"]),
+                    shown(d["items"]),
                     shown(d["status"]),
                     *([shown(", ".join(waits))] if waiting else []),
                 )
@@ -695,8 +682,8 @@ def receipts(
     request_id: str, data_dir: DataDir = None, url: Url = None, as_json: Json = False
 ) -> None:
     """The recorded receipts of one request, store by store."""
-    with open_service(data_dir, url, as_json, create=False) as service:
-        report = service.requests.report(request_id)
+    with open_operations(data_dir, url, as_json, create=False) as ops:
+        report = ops.requests.report(request_id)
         emit(as_json, report.to_dict(), lambda: _print_request(report))
 
 
@@ -705,8 +692,8 @@ def verify(
     request_id: str, data_dir: DataDir = None, url: Url = None, as_json: Json = False
 ) -> None:
     """Ask every store again for evidence that a request's targets are gone."""
-    with open_service(data_dir, url, as_json, create=False) as service:
-        report = service.requests.verify(request_id)
+    with open_operations(data_dir, url, as_json, create=False) as ops:
+        report = ops.requests.verify(request_id)
         emit(as_json, report.to_dict(), lambda: _print_request(report))
         if report.failed_stores:
             raise typer.Exit(7)
@@ -715,8 +702,8 @@ def verify(
 @app.command()
 def stores(data_dir: DataDir = None, url: Url = None, as_json: Json = False) -> None:
     """The data map: every registered store and what it holds."""
-    with open_service(data_dir, url, as_json, create=False) as service:
-        data = [{"store": s.name, "holds": s.holds} for s in service.stores]
+    with open_operations(data_dir, url, as_json, create=False) as ops:
+        data = ops.data_map()
 
         def human() -> None:
             table = IdTable("store", "holds", ids=("store",))
@@ -750,8 +737,8 @@ def audit_verify(
         if found is None:
             fail(InvalidWrite("--anchor must be SEQ:HASH as printed by an earlier run"), as_json)
         pinned = (int(found[1]), found[2].lower())
-    with open_service(data_dir, url, as_json, create=False) as service:
-        result = service.ledger.verify(pinned)
+    with open_operations(data_dir, url, as_json, create=False) as ops:
+        result = ops.verify_ledger(pinned)
 
         def human() -> None:
             verdict = "[green]intact[/]" if result.ok else "[red]BROKEN[/]"

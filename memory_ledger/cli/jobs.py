@@ -26,7 +26,7 @@ from memory_ledger.cli.common import (
     emit,
     err,
     fail,
-    open_service,
+    open_operations,
     out,
     replay_progress,
     shown,
@@ -65,15 +65,13 @@ def list_jobs(
 ) -> None:
     """Every job: what it does, how often, its next run time in the job store (if a
     scheduler has scheduled it), and its last run: started, ended, outcome, counts."""
-    from memory_ledger.jobs.runs import RunStore
-    from memory_ledger.jobs.status import job_rows
+    from memory_ledger.operations import job_listing
 
     try:
         settings = Settings.resolve(data_dir, url)
         settings.require_store()
         settings.check_reachable()
-        with RunStore(settings) as store:
-            rows = job_rows(settings, store, runs, datetime.now(UTC))
+        rows = job_listing(settings, runs, datetime.now(UTC))
     except MemoryLedgerError as exc:
         fail(exc, as_json)
     data = {"location": settings.describe(), "jobs": rows}
@@ -134,22 +132,19 @@ def run_jobs(
 ) -> None:
     """Run the scheduler in the foreground until --duration or SIGTERM/SIGINT. On a
     signal the running jobs finish and release their leases, then it exits 0."""
-    from memory_ledger.jobs.projection_catchup import check_duration
-    from memory_ledger.jobs.scheduler import run_foreground, selected_jobs
+    from memory_ledger.operations import job_names
 
     try:
-        if duration is not None:
-            check_duration(duration)
-        names = selected_jobs(job)
+        names = job_names(job, duration)
     except InvalidWrite as exc:
         fail(exc, False)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("apscheduler").setLevel(logging.WARNING)  # not two lines per tick
-    with open_service(data_dir, url, False) as service:
+    with open_operations(data_dir, url, False) as ops:
         logging.getLogger("memory_ledger.jobs").info(
-            "scheduler of %s on %s", ", ".join(names), service.settings.describe()
+            "scheduler of %s on %s", ", ".join(names), ops.settings.describe()
         )
-        run_foreground(service.job_context, names, None, duration)
+        ops.jobs.run_foreground(names, duration)
 
 
 @jobs_app.command("run-once")
@@ -166,22 +161,20 @@ def run_once(
     """Run one job once, now, through the scheduler's path: under its lease (if another
     run holds it, this one is skipped and says who holds it) and recorded. Exits with
     the error's code if the run failed."""
-    from memory_ledger.jobs.registry import spec_named
-    from memory_ledger.jobs.runs import RunStore
+    from memory_ledger.operations import Jobs
 
     try:
-        spec_named(name)
+        Jobs.check(name)
     except InvalidWrite as exc:
         fail(exc, as_json)
     at = as_of(now)
-    from memory_ledger.jobs.scheduler import execute
 
     # The result below says it once; without this, Python's last-resort handler would
     # print the failed run's log line to stderr as well.
     logging.getLogger("memory_ledger.jobs").addHandler(logging.NullHandler())
-    with open_service(data_dir, url, as_json) as service, RunStore(service.settings) as store:
+    with open_operations(data_dir, url, as_json) as ops:
         with replay_progress(as_json) as progress:
-            result = execute(service.job_context, name, at, runs=store, progress=progress)
+            result = ops.jobs.run_once(name, at, progress)
         data = result.to_dict()
 
         def human() -> None:
@@ -224,7 +217,7 @@ def _counts_text(counts: dict[str, int]) -> str:
 
 
 def _outcome_text(run: dict[str, Any]) -> Text:
-    from memory_ledger.jobs.runs import RUNNING
+    from memory_ledger.operations import RUNNING
 
     outcome = run.get("outcome")
     if outcome is None:
@@ -239,7 +232,7 @@ def _outcome_text(run: dict[str, Any]) -> Text:
 
 
 def _run_line(run: dict[str, Any]) -> str:
-    from memory_ledger.jobs.runs import RunRecord
+    from memory_ledger.operations import RunRecord
 
     record = RunRecord(**run)
     ended = _time_text(record.ended_at)

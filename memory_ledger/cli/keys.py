@@ -32,10 +32,10 @@ def keys_rotate(
     key file, generated if unset). Run it again to finish a rotation that was stopped."""
     from memory_ledger.config import Settings
     from memory_ledger.errors import MemoryLedgerError
-    from memory_ledger.key_rotation import rotate
+    from memory_ledger.operations.keys import rotate_master_key
 
     try:
-        done = rotate(Settings.resolve(data_dir, url), by, chunk_size=chunk_size)
+        done = rotate_master_key(Settings.resolve(data_dir, url), by, chunk_size=chunk_size)
     except MemoryLedgerError as exc:
         fail(exc, as_json)
 

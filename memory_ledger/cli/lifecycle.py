@@ -20,7 +20,7 @@ from memory_ledger.cli.common import (
     as_of,
     emit,
     open_ledger,
-    open_service,
+    open_operations,
     out,
     shown,
     terminal_safe,
@@ -35,14 +35,9 @@ app.add_typer(hold_app, name="hold")
 @policy_app.command("show")
 def policy_show(data_dir: DataDir = None, url: Url = None, as_json: Json = False) -> None:
     """The retention policy in force: version, classes, protect list, decay."""
-    with open_service(data_dir, url, as_json, create=False) as service:
-        policy = service.retention
-        data = {
-            "version": policy.version,
-            "sources": list(service.policy.sources),
-            "retention": policy.table.model_dump(by_alias=True),
-            "decay": policy.decay.model_dump(by_alias=True),
-        }
+    with open_operations(data_dir, url, as_json, create=False) as ops:
+        policy = ops.policies.in_force()
+        data = ops.policies.shown()
 
         def human() -> None:
             out.print(f"retention policy version {policy.version}")
@@ -70,13 +65,9 @@ def policy_diff(
     now: Now = None,
 ) -> None:
     """What installing FILE would change for the items held now; changes nothing."""
-    from memory_ledger.policy.review import diff, read_candidate
-
     at = as_of(now)
-    with open_service(data_dir, url, as_json, create=False) as service:
-        _, candidate = read_candidate(file)
-        service.runner.catch_up()
-        result = diff(service.engine, service.retention, candidate, at)
+    with open_operations(data_dir, url, as_json, create=False) as ops:
+        result = ops.policies.diff(file, at)
 
         def human() -> None:
             out.print(
@@ -103,16 +94,8 @@ def policy_install(
     as_json: Json = False,
 ) -> None:
     """Validate FILE whole and install it; the old policy stays if anything is wrong."""
-    from memory_ledger.policy.review import install, read_candidate
-
-    with open_service(data_dir, url, as_json) as service:
-        text, candidate = read_candidate(file)
-        service.runner.catch_up()
-        settings = service.settings
-        current = service.retention
-        changes = install(
-            service.engine, service.ledger, settings.data_dir, current, text, candidate, by
-        )
+    with open_operations(data_dir, url, as_json) as ops:
+        candidate, changes = ops.policies.install(file, by)
         data = {"installed": candidate.version, **changes.counts()}
         emit(
             as_json,
@@ -139,8 +122,8 @@ def hold_place(
     as_json: Json = False,
 ) -> None:
     """Place a legal hold: nothing in its scope is erased until it is lifted."""
-    with open_service(data_dir, url, as_json) as service:
-        hold = service.holds.place(
+    with open_operations(data_dir, url, as_json) as ops:
+        hold = ops.place_hold(
             name,
             namespace=scope,
             reason=reason,
@@ -168,9 +151,9 @@ def hold_lift(
     as_json: Json = False,
 ) -> None:
     """Lift a hold; the requests it blocked (and no other hold does) run now."""
-    with open_service(data_dir, url, as_json) as service:
-        hold = service.holds.find(name, namespace=scope)
-        resumed = service.lift_hold(name, lifted_by=by, namespace=hold.namespace)
+    with open_operations(data_dir, url, as_json) as ops:
+        hold = ops.find_hold(name, namespace=scope)
+        resumed = ops.lift_hold(name, lifted_by=by, namespace=hold.namespace)
         rows = [{"request_id": r.request_id, "status": r.status} for r in resumed]
         waiting = sum(r["status"] == "blocked" for r in rows)
         still = f", {waiting} still blocked by another hold" if waiting else ""
@@ -189,8 +172,8 @@ def hold_lift(
 @hold_app.command("list")
 def hold_list(data_dir: DataDir = None, url: Url = None, as_json: Json = False) -> None:
     """The holds in force."""
-    with open_service(data_dir, url, as_json, create=False) as service:
-        holds = [h.to_dict() for h in service.holds.active()]
+    with open_operations(data_dir, url, as_json, create=False) as ops:
+        holds = [h.to_dict() for h in ops.holds()]
 
         def human() -> None:
             if not holds:
@@ -239,11 +222,9 @@ def decay(
 ) -> None:
     """Run the decay pass once: archive what decayed, bring back what was reinforced.
     Idempotent per decay period."""
-    from memory_ledger.jobs.decay import decay_pass
-
     at = as_of(now)
-    with open_service(data_dir, url, as_json) as service:
-        counts = decay_pass(service.job_context, at)
+    with open_operations(data_dir, url, as_json) as ops:
+        counts = ops.policies.decay(at)
         emit(
             as_json,
             counts,

@@ -380,7 +380,7 @@ def export(
         if output is None:
             print(text)
         else:
-            from memory_ledger.projections.vector_files import write_atomic
+            from memory_ledger.operations.exports import write_export
 
-            write_atomic(output.parent, output.name, text.encode("utf-8"))
+            write_export(output, text)
             out.print(f"exported {namespace} to {markup_safe(output)}", highlight=False)

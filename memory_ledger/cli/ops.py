@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -27,7 +27,7 @@ from memory_ledger.cli.common import (
     emit,
     err,
     fail,
-    open_service,
+    open_operations,
     out,
     replay_progress,
     terminal_safe,
@@ -42,18 +42,13 @@ from memory_ledger.errors import (
     ProjectionsDamaged,
 )
 
-if TYPE_CHECKING:  # the service stack is imported by the commands that open a store
-    from memory_ledger import consistency
-    from memory_ledger.api import MemoryService
-    from memory_ledger.event_log import EventLog
-
 
 @app.command()
 def status(data_dir: DataDir = None, url: Url = None, as_json: Json = False) -> None:
     """Backend, event count, how far each projection and the vector index have caught
     up, and the consistency check of the log, the key store and the ledger."""
-    with open_service(data_dir, url, as_json, create=False) as service:
-        info = service.status()
+    with open_operations(data_dir, url, as_json, create=False) as ops:
+        info = ops.maintenance.status()
 
         def human() -> None:
             out.print(
@@ -70,10 +65,10 @@ def status(data_dir: DataDir = None, url: Url = None, as_json: Json = False) -> 
                 str(vectors["behind"]),
             )
             out.print(table)
-            warn_vector_discards(service, vectors["discarded"])
+            warn_vector_discards(ops, vectors["discarded"])
             _print_consistency(info["consistency"])
 
-        service.vectors.new_discards()  # this process's are in the list: said once
+        ops.new_vector_discards()  # this process's are in the list: said once
         emit(as_json, info, human)
 
 
@@ -87,26 +82,26 @@ def rebuild(
     """Drop projections and replay the whole log into them (without --projection, the
     vector index too, re-embedding every live item). A damaged projections file is
     discarded first (overwritten and removed), and said so."""
-    from memory_ledger import consistency
-    from memory_ledger.projections.runner import (
-        all_projections,
+    from memory_ledger.operations.maintenance import (
         check_projection_names,
         discard_damaged_projections,
+        projection_names,
     )
 
-    known = [p.name for p in all_projections()]
+    known = projection_names()
     try:
         if projection is not None:  # refused before anything is discarded or dropped
             check_projection_names(projection, known)
         discarded = discard_damaged_projections(Settings.resolve(data_dir, url))
     except MemoryLedgerError as exc:
         fail(exc, as_json)
-    with open_service(data_dir, url, as_json, create=False) as service:
+    with open_operations(data_dir, url, as_json, create=False) as ops:
+        maintenance = ops.maintenance
         with replay_progress(as_json) as progress:
-            replayed = service.rebuild(projection, progress)
-        restored = _restore_consolidated_turns(service) if discarded else 0
+            replayed = maintenance.rebuild(projection, progress)
+        restored = maintenance.restore_consolidated_turns() if discarded else 0
         rebuilt = projection or [*known, "vector_index"]  # all of them: the vectors too
-        found = consistency.check(service.log, service.ledger, service.settings)
+        found = maintenance.check()
         data = {
             "replayed": replayed,
             "projections": rebuilt,
@@ -115,7 +110,7 @@ def rebuild(
             # Every discard since the previous full rebuild (this one's included), by
             # any process; after a partial rebuild, those still noted.
             "vector_index_discarded": (
-                service.vectors.cleared if projection is None else service.vectors.noted_discards()
+                ops.cleared_vector_discards() if projection is None else ops.noted_vector_discards()
             ),
             "consistency": found.to_dict(),
         }
@@ -130,11 +125,11 @@ def rebuild(
                 )
                 if restored:
                     out.print(Text(f"restored {restored} consolidated turn id(s) from the log"))
-            warn_vector_discards(service, data["vector_index_discarded"])
+            warn_vector_discards(ops, data["vector_index_discarded"])
             out.print(f"rebuilt {', '.join(rebuilt)} from {replayed} events")
             _print_consistency(data["consistency"], quiet_when_ok=True)
 
-        service.vectors.new_discards()  # this process's are in the list: said once
+        ops.new_vector_discards()  # this process's are in the list: said once
         emit(as_json, data, human)
 
 
@@ -179,7 +174,7 @@ def run(
     with the other lifecycle jobs on theirs (`jobs list`). SIGINT or SIGTERM: the running
     jobs finish, one last catch-up runs, exit 0. With --projection, this process runs
     just those projections (one process per projection is the scale-out shape)."""
-    from memory_ledger.jobs.projection_catchup import check_schedule, run_catchup_job
+    from memory_ledger.operations.maintenance import check_schedule
 
     try:  # typer checks the ranges; this also refuses NaN and a zero duration
         check_schedule(interval, duration, consolidate_every)
@@ -188,27 +183,18 @@ def run(
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("apscheduler").setLevel(logging.WARNING)  # not two lines per tick
     if projection:
-        from memory_ledger.jobs.projection_runner import run_projections
-
-        with open_service(data_dir, url, False) as service:
-            run_projections(service.job_context, projection, interval, duration)
+        with open_operations(data_dir, url, False) as ops:
+            ops.maintenance.run_projections(projection, interval, duration)
         return
-    with open_service(data_dir, url, False) as service:
-        run_catchup_job(
-            service.job_context,
-            interval=interval,
-            duration=duration,
-            consolidate_every=consolidate_every,
-        )
+    with open_operations(data_dir, url, False) as ops:
+        ops.maintenance.catch_up_loop(interval, duration, consolidate_every)
 
 
 @app.command()
 def consolidate(data_dir: DataDir = None, url: Url = None, as_json: Json = False) -> None:
     """Extract inferred facts and preferences from turns not consolidated yet, once."""
-    from memory_ledger.jobs.consolidation import Consolidator
-
-    with open_service(data_dir, url, as_json) as service:
-        written, refused = Consolidator(service.job_context).run_all()
+    with open_operations(data_dir, url, as_json) as ops:
+        written, refused = ops.maintenance.consolidate()
         emit(
             as_json,
             {"written": written, "refused": refused},
@@ -229,11 +215,9 @@ def expire(
     """Erase every item whose retention has run out, once (the `run` schedule does it
     hourly): one forget request per namespace, basis `retention_expiry`. Exit 7 if a
     request is not `completed` (it is retried like any other)."""
-    from memory_ledger.jobs.retention import expire_due
-
     at = as_of(now)
-    with open_service(data_dir, url, as_json) as service:
-        reports = expire_due(service.job_context, at)
+    with open_operations(data_dir, url, as_json) as ops:
+        reports = ops.maintenance.expire(at)
         rows = [
             {
                 "request_id": r.request_id,
@@ -266,7 +250,7 @@ def demo(
     ] = None,
 ) -> None:
     """A travel assistant remembers, a user asks to forget, and we prove it."""
-    from memory_ledger.demo import run_demo
+    from memory_ledger.operations.programs import run_demo
 
     raise typer.Exit(run_demo(data_dir))
 
@@ -287,7 +271,7 @@ def check(
     fails but a probe gave no answer (could not check: run it again)."""
     import tempfile
 
-    from memory_ledger.acceptance import (
+    from memory_ledger.operations.programs import (
         EXIT_CODES,
         FAILED,
         PASSED,
@@ -360,9 +344,17 @@ def doctor(
     """Check the event log, the key store and the lifecycle ledger against each other,
     explain every problem and how to repair it. Exits 10 when a problem is found, 0 when
     none. The repair options change the store; without them nothing is changed."""
-    from memory_ledger import consistency
     from memory_ledger.api import MemoryService
-    from memory_ledger.projections.runner import projections_damage
+    from memory_ledger.operations.maintenance import (
+        acknowledge_ledger_loss as acknowledge_loss,
+    )
+    from memory_ledger.operations.maintenance import (
+        open_finding,
+        projections_damage,
+    )
+    from memory_ledger.operations.maintenance import (
+        repair_key_check as repair_check,
+    )
 
     settings = Settings.resolve(data_dir, url)
     repaired: list[str] = []
@@ -372,34 +364,36 @@ def doctor(
     try:
         settings.require_store()  # a doctor of nothing creates nothing
         if repair_key_check:
-            repaired.append(_repair_key_check(settings))
+            repaired.append(repair_check(settings))
         if acknowledge_ledger_loss:
-            repaired.append(_acknowledge_ledger_loss(settings, by))
+            repaired.append(acknowledge_loss(settings, by))
         damage = projections_damage(settings)
     except MemoryLedgerError as exc:
         fail(exc, as_json)
     if damage is not None:
-        findings.append(_open_finding("projections_damaged", damage, "memory-ledger rebuild"))
+        findings.append(open_finding("projections_damaged", damage, "memory-ledger rebuild"))
     service = None
     try:
         service = MemoryService(settings)
     except ProjectionsDamaged:
         pass  # reported above, from the same check
     except IntegrityError as exc:
-        findings.append(_open_finding(exc.code, str(exc), exc.repair))
+        findings.append(open_finding(exc.code, str(exc), exc.repair))
         notes.append("the store refuses to open until this is repaired; run doctor again after")
     except MemoryLedgerError as exc:
         fail(exc, as_json)
     if service is not None:
+        ops = service.operations
+        maintenance = ops.maintenance
         try:
             for request_id in close_verification or []:
-                repaired.append(_close_lost_window(service, request_id))
-            report = consistency.check(service.log, service.ledger, settings, chain=True)
+                repaired.append(maintenance.close_lost_window(request_id))
+            report = maintenance.check(chain=True)
             findings.extend(f.to_dict() for f in report.findings)
-            findings.extend(f.to_dict() for f in _projection_findings(service))
-            findings.extend(f.to_dict() for f in _kept_head_findings(service))
+            findings.extend(f.to_dict() for f in maintenance.projection_findings())
+            findings.extend(f.to_dict() for f in maintenance.kept_head_findings())
             checked = report.to_dict()["checked"]
-            for reason in service.vectors.status()["discarded"]:
+            for reason in ops.vector_status()["discarded"]:
                 notes.append(
                     f"the vector index's files were discarded ({reason}); it is rebuilt from "
                     "the log at the next catch-up (or `memory-ledger rebuild`)"
@@ -466,114 +460,3 @@ def _print_consistency(info: dict[str, Any], *, quiet_when_ok: bool = False) -> 
         ),
         style="yellow",
     )
-
-
-def _kept_head_findings(service: MemoryService) -> list[consistency.Finding]:
-    """The ledger against the last head the audit-head job kept: a rollback or fork
-    since is a finding here, as it fails the job (memory_ledger/audit/kept.py)."""
-    from memory_ledger import consistency
-    from memory_ledger.audit.heads import Auditor
-    from memory_ledger.audit.kept import REPAIR, problems_since_kept
-
-    auditor = Auditor(service.ledger, service.log.master)
-    try:
-        _, problem = problems_since_kept(auditor, service.settings.data_dir)
-    except IntegrityError:  # no tree to compare: the chain's own finding says why
-        return []
-    if not problem:
-        return []
-    return [consistency.Finding("audit_head_not_extended", repair=REPAIR, detail=problem)]
-
-
-def _projection_findings(service: MemoryService) -> list[consistency.Finding]:
-    """The catalog, which forget scopes resolve from, read against the log."""
-    from memory_ledger import consistency
-    from memory_ledger.forgetting.target_check import catalog_disagreements
-
-    service.runner.catch_up()
-    with service.engine.connect() as conn:
-        wrong, missing = catalog_disagreements(service.log, conn)
-    rebuild = "memory-ledger rebuild (the projections are replayed from the log)"
-    return [
-        consistency.Finding(code, tuple(ids), repair=rebuild)
-        for code, ids in (("catalog_disagrees_with_log", wrong), ("catalog_missing_items", missing))
-        if ids
-    ]
-
-
-def _open_finding(code: str, explanation: str, repair: str) -> dict[str, Any]:
-    """A problem that keeps the store from opening, in the shape of a Finding's dict."""
-    from memory_ledger import consistency
-
-    return consistency.Finding(code, repair=repair, detail=explanation).to_dict()
-
-
-def _open_log(settings: Settings, *, repair_key_check: bool = False) -> EventLog:
-    from memory_ledger.crypto import load_master_key
-    from memory_ledger.event_log import EventLog
-
-    settings.check_reachable()
-    master, _ = load_master_key(settings, allow_dev_key=False)
-    with settings.schema_lock():
-        return EventLog(settings, master, repair_key_check=repair_key_check)
-
-
-def _repair_key_check(settings: Settings) -> str:
-    log = _open_log(settings, repair_key_check=True)
-    log.close()
-    return log.key_check_repaired or "the master-key check is present and matches: nothing to do"
-
-
-def _acknowledge_ledger_loss(settings: Settings, by: str | None) -> str:
-    from memory_ledger import consistency
-    from memory_ledger.ledger import LifecycleLedger
-
-    log = _open_log(settings)
-    try:
-        with LifecycleLedger(settings) as ledger:
-            done = consistency.acknowledge_ledger_loss(log, ledger, settings, by)
-    finally:
-        log.close()
-    if done is None:
-        return "every tombstone in the log is explained by the ledger: nothing to acknowledge"
-    return (
-        f"recorded {done.request_id} in the ledger: {done.tombstones_unexplained} tombstone(s) "
-        f"up to log position {done.log_position} have no ledger entries"
-        + (" (the ledger was empty)" if done.ledger_was_empty else "")
-    )
-
-
-def _close_lost_window(service: MemoryService, request_id: str) -> str:
-    from memory_ledger import consistency
-
-    report = consistency.check(service.log, service.ledger, service.settings)
-    lost = {r for f in report.findings if f.code == "fingerprints_missing" for r in f.request_ids}
-    if request_id not in lost:
-        raise InvalidWrite(
-            f"request {request_id} has no lost fingerprints: its verification window is "
-            "closed by `memory-ledger run` once it has elapsed; nothing was changed"
-        )
-    consistency.close_lost_verification(service.ledger, request_id)
-    return f"recorded the verification window of {request_id} as closed (fingerprints lost)"
-
-
-def _restore_consolidated_turns(service: MemoryService) -> int:
-    """After a discarded projections file: the consolidation job's list of turns it has
-    read went with it; restore it from the log, so that conclusions that were erased or
-    suppressed are not derived again from their turns."""
-    from sqlalchemy import select
-
-    from memory_ledger.jobs.consolidation import consolidated
-    from memory_ledger.projections.base import metadata
-    from memory_ledger.projections.runner import turns_cited_by_consolidation
-
-    turns = turns_cited_by_consolidation(service.log)
-    if not turns:
-        return 0
-    metadata.create_all(service.engine, tables=[consolidated])
-    with service.engine.begin() as conn:
-        known = set(conn.execute(select(consolidated.c.item_id)).scalars())
-        new = [{"item_id": t} for t in turns if t not in known]
-        if new:
-            conn.execute(consolidated.insert(), new)
-    return len(new)

@@ -104,12 +104,13 @@ def serve(
         service = MemoryService.open(data_dir, url)
     except MemoryLedgerError as exc:
         fail(exc, False)
-    tokens = TokenStore(service.settings, now)
-    keys = IdempotencyKeys(service.settings, now)
+    settings = service.operations.settings
+    tokens = TokenStore(settings, now)
+    keys = IdempotencyKeys(settings, now)
     logs_requests = log_level in (LogLevel.debug, LogLevel.info)
     base = f"http://{f'[{host}]' if ':' in host else host}:{port}"
     this = instances.Instance.new(host, port, base)
-    where = instance_file or service.settings.data_dir / instances.INSTANCE_FILE
+    where = instance_file or settings.data_dir / instances.INSTANCE_FILE
     app_ = create_app(
         service,
         tokens,
@@ -131,7 +132,7 @@ def serve(
             except OSError as exc:  # a convenience for waiters: serving goes on
                 say(f"memory-ledger: warning: cannot write the instance file {where}: {exc}")
             say(f"memory-ledger {package_version()} serving on {base} (API docs: {base}/docs)")
-            say(f"  store: {store_text(service.settings)}")
+            say(f"  store: {store_text(settings)}")
             none_yet = "" if held else " (none yet: `memory-ledger tokens create`)"
             say(f"  tokens: {held} can call it{none_yet}")
             if logs_requests:

@@ -13,8 +13,10 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from memory_ledger.access import Access, TokenStore
-from memory_ledger.api import MemoryLedger, MemoryService
+from memory_ledger.api import MemoryLedger
 from memory_ledger.errors import Forbidden, Unauthenticated
+from memory_ledger.http.serving import Serving
+from memory_ledger.operations import Operations
 
 
 def bearer(tokens: TokenStore, authorization: str | None) -> Access:
@@ -43,33 +45,40 @@ async def access(request: Request) -> Access:
 Caller = Annotated[Access, Depends(access)]
 
 
-async def serving_service(request: Request) -> MemoryService:
-    """The service this process serves now (a restore replaces it)."""
-    return request.app.state.serving.service
+def serving_of(request: Request) -> Serving:
+    """What this process serves (memory_ledger/http/serving.py)."""
+    serving: Serving = request.app.state.serving
+    return serving
 
 
-Service = Annotated[MemoryService, Depends(serving_service)]
+async def serving_operations(request: Request) -> Operations:
+    """The store-wide operations of the store this process serves now (a restore
+    replaces the store, and with it these)."""
+    return serving_of(request).operations
 
 
-async def agent_ledger(service: Service, caller: Caller) -> MemoryLedger:
+Ops = Annotated[Operations, Depends(serving_operations)]
+
+
+async def agent_ledger(request: Request, caller: Caller) -> MemoryLedger:
     """The ledger of an agent token's principal; other roles read no memory content."""
-    return _agent_ledger(service, caller)
+    return _agent_ledger(serving_of(request), caller)
 
 
-def _agent_ledger(service: MemoryService, caller: Access) -> MemoryLedger:
+def _agent_ledger(serving: Serving, caller: Access) -> MemoryLedger:
     if caller.role != "agent":
         raise Forbidden(
             f"a token of role {caller.role} reads no memory content; use an agent token"
         )
-    return service.for_principal(caller.principal())
+    return serving.ledger_for(caller.principal())
 
 
 Ledger = Annotated[MemoryLedger, Depends(agent_ledger)]
 
 
-async def forgetting_ledger(service: Service, caller: Caller) -> MemoryLedger:
+async def forgetting_ledger(request: Request, caller: Caller) -> MemoryLedger:
     """An agent ledger that may also erase: forget is a grant of its own."""
-    ledger = _agent_ledger(service, caller)
+    ledger = _agent_ledger(serving_of(request), caller)
     if not caller.may_forget(ledger.namespace):
         raise Forbidden("this token may read and write but not erase: it lacks the forget grant")
     return ledger

@@ -15,8 +15,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
-from memory_ledger.api import MemoryService
+from memory_ledger.api import MemoryLedger, MemoryService
 from memory_ledger.errors import ConfigurationError, InvalidTransition
+from memory_ledger.operations import Operations
+from memory_ledger.principal import Principal
 
 T = TypeVar("T")
 log = logging.getLogger("memory_ledger.http")
@@ -46,6 +48,15 @@ class Serving:
         #: Why the warm-up failed, if it did (then `/v1/ready` stays 503).
         self.warm_error: str | None = None
 
+    @property
+    def operations(self) -> Operations:
+        """The store-wide operations of the service served now."""
+        return self.service.operations
+
+    def ledger_for(self, principal: Principal) -> MemoryLedger:
+        """The ledger of one principal, on the service served now."""
+        return self.service.for_principal(principal)
+
     def warm_up(self) -> threading.Thread:
         """Load the embedder and embed once, in the background: the server listens at
         once (`/v1/health` answers), and is ready when a `context` answers at full speed."""
@@ -55,7 +66,7 @@ class Serving:
 
     def _warm(self) -> None:
         try:
-            self.service.vectors.embed_query("warm up")
+            self.service.operations.warm_up()
         except Exception as exc:  # any plug-in's failure: reported by /v1/ready, logged
             self.warm_error = f"{type(exc).__name__}: {exc}"
             log.error("the embedder did not load: %s", self.warm_error)

@@ -20,7 +20,6 @@ import csv
 import html
 import io
 import json
-import os
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -38,6 +37,7 @@ from fastapi.responses import (
 
 from memory_ledger.access import Access
 from memory_ledger.bounds import MAX_SEQ
+from memory_ledger.config import Settings
 from memory_ledger.errors import (
     Forbidden,
     InvalidWrite,
@@ -45,17 +45,17 @@ from memory_ledger.errors import (
     NotFound,
     Unauthenticated,
 )
-from memory_ledger.http.auth import ACCESS_STATE, bearer
+from memory_ledger.http.auth import ACCESS_STATE, bearer, serving_of
 from memory_ledger.http.compliance.query import FILE, ConsoleIndex, Filters
 from memory_ledger.http.compliance.timeline import timeline
-from memory_ledger.identifiers import is_identifier, is_namespace
+from memory_ledger.operations import Operations
+from memory_ledger.operations.shapes import is_identifier, is_namespace
 from memory_ledger.times import canonical_time
 
 router = APIRouter(tags=["compliance console"], include_in_schema=False)
 COOKIE = "ml_compliance"
-#: The erasure deadline in days (data-protection law commonly gives a month).
-DEADLINE_ENV = "MEMORY_LEDGER_ERASURE_DEADLINE_DAYS"
-DEFAULT_DEADLINE_DAYS = 30
+#: The erasure deadline in days (memory_ledger/config.py `Settings.erasure_deadline_days`).
+DEADLINE_ENV = Settings.ERASURE_DEADLINE_ENV
 HEAD_PATH = "/v1/audit/head"
 PACK_PATH = "/v1/audit/requests/{request_id}/pack"
 CSV_COLUMNS = (
@@ -72,17 +72,6 @@ _PAGE_CSP = (
 )
 _NO_STORE = {"Cache-Control": "no-store"}
 _index_lock = threading.Lock()
-
-
-def deadline_days() -> int:
-    """The erasure deadline: MEMORY_LEDGER_ERASURE_DEADLINE_DAYS, a whole number of days
-    from 1 to 3660, 30 when unset."""
-    raw = os.environ.get(DEADLINE_ENV, "").strip()
-    if not raw:
-        return DEFAULT_DEADLINE_DAYS
-    if not raw.isdigit() or not 1 <= int(raw) <= 3660:
-        raise InvalidWrite(f"{DEADLINE_ENV} must be a whole number of days from 1 to 3660")
-    return int(raw)
 
 
 # -- who is calling ------------------------------------------------------------------------
@@ -115,13 +104,13 @@ def _caller(request: Request) -> Access:
 def _index(request: Request) -> ConsoleIndex:
     """The summary of the ledger the service serves now (a restore replaces the service,
     not the ledger's rows; the summary checks its watermark against them anyway)."""
-    service = request.app.state.serving.service
+    ops = serving_of(request).operations
     with _index_lock:
         index: ConsoleIndex | None = getattr(request.app.state, "compliance_index", None)
-        if index is None or index.ledger is not service.ledger:
+        if index is None or index.ledger is not ops.ledger:
             if index is not None:
                 index.close()
-            index = ConsoleIndex(service.settings.data_dir / FILE, service.ledger)
+            index = ConsoleIndex(ops.settings.data_dir / FILE, ops.ledger)
             request.app.state.compliance_index = index
     return index
 
@@ -248,7 +237,8 @@ def totals(
     filters: Filtered,
 ) -> JSONResponse:
     caller = _caller(request)
-    found = _index(request).totals(caller.namespace, filters, deadline_days(), datetime.now(UTC))
+    deadline = serving_of(request).operations.settings.erasure_deadline_days
+    found = _index(request).totals(caller.namespace, filters, deadline, datetime.now(UTC))
     return JSONResponse({**found, "subtree": caller.namespace}, headers=_NO_STORE)
 
 
@@ -302,11 +292,11 @@ def detail(request: Request, request_id: str) -> JSONResponse:
     row = _index(request).one(request_id) if is_identifier(request_id) else None
     if row is None or not caller.covers(row["namespace"]):
         raise NotFound("no forget request with that id in this token's subtree")
-    service = request.app.state.serving.service
-    entries = service.ledger.entries(request_id)
+    ops = serving_of(request).operations
+    entries = ops.entries(request_id)
     waiting: list[dict[str, Any]] = []
     if row["status"] == "partial":
-        waiting = service.subscribers.waiting(service.requests.report(request_id))
+        waiting = ops.requests.waiting(request_id)
     return JSONResponse(
         {
             "request": row,
@@ -325,49 +315,36 @@ def ledger_verdict(request: Request) -> JSONResponse:
     the ledger still extends the last head the audit-head job kept (a rollback or fork
     is the page's banner); and when the verification scan is next due."""
     _caller(request)
-    service = request.app.state.serving.service
-    audit = service.ledger.verify()
+    ops = serving_of(request).operations
+    audit = ops.verify_ledger()
     return JSONResponse(
         {
             "ok": audit.ok,
             "explanation": audit.explanation,
             "entries_checked": audit.entries_checked,
             "anchor": f"{audit.head_seq}:{audit.head_hash}",
-            "kept_head": _kept_head(service),
-            "scan": _scan_schedule(service),
+            "kept_head": _kept_head(ops),
+            "scan": _scan_schedule(ops),
         },
         headers=_NO_STORE,
     )
 
 
-def _kept_head(service: Any) -> dict[str, Any]:
+def _kept_head(ops: Operations) -> dict[str, Any]:
     """The check `doctor` and the audit-head job make (memory_ledger/audit/kept.py)."""
-    from memory_ledger.audit.heads import Auditor
-    from memory_ledger.audit.kept import problems_since_kept
-
     try:
-        kept, problem = problems_since_kept(
-            Auditor(service.ledger, service.log.master), service.settings.data_dir
-        )
+        kept, problem = ops.kept_head()
     except MemoryLedgerError as exc:
         return {"ok": False, "size": None, "explanation": str(exc)}
     return {"ok": not problem, "size": kept["size"] if kept else None, "explanation": problem}
 
 
-def _scan_schedule(service: Any) -> dict[str, Any]:
+def _scan_schedule(ops: Operations) -> dict[str, Any]:
     """When the verification-scan job next runs: a completed request whose files are
     `not yet` verified is scanned then. `next_run` is None when no scheduler has the
     job (then it runs only with `jobs run-once verification-scan` or `verify`)."""
-    from memory_ledger.jobs.registry import JOBS
-    from memory_ledger.jobs.scheduler import scheduled_jobs
-
     name = "verification-scan"
-    try:
-        found = scheduled_jobs(service.settings).get(name)
-    except Exception:  # the schedule is information; its store being unreadable is not a 500
-        found = None
-    every = found.every_minutes if found else JOBS[name].every_minutes(service.settings)
-    next_run = found.next_run_time if found else None
+    every, next_run = ops.jobs.schedule(name)
     return {
         "job": name,
         "every_minutes": every,

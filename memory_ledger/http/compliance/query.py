@@ -27,7 +27,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from memory_ledger.ledger import EntryType, LedgerEntry, LifecycleLedger
+from memory_ledger.operations import EntryType, LedgerEntry, LifecycleLedger
 from memory_ledger.times import canonical_time
 
 FILE = "compliance_console.sqlite"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from memory_ledger.ledger import EntryType, LedgerEntry
+from memory_ledger.operations import EntryType, LedgerEntry
 
 _KEY_PROOF = {"keys_destroyed", "key_bytes_gone", "index_keys_destroyed"}
 _SCAN = {"scan_scheduled", "residue_scan", "verification_closed"}

@@ -10,11 +10,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Response
 from pydantic import Field, StrictStr
 
-from memory_ledger.agents.tools import AgentTools, MemoryArgs, RunArgs
 from memory_ledger.http.auth import Caller, ForgettingLedger, Ledger
 from memory_ledger.http.routes.forget import answer_status
-from memory_ledger.identifiers import ItemId
-from memory_ledger.write_policy import StrictModel
+from memory_ledger.operations.shapes import AgentTools, ItemId, MemoryArgs, RunArgs, StrictModel
 
 router = APIRouter(prefix="/v1", tags=["agent state"])
 

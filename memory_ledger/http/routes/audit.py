@@ -10,11 +10,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from pydantic import Field
 
-from memory_ledger.audit.heads import Auditor
-from memory_ledger.audit.pack import build_pack
 from memory_ledger.errors import Forbidden, NotFound
-from memory_ledger.http.auth import Caller, Service
-from memory_ledger.ledger import EntryType
+from memory_ledger.http.auth import Caller, Ops
+from memory_ledger.operations import EntryType
 
 router = APIRouter(prefix="/v1/audit", tags=["audit"])
 
@@ -22,24 +20,20 @@ Size = Annotated[int, Field(ge=0, le=10**15)]
 Sizes = Annotated[list[Size] | None, Query(max_length=16)]
 
 
-def _auditor(service: Any) -> Auditor:
-    return Auditor(service.ledger, service.log.master)
-
-
 @router.get("/head")
-def head(service: Service, caller: Caller) -> dict[str, Any]:
+def head(ops: Ops, caller: Caller) -> dict[str, Any]:
     """The ledger's tree head now, signed, with the public key that checks it: keep it,
     and later ask for a consistency proof from its size."""
-    auditor = _auditor(service)
+    auditor = ops.auditor()
     return {**auditor.head().to_dict(), "public_key": auditor.key.public_key}
 
 
 @router.get("/consistency")
 def consistency(
-    service: Service, caller: Caller, from_size: Annotated[int, Query(alias="from", ge=0)]
+    ops: Ops, caller: Caller, from_size: Annotated[int, Query(alias="from", ge=0)]
 ) -> dict[str, Any]:
     """A signed head now and the proof that the tree of `from` entries is its prefix."""
-    auditor = _auditor(service)
+    auditor = ops.auditor()
     now = auditor.head()
     if from_size > now.size:
         raise NotFound(f"the ledger has no tree of size {from_size} (its size is {now.size})")
@@ -53,12 +47,12 @@ def consistency(
 
 
 @router.get("/requests/{request_id}/pack")
-def pack(service: Service, caller: Caller, request_id: str, since: Sizes = None) -> dict[str, Any]:
+def pack(ops: Ops, caller: Caller, request_id: str, since: Sizes = None) -> dict[str, Any]:
     """A request's evidence pack (memory_ledger/audit/verifier.py checks it offline);
     `?since=SIZE` adds a consistency proof from a head the auditor kept."""
     if caller.role != "compliance":
         raise Forbidden("evidence packs are made for compliance tokens")
-    entries = service.ledger.entries(request_id)
+    entries = ops.entries(request_id)
     first = entries[0] if entries else None
     namespace = first.payload.get("namespace") if first else None
     if (
@@ -67,4 +61,4 @@ def pack(service: Service, caller: Caller, request_id: str, since: Sizes = None)
         or not (isinstance(namespace, str) and caller.covers(namespace))
     ):
         raise NotFound(f"no forget request {request_id}")  # another subtree's: not found
-    return build_pack(_auditor(service), request_id, since)
+    return ops.evidence_pack(request_id, since)

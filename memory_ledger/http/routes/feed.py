@@ -9,19 +9,19 @@ import json
 from collections.abc import Iterator
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Query, Request
+from fastapi import APIRouter, Header, Query
 from fastapi.responses import StreamingResponse
 
 from memory_ledger.errors import Forbidden
-from memory_ledger.feed.feed import Notice
-from memory_ledger.http.auth import Caller
+from memory_ledger.http.auth import Caller, Ops
+from memory_ledger.operations import Notice
 
 router = APIRouter(prefix="/v1", tags=["feed"])
 
 
 @router.get("/feed", response_class=StreamingResponse)
 def feed(
-    request: Request,
+    ops: Ops,
     caller: Caller,
     last_event_id: Annotated[str | None, Header()] = None,
     after: Annotated[str | None, Query(max_length=200)] = None,
@@ -29,7 +29,7 @@ def feed(
 ) -> StreamingResponse:
     if caller.role == "ops":
         raise Forbidden("the change feed is for agent and compliance tokens")
-    changes = request.app.state.serving.service.feed
+    changes = ops.feed
     cursor = last_event_id or after
     changes.read(cursor, limit=1)  # an unknown cursor is refused before the stream starts
 

@@ -6,14 +6,14 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Query, Request, Response, status
+from fastapi import APIRouter, Query, Response, status
 from pydantic import Field, StrictBool, StrictStr
 
 from memory_ledger.access import Access
 from memory_ledger.errors import Forbidden, InvalidWrite, NotFound
-from memory_ledger.forgetting.scope import ForgetScope
-from memory_ledger.http.auth import Caller, ForgettingLedger
-from memory_ledger.write_policy import StrictModel
+from memory_ledger.http.auth import Caller, ForgettingLedger, Ops
+from memory_ledger.operations import Operations, RequestReport
+from memory_ledger.operations.shapes import ForgetScope, StrictModel
 
 router = APIRouter(prefix="/v1", tags=["forget"])
 
@@ -46,15 +46,16 @@ def file_request(
     return {**report.to_dict(), "status_url": location}
 
 
-def _visible(request: Request, caller: Access, request_id: str) -> None:
+def _visible(ops: Operations, caller: Access, request_id: str) -> RequestReport:
     """A request of the token's subtree: an agent's own, or any a compliance token
     covers. Another subtree's request is not found, as a missing one is."""
     try:
-        report = request.app.state.serving.service.requests.report(request_id)
+        report = ops.requests.report(request_id)
     except NotFound:
         raise NotFound(f"no forget request {request_id}") from None
     if caller.role == "ops" or not caller.covers(report.namespace):
         raise NotFound(f"no forget request {request_id}")
+    return report
 
 
 MAX_PAGE = 200
@@ -63,7 +64,7 @@ _CURSOR = re.compile(r"o([0-9]{1,12})")
 
 @router.get("/forget-requests")
 def list_requests(
-    request: Request,
+    ops: Ops,
     caller: Caller,
     cursor: Annotated[str | None, Query(max_length=20)] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
@@ -82,38 +83,25 @@ def list_requests(
                 ["cursor: invalid"],
             )
         start = int(match.group(1))
-    service = request.app.state.serving.service
-    ids = service.ledger.request_ids()
-    page = ids[start : start + limit]
-    rows = []
-    for request_id in page:
-        report = service.requests.report(request_id)
-        if caller.covers(report.namespace):
-            rows.append(
-                {
-                    "request_id": request_id,
-                    "namespace": report.namespace,
-                    "status": report.status,
-                    "scope": report.scope,
-                    "items": len(report.all_targets),
-                }
-            )
-    end = start + len(page)
-    return {"requests": rows, "next_cursor": f"o{end}" if end < len(ids) else None}
+    page = ops.requests.page(start, limit, caller.covers)
+    rows = [row.to_dict() for row in page.rows]
+    return {
+        "requests": rows,
+        "next_cursor": f"o{page.next_offset}" if page.next_offset is not None else None,
+    }
 
 
 @router.get("/forget-requests/{request_id}")
-def request_status(request: Request, caller: Caller, request_id: str) -> dict[str, Any]:
+def request_status(ops: Ops, caller: Caller, request_id: str) -> dict[str, Any]:
     """Where a request stands, with its receipts per store: ids and counts only."""
-    _visible(request, caller, request_id)
-    return request.app.state.serving.service.requests.report(request_id).to_dict()
+    return _visible(ops, caller, request_id).to_dict()
 
 
 @router.post("/forget-requests/{request_id}/verify")
-def verify(request: Request, caller: Caller, request_id: str) -> dict[str, Any]:
+def verify(ops: Ops, caller: Caller, request_id: str) -> dict[str, Any]:
     """Ask every store again for evidence that the targets are absent."""
-    _visible(request, caller, request_id)
-    return request.app.state.serving.service.requests.verify(request_id).to_dict()
+    _visible(ops, caller, request_id)
+    return ops.requests.verify(request_id).to_dict()
 
 
 class RedactionBody(StrictModel):

@@ -8,7 +8,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from memory_ledger.restoring import RestoreMarker
+from memory_ledger.http.auth import serving_of
 
 router = APIRouter(prefix="/v1", tags=["health"])
 
@@ -24,8 +24,8 @@ def health(request: Request) -> dict[str, Any]:
 
 @router.get("/ready", response_model=None)
 def ready(request: Request) -> dict[str, Any] | JSONResponse:
-    serving = request.app.state.serving
-    if serving.restoring or RestoreMarker(serving.service.settings).read() is not None:
+    serving = serving_of(request)
+    if serving.restoring or serving.operations.restores.marked():
         return JSONResponse({"status": "restoring"}, status_code=503)
     if not serving.warm.is_set():
         if serving.warm_error is not None:

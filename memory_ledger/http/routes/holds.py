@@ -16,8 +16,8 @@ from pydantic import Field, StrictStr
 
 from memory_ledger.access import Access
 from memory_ledger.errors import Forbidden, NotFound
-from memory_ledger.http.auth import Caller, Service
-from memory_ledger.write_policy import Identifier, StrictModel
+from memory_ledger.http.auth import Caller, Ops
+from memory_ledger.operations.shapes import Identifier, StrictModel
 
 router = APIRouter(prefix="/v1", tags=["holds"])
 
@@ -44,16 +44,16 @@ class HoldBody(StrictModel):
 
 
 @router.get("/holds")
-def list_holds(service: Service, caller: Officer) -> dict[str, Any]:
+def list_holds(ops: Ops, caller: Officer) -> dict[str, Any]:
     """The holds in force inside the token's subtree."""
-    return {"holds": [h.to_dict() for h in service.holds.active() if caller.covers(h.namespace)]}
+    return {"holds": [h.to_dict() for h in ops.holds() if caller.covers(h.namespace)]}
 
 
 @router.post("/holds", status_code=status.HTTP_201_CREATED)
-def place_hold(service: Service, caller: Officer, body: HoldBody) -> dict[str, Any]:
+def place_hold(ops: Ops, caller: Officer, body: HoldBody) -> dict[str, Any]:
     if not caller.covers(body.namespace):
         raise Forbidden("a hold can be placed inside the token's subtree only")
-    hold = service.holds.place(
+    hold = ops.place_hold(
         body.name,
         namespace=body.namespace,
         reason=body.reason,
@@ -66,7 +66,7 @@ def place_hold(service: Service, caller: Officer, body: HoldBody) -> dict[str, A
 
 @router.delete("/holds/{name}")
 def lift_hold(
-    service: Service,
+    ops: Ops,
     caller: Officer,
     name: Annotated[str, Path(max_length=200)],
     namespace: Annotated[str | None, Query(max_length=200)] = None,
@@ -77,9 +77,9 @@ def lift_hold(
     if namespace is not None and not caller.covers(namespace):
         raise Forbidden("a hold can be lifted inside the token's subtree only")
     try:
-        hold = service.holds.find(name, namespace=namespace, within=caller.covers)
+        hold = ops.find_hold(name, namespace=namespace, within=caller.covers)
         by = f"token:{caller.token_id}"
-        resumed = service.lift_hold(name, lifted_by=by, namespace=hold.namespace)
+        resumed = ops.lift_hold(name, lifted_by=by, namespace=hold.namespace)
     except NotFound:
         where = f" at {namespace}" if namespace is not None else ""
         raise NotFound(f"no hold named {name} is in force{where} in this token's subtree") from None

@@ -10,16 +10,16 @@ from typing import Annotated, Any
 from fastapi import APIRouter, status
 from pydantic import Field, StrictStr
 
-from memory_ledger.forgetting.planning.located import (
+from memory_ledger.http.auth import ForgettingLedger, Ledger
+from memory_ledger.operations.shapes import (
     MAX_CHOSEN,
     MAX_DESCRIPTION_CHARS,
     MAX_REASON_CHARS,
     MAX_VALUE_CHARS,
     MAX_VALUES,
+    Identifier,
+    StrictModel,
 )
-from memory_ledger.http.auth import ForgettingLedger, Ledger
-from memory_ledger.identifiers import Identifier
-from memory_ledger.write_policy import StrictModel
 
 router = APIRouter(prefix="/v1", tags=["forget plans"])
 

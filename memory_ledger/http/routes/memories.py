@@ -18,9 +18,9 @@ from memory_ledger.errors import InvalidWrite
 from memory_ledger.http.auth import Ledger
 from memory_ledger.http.encoding import JSONBytes, fields
 from memory_ledger.http.threads import in_thread
-from memory_ledger.identifiers import Identifier
-from memory_ledger.retrieval.context import ContextRequest
-from memory_ledger.write_policy import (
+from memory_ledger.operations.shapes import (
+    ContextRequest,
+    Identifier,
     MemoryUpdate,
     MemoryWrite,
     Origin,

@@ -10,11 +10,15 @@ from fastapi import APIRouter, Request, Response, status
 from pydantic import Field, StrictStr
 
 from memory_ledger.errors import Forbidden
-from memory_ledger.forgetting.planning.flow import MAX_CHOICES, MAX_REQUEST_CHARS
 from memory_ledger.http.auth import Caller, Ledger
 from memory_ledger.http.routes.forget import answer_status
-from memory_ledger.identifiers import Identifier, ItemId
-from memory_ledger.write_policy import StrictModel
+from memory_ledger.operations.shapes import (
+    MAX_CHOICES,
+    MAX_REQUEST_CHARS,
+    Identifier,
+    ItemId,
+    StrictModel,
+)
 
 router = APIRouter(prefix="/v1", tags=["forget plans"])
 

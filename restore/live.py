@@ -1,0 +1,64 @@
+"""What a restore's checks read of the live store, named as a type.
+
+A drill compares a scratch copy with the store that serves now, and the serving checks
+(restore/serving.py) decide an item's state from the store's parts. They read a handful
+of them: the log, the projections' engine, the ledger, the retention policy in force and
+the clock. `LiveStore` says exactly which, so these modules depend on those parts and not
+on the service that carries them (memory_ledger/api.py `MemoryService` is one; a test or
+a tool can hand in anything that has them)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+
+    from memory_ledger.api import MemoryLedger
+    from memory_ledger.config import Settings
+    from memory_ledger.event_log import EventLog
+    from memory_ledger.forgetting.requests import ForgetRequests
+    from memory_ledger.ledger import LifecycleLedger
+    from memory_ledger.policy.retention import RetentionPolicy
+    from memory_ledger.principal import Principal
+    from memory_ledger.stores import Store
+
+
+class CatchesUp(Protocol):
+    """The projections' runner, as far as a check needs it: brought up to the log."""
+
+    def catch_up(self) -> Any: ...
+
+
+class LiveStore(Protocol):
+    """An open store, as restore/serving.py and restore/drill.py read it."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def log(self) -> EventLog: ...
+
+    @property
+    def ledger(self) -> LifecycleLedger: ...
+
+    @property
+    def engine(self) -> Engine: ...
+
+    @property
+    def runner(self) -> CatchesUp: ...
+
+    @property
+    def retention(self) -> RetentionPolicy: ...
+
+    @property
+    def requests(self) -> ForgetRequests: ...
+
+    @property
+    def stores(self) -> Iterable[Store]: ...
+
+    def clock(self) -> datetime: ...
+
+    def for_principal(self, principal: Principal) -> MemoryLedger: ...
