@@ -280,7 +280,9 @@ class MemoryService:
             self.feed,
             self.vectors,
             self.stores,
-            drill=lambda now, path, **kw: _job("registry").drill_by_hand(self.job_context, now, path, **kw),
+            drill=lambda now, path, **kw: _job("registry").drill_by_hand(
+                self.job_context, now, path, **kw
+            ),
             jobs=Jobs(
                 self.settings,
                 lambda name, now, runs, progress: _job("scheduler").execute(
@@ -311,12 +313,17 @@ class MemoryService:
                     catch_up_loop=lambda interval, duration, every: _job(
                         "projection_catchup"
                     ).run_catchup_job(
-                        self.job_context, interval=interval, duration=duration, consolidate_every=every
+                        self.job_context,
+                        interval=interval,
+                        duration=duration,
+                        consolidate_every=every,
                     ),
                     run_projections=lambda names, interval, duration: _job(
                         "projection_runner"
                     ).run_projections(self.job_context, names, interval, duration),
-                    consolidate=lambda: _job("consolidation").Consolidator(self.job_context).run_all(),
+                    consolidate=lambda: (
+                        _job("consolidation").Consolidator(self.job_context).run_all()
+                    ),
                     expire=lambda now: _job("retention").expire_due(self.job_context, now),
                 ),
             ),
