@@ -30,7 +30,7 @@ from memory_ledger.write_policy import canonical_time
 if TYPE_CHECKING:
     from memory_ledger.config import Settings
     from memory_ledger.event_log import EventLog
-    from memory_ledger.forgetting.planning import PlanStore
+    from memory_ledger.forgetting.planning import PlanRecords
     from memory_ledger.ledger import LifecycleLedger
     from memory_ledger.projections.base import Projection
     from memory_ledger.projections.runner import ProjectionRunner
@@ -386,7 +386,7 @@ def default_registry(
     runner: ProjectionRunner,
     vectors: VectorIndex,
     context_cache: ContextCache,
-    plans: PlanStore,
+    plans: PlanRecords,
     clock: Callable[[], datetime],
     settings: Settings,
     ledger: LifecycleLedger,

@@ -100,7 +100,7 @@ class Restores:
     def for_store(cls, settings: Settings) -> Restores:
         """For a store no service has open (a restore may have left it unservable): its
         master key is loaded, never created."""
-        master, _ = load_master_key(settings.data_dir, allow_dev_key=False)
+        master, _ = load_master_key(settings, allow_dev_key=False)
         return cls(settings, master)
 
     def marked(self) -> bool:

@@ -72,7 +72,7 @@ class Jobs:
         except Exception:
             found = None
         if found is None:
-            return JOBS[name].every_minutes(), None
+            return JOBS[name].every_minutes(self._settings), None
         return found.every_minutes, found.next_run_time
 
     @staticmethod

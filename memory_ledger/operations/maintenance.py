@@ -72,7 +72,7 @@ def _open_log(settings: Settings, *, repair_key_check: bool = False) -> EventLog
     from memory_ledger.crypto import load_master_key
 
     settings.check_reachable()
-    master, _ = load_master_key(settings.data_dir, allow_dev_key=False)
+    master, _ = load_master_key(settings, allow_dev_key=False)
     with settings.schema_lock():
         return EventLog(settings, master, repair_key_check=repair_key_check)
 
