@@ -344,7 +344,7 @@ def fill_store(service: Any, plan: Plan, seed: int) -> Filled:
 
 
 def data_dir_bytes(store: Store) -> tuple[int, int]:
-    from memory_ledger.forgetting.residue import files_under
+    from memory_ledger.residue import files_under
 
     paths = files_under(store.data_dir)
     return len(paths), sum(p.stat().st_size for p in paths if p.exists())

@@ -90,8 +90,8 @@ from benchmarks.bench_retrieval import QueryTimer
 from benchmarks.retrieval_set import RetrievalSet, load_set
 from memory_ledger.api import MemoryService
 from memory_ledger.crypto import MasterKey
+from memory_ledger.embedders import Embedder, load_embedder
 from memory_ledger.principal import Principal
-from memory_ledger.retrieval.embedders import Embedder, load_embedder
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "mem0.json"
 REQUIREMENTS = "benchmarks/mem0-requirements.txt"

@@ -74,11 +74,11 @@ from benchmarks.bench_retrieval import QueryTimer
 from benchmarks.retrieval_set import RetrievalSet, SetMemory, load_set, to_write
 from memory_ledger.api import MemoryService
 from memory_ledger.crypto import MasterKey
+from memory_ledger.embedders import load_embedder
 from memory_ledger.principal import Principal
 from memory_ledger.projections.keyword_index import TopK, hasher_of, ranked, tokenize
 from memory_ledger.projections.keyword_index import search as keyword_search
 from memory_ledger.retrieval.context import ContextRequest, _Filter
-from memory_ledger.retrieval.embedders import load_embedder
 from memory_ledger.times import canonical_time
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "recall_heavy.json"

@@ -111,13 +111,15 @@ def run(store: Store, items: int, erase: int, console: Console) -> dict[str, Any
     undo = _timed_tombstone(replay)
     started = time.perf_counter()
     with LifecycleLedger(settings) as ledger:
-        result = restoring.restore(made.path, settings, master, ledger, datetime.now(UTC))
+        result = restoring.restore(
+            made.path, settings, master, ledger, datetime.now(UTC), open_store=MemoryService
+        )
     restore_s = time.perf_counter() - started
     undo()
     assert result.verified and result.erased_again == erase, result.to_dict()
     with MemoryService(settings, master) as service:
         started = time.perf_counter()
-        report = drill(service, datetime.now(UTC), made.path)
+        report = drill(service, datetime.now(UTC), made.path, open_store=MemoryService)
         drill_s = time.perf_counter() - started
     assert report.passed, report.findings
     shutil.rmtree(backups, ignore_errors=True)

@@ -516,7 +516,7 @@ def run(
     protocol: str = "words",
 ) -> dict[str, Any]:
     """Run `cases` (each in a fresh copy of its history's store); the results document."""
-    from memory_ledger.retrieval.embedders import load_embedder
+    from memory_ledger.embedders import load_embedder
 
     started = time.perf_counter()
     embedder = load_embedder(embedder_spec)

@@ -34,8 +34,8 @@ import pytest
 from memory_ledger.agents.langgraph_store import MemoryLedgerStore
 from memory_ledger.agents.openai_session import MemoryLedgerSession
 from memory_ledger.api import MemoryLedger, MemoryService
+from memory_ledger.embedders import EMBEDDER_ENV
 from memory_ledger.principal import Principal
-from memory_ledger.retrieval.embedders import EMBEDDER_ENV
 
 PRINCIPAL = Principal("suite", "user")
 

@@ -291,7 +291,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
 
-    from memory_ledger.retrieval.embedders import load_embedder
+    from memory_ledger.embedders import load_embedder
 
     conversations = {c.sample: c for c in load(args.data)}
     halves = {"dev": DEV, "held-out": HELD_OUT}

@@ -26,6 +26,7 @@ from memory_ledger.agent_state import AGENT_KINDS, AgentItems, MemoryFiles, Runs
 from memory_ledger.config import Settings
 from memory_ledger.crypto import DEV_KEY_FILE, MasterKey, load_master_key
 from memory_ledger.domain import MemoryItem
+from memory_ledger.embedders import Embedder, load_embedder
 from memory_ledger.errors import (
     ConfigurationError,
     InvalidTransition,
@@ -89,7 +90,6 @@ from memory_ledger.retrieval.context import (
 from memory_ledger.retrieval.context import build as build_context
 from memory_ledger.retrieval.context import parse_request as parse_context_request
 from memory_ledger.retrieval.context_cache import ContextCache
-from memory_ledger.retrieval.embedders import Embedder, load_embedder
 from memory_ledger.retrieval.instruction_like import content_flags
 from memory_ledger.retrieval.state_files import STATE_DIR, StateFiles
 from memory_ledger.stores import default_registry, extra_store_factories
@@ -119,7 +119,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("memory_ledger")
 KINDS = ("fact", "preference", "turn")
 
-if TYPE_CHECKING:  # it imports the restore and job code, which imports this module
+if TYPE_CHECKING:  # built on first use (it imports the job code lazily)
     from memory_ledger.operations import Operations
 
 
@@ -249,7 +249,12 @@ class MemoryService:
         """A restore drill of this store (it opens a scratch store of its own)."""
         from memory_ledger.restore.drill import drill  # restore builds on this module
 
-        return drill(self, now, backup_path, run_by, keep_scratch)
+        return drill(self, now, backup_path, run_by, keep_scratch, open_store=MemoryService)
+
+    def reopened(self) -> MemoryService:
+        """The same store opened anew (after a restore replaced it), with this master
+        key and the embedder already loaded: it stays warm."""
+        return MemoryService(self.settings, self.log.master, embedder=self.vectors.embedder)
 
     @cached_property
     def operations(self) -> Operations:
@@ -280,6 +285,7 @@ class MemoryService:
             self.feed,
             self.vectors,
             self.stores,
+            open_store=MemoryService,
             drill=lambda now, path, **kw: _job("registry").drill_by_hand(
                 self.job_context, now, path, **kw
             ),

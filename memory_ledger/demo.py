@@ -22,8 +22,8 @@ from rich.panel import Panel
 from rich.table import Table
 
 from memory_ledger.api import MemoryService
-from memory_ledger.forgetting.residue import files_under, needles_for, scan
 from memory_ledger.principal import Principal
+from memory_ledger.residue import files_under, needles_for, scan
 
 console = Console()
 ADDRESS = "18 Haisong Road, Xihu District, Hangzhou"

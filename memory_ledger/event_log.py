@@ -37,7 +37,6 @@ from memory_ledger.errors import (
     NotFound,
     WrongMasterKey,
 )
-from memory_ledger.forgetting.residue import checkpoint_evidence
 from memory_ledger.keystore import (
     FORMAT_VERSION,
     ROTATION,
@@ -48,6 +47,7 @@ from memory_ledger.keystore import (
     NewKey,
     values,
 )
+from memory_ledger.residue import checkpoint_evidence
 
 
 class _Erased(Enum):

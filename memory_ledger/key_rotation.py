@@ -26,7 +26,7 @@ killed anywhere (kill -9 included) is finished by running it again:
    neither key, or of format 1, cannot be and is counted (it becomes unreadable);
 5. **destroy**: a development key file's old material is overwritten in place with
    the new key and the data directory is searched for the old key's bytes
-   (forgetting/residue.py); a key given in the environment is the operator's to destroy;
+   (memory_ledger/residue.py); a key given in the environment is the operator's to destroy;
 6. **record**: the new signing key (`audit_key`, replacing the old) and a
    `key_rotation` entry are appended to the ledger, then the mark is removed.
 """
@@ -399,7 +399,7 @@ class _Rotator:
         every file of the data directory for the old key's bytes (raw and base64). On a
         resumed run whose old key was already overwritten, the search cannot run (the
         old key is nowhere to search for): None."""
-        from memory_ledger.forgetting.residue import file_paths_under, scan
+        from memory_ledger.residue import file_paths_under, scan
 
         if state["dev_key"]:
             _overwrite_key_file(self._dev_file, new)

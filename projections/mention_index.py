@@ -4,7 +4,7 @@ People forget information, not items: one phone number lives in a dozen turns, a
 a file. To find every place a value is mentioned, a forget used to open every sealed
 cell of the namespace (100,000 cells: 30 s). This index keeps, for every text the
 store holds (turns, every version of facts and preferences, memory files), the item
-under keyed hashes of the text's units (memory_ledger/forgetting/units.py), so a lookup
+under keyed hashes of the text's units (memory_ledger/text_units.py), so a lookup
 costs the postings of the value's rarest units plus opening only the items that hold
 all of them; the matcher then decides on the opened text, as before.
 
@@ -45,7 +45,6 @@ from sqlalchemy import (
 )
 
 from memory_ledger.event_log import EventLog
-from memory_ledger.forgetting.units import lookup_units, units
 from memory_ledger.projections.base import Projection, metadata
 from memory_ledger.projections.cells import Cells
 from memory_ledger.projections.events import ProjectedEvent
@@ -61,6 +60,7 @@ from memory_ledger.projections.keyword_index import (
 from memory_ledger.projections.memory_files import memory_files
 from memory_ledger.projections.preferences import preferences
 from memory_ledger.projections.transcripts import transcripts
+from memory_ledger.text_units import lookup_units, units
 
 CHUNK = 500
 #: The tables whose sealed cells are texts of items, with the field each keeps.

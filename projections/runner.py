@@ -45,7 +45,6 @@ from memory_ledger.errors import (
     ProjectionsDamaged,
 )
 from memory_ledger.event_log import EventLog
-from memory_ledger.forgetting.residue import checkpoint_evidence
 from memory_ledger.projections.base import Projection, metadata
 from memory_ledger.projections.catalog import CatalogProjection
 from memory_ledger.projections.events import Progress, decode_sealed
@@ -57,6 +56,7 @@ from memory_ledger.projections.preferences import PreferencesProjection
 from memory_ledger.projections.summaries import SummariesProjection
 from memory_ledger.projections.transcripts import TranscriptsProjection
 from memory_ledger.projections.vector_files import shred
+from memory_ledger.residue import checkpoint_evidence
 
 log = logging.getLogger("memory_ledger.projections")
 

@@ -127,9 +127,9 @@ def _child() -> int:
     """Rebuild the vector index the parent described on standard input; print `ok`, or
     why not (a code, never content)."""
     from memory_ledger.crypto import MasterKey
+    from memory_ledger.embedders import load_embedder
     from memory_ledger.event_log import EventLog
     from memory_ledger.projections.vector_index import VectorIndex
-    from memory_ledger.retrieval.embedders import load_embedder
 
     order = json.loads(sys.stdin.read())
     pg = order["postgres"]

@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from memory_ledger.embedders import Embedder
 from memory_ledger.errors import ConfigurationError, IndexMismatch
 from memory_ledger.event_log import EventLog
 from memory_ledger.keystore import KeyRing
@@ -81,7 +82,6 @@ from memory_ledger.projections.vector_rows import (
 )
 from memory_ledger.projections.vector_seal import open_rows, seal_rows, text_digest
 from memory_ledger.projections.vector_search import CODE_BITS, NamespaceView
-from memory_ledger.retrieval.embedders import Embedder
 
 log = logging.getLogger("memory_ledger.vectors")
 

@@ -38,15 +38,15 @@ from memory_ledger.agent_state import AGENT_KINDS
 from memory_ledger.audit.signed import signed, signed_markdown
 from memory_ledger.config import Settings
 from memory_ledger.errors import ConfigurationError, NotFound
-from memory_ledger.forgetting.residue import (
-    file_paths_under,
-    scan_fingerprint_bytes,
-    scan_fingerprints,
-)
 from memory_ledger.forgetting.residue_check import database_rows
 from memory_ledger.ledger import EntryType, LifecycleLedger
 from memory_ledger.ledger.storage import SCHEMA_SUFFIX as LEDGER_SCHEMA_SUFFIX
 from memory_ledger.policy import POLICY_FILE
+from memory_ledger.residue import (
+    file_paths_under,
+    scan_fingerprint_bytes,
+    scan_fingerprints,
+)
 from memory_ledger.restore.backup import Backup, verify
 from memory_ledger.restore.restore import RestorePlan, requests_in, restore
 from memory_ledger.restore.serving import changed_after, serving
@@ -54,7 +54,7 @@ from memory_ledger.restore.store import registered
 from memory_ledger.times import canonical_time
 
 if TYPE_CHECKING:
-    from memory_ledger.restore.live import LiveStore
+    from memory_ledger.restore.live import LiveStore, StoreOpener
 
 DRILLS_DIR = "drills"
 SAMPLE = 20
@@ -110,7 +110,7 @@ def scratch_settings(settings: Settings, scratch: Path) -> Settings:
 
 
 def restore_into_scratch(
-    service: LiveStore, backup: Backup, target: Settings, now: datetime
+    service: LiveStore, backup: Backup, target: Settings, now: datetime, open_store: StoreOpener
 ) -> RestorePlan:
     """The restore half of a drill: the backup restored into `target` with a copy of
     the live ledger (which the drill must not write the restore into)."""
@@ -120,7 +120,10 @@ def restore_into_scratch(
         shutil.copyfile(policy, target.data_dir / POLICY_FILE)
     with LifecycleLedger(target) as ledger:
         ledger.copy_from(service.ledger)
-        return restore(backup.path, target, service.log.master, ledger, now, restored_by="drill")
+        return restore(
+            backup.path, target, service.log.master, ledger, now,
+            open_store=open_store, restored_by="drill",
+        )  # fmt: skip
 
 
 def drop_scratch(target: Settings) -> None:
@@ -134,14 +137,17 @@ def drop_scratch(target: Settings) -> None:
 
 
 def check_scratch(
-    service: LiveStore, target: Settings, result: RestorePlan, report: DrillReport
+    service: LiveStore,
+    target: Settings,
+    result: RestorePlan,
+    report: DrillReport,
+    open_store: StoreOpener,
 ) -> None:
     """The checking half: erasures absent everywhere, no residue, kept items readable."""
-    from memory_ledger.api import MemoryService
 
     report.replayed = list(result.erase_again)
     taken = result.restore_time
-    with MemoryService(target, service.log.master) as scratch:
+    with open_store(target, service.log.master) as scratch:
         for store in scratch.stores:
             evidence = store.verify_absent(result.erase_again)
             if not evidence.absent:
@@ -167,8 +173,11 @@ def drill(
     backup_path: Path | None = None,
     run_by: str = "operator",
     keep_scratch: bool = False,
+    *,
+    open_store: StoreOpener,
 ) -> DrillReport:
-    """Run a drill on a backup (default: the newest registered one)."""
+    """Run a drill on a backup (default: the newest registered one); `open_store` opens
+    the scratch store it is restored into."""
     if backup_path is None:
         found = registered(service.settings.data_dir)
         if not found:
@@ -182,8 +191,8 @@ def drill(
     )
     target = scratch_settings(service.settings, Path(tempfile.mkdtemp(prefix="ml-drill-")))
     try:
-        result = restore_into_scratch(service, backup, target, now)
-        check_scratch(service, target, result, report)
+        result = restore_into_scratch(service, backup, target, now, open_store)
+        check_scratch(service, target, result, report, open_store)
     except ConfigurationError as exc:
         report.findings.append(f"restore refused: {type(exc).__name__}")
     finally:

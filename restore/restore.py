@@ -62,6 +62,7 @@ from memory_ledger.projections.vector_index import VECTORS_DIR
 from memory_ledger.restore import carried as carried_after
 from memory_ledger.restore import pg_snapshot
 from memory_ledger.restore.backup import EVENTS_TABLES, MANIFEST, Backup, open_verified
+from memory_ledger.restore.live import StoreOpener
 from memory_ledger.restoring import WAY_FORWARD, RestoreMarker
 from memory_ledger.times import canonical_time
 
@@ -245,6 +246,7 @@ def restore(
     ledger: LifecycleLedger,
     now: datetime,
     *,
+    open_store: StoreOpener,
     restored_by: str = "operator",
     force: bool = False,
     accept_foreign: str | None = None,
@@ -252,8 +254,8 @@ def restore(
     """Restore the backup into the store `settings` name, replay, rebuild, verify, then
     open. Re-running an interrupted restore (or `resume`) finishes it; `abort` undoes
     it. A backup of another store is refused before anything is marked, unless
-    `accept_foreign` names that store (`foreign`)."""
-    from memory_ledger.api import MemoryService
+    `accept_foreign` names that store (`foreign`). `open_store` opens the restored
+    store to replay and rebuild it."""
 
     backup, data = open_verified(backup_path, master)
     if backup.manifest.backend != settings.backend:
@@ -323,7 +325,7 @@ def restore(
         _keep_aside(settings, master, previous)
         _load(data, settings, master)
         mark("loaded")
-    service = MemoryService(settings, master, restoring=True)
+    service = open_store(settings, master, restoring=True)
     try:
         if "replayed" not in done:
             carried_after.put_back_fingerprints(service.log, carried)
@@ -395,6 +397,7 @@ def resume(
     ledger: LifecycleLedger,
     now: datetime,
     *,
+    open_store: StoreOpener,
     restored_by: str = "operator",
 ) -> RestorePlan:
     """Finish the restore the store's mark records, from the step it reached: the same
@@ -406,11 +409,18 @@ def resume(
     path = Path(str(state.get("backup_path") or ""))
     if not (path / MANIFEST).is_file():
         path = resolve(settings.data_dir, str(state.get("backup_id")))
-    return restore(path, settings, master, ledger, now, restored_by=restored_by)
+    return restore(
+        path, settings, master, ledger, now, open_store=open_store, restored_by=restored_by
+    )
 
 
 def abort(
-    settings: Settings, master: MasterKey, ledger: LifecycleLedger, *, aborted_by: str = "operator"
+    settings: Settings,
+    master: MasterKey,
+    ledger: LifecycleLedger,
+    *,
+    open_store: StoreOpener,
+    aborted_by: str = "operator",
 ) -> dict[str, Any]:
     """Abandon the restore the store's mark records and serve the store it replaced, as
     it was when the restore began (kept aside before the backup was loaded, in
@@ -419,7 +429,6 @@ def abort(
     id), the copy kept aside removed, and only then the mark. Interrupted anywhere, it
     is run again to the same result. A restore already recorded in the ledger (it
     verified its replay) is not aborted: it is finished with `resume`."""
-    from memory_ledger.api import MemoryService
 
     marker = RestoreMarker(settings)
     state = _marked(settings)
@@ -447,7 +456,7 @@ def abort(
         done.add("put_back")
         marker.write({**state, "aborted": sorted(done)})
     if put_back and "rebuilt" not in done:
-        service = MemoryService(settings, master, restoring=True)
+        service = open_store(settings, master, restoring=True)
         try:
             service.rebuild()
             service.compact()

@@ -18,8 +18,8 @@ import pytest
 
 from memory_ledger.api import MemoryLedger, MemoryService
 from memory_ledger.config import Settings
+from memory_ledger.embedders import EMBEDDER_ENV
 from memory_ledger.principal import Principal
-from memory_ledger.retrieval.embedders import EMBEDDER_ENV
 
 PG_ADMIN = os.environ.get("MEMORY_LEDGER_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 # The CLI's rich consoles fix their width from COLUMNS when they are created (at import):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from memory_ledger.retrieval.embedders import HashingEmbedder
+from memory_ledger.embedders import HashingEmbedder
 
 OPEN_ENV = "GATED_EMBEDDER_OPEN"
 FAIL_ENV = "GATED_EMBEDDER_FAIL"

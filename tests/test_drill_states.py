@@ -81,7 +81,7 @@ def test_a_drill_on_a_store_holding_every_state_passes(settings: Settings, tmp_p
         items = _every_state(service, alice)
         create(settings, service.log.master, service.ledger, datetime.now(UTC), tmp_path / "bk")
         assert alice.forget(items["erased"]).completed
-        report = drill(service, datetime.now(UTC))
+        report = drill(service, datetime.now(UTC), open_store=MemoryService)
         assert report.passed, report.findings
         assert set(report.states) == set(STATES), report.states
         assert report.retained_sampled == len(STATES) - 1
@@ -129,12 +129,12 @@ def test_a_restored_copy_serving_an_item_in_another_state_fails_the_drill(
         target = scratch_settings(settings, tmp_path / "scratch")
         (target.data_dir).mkdir(parents=True, exist_ok=True)
         (target.data_dir / POLICY_FILE).write_text(DECAY)
-        result = restore_into_scratch(service, backup, target, datetime.now(UTC))
+        result = restore_into_scratch(service, backup, target, datetime.now(UTC), MemoryService)
         with MemoryService(target, service.log.master) as copy:  # a faulty copy
             copy.for_principal(ALICE).unsuppress(items["suppressed"])
         report = DrillReport("drill-test", backup.manifest.backup_id, result.restore_position)
         try:
-            check_scratch(service, target, result, report)
+            check_scratch(service, target, result, report, MemoryService)
         finally:
             drop_scratch(target)
         report = finish(service, report, "test", datetime.now(UTC))
@@ -162,18 +162,18 @@ def test_changes_in_place_after_the_backup_are_no_finding_but_a_lost_suppression
         made = create(settings, service.log.master, service.ledger, datetime.now(UTC), tmp_path)
         alice.unsuppress(shown_later)
         alice.suppress(hidden_later)
-        report = drill(service, datetime.now(UTC), made.path)
+        report = drill(service, datetime.now(UTC), made.path, open_store=MemoryService)
         assert report.passed, report.findings
         assert report.states == {"suppressed": 2, "current": 1}
 
         backup = verify(made.path, service.log.master)
         target = scratch_settings(settings, tmp_path / "scratch")
-        result = restore_into_scratch(service, backup, target, datetime.now(UTC))
+        result = restore_into_scratch(service, backup, target, datetime.now(UTC), MemoryService)
         with MemoryService(target, service.log.master) as copy:  # a faulty copy
             copy.for_principal(ALICE).unsuppress(kept_hidden)
         faulty = DrillReport("drill-test", backup.manifest.backup_id, result.restore_position)
         try:
-            check_scratch(service, target, result, faulty)
+            check_scratch(service, target, result, faulty, MemoryService)
         finally:
             drop_scratch(target)
         assert faulty.findings == [

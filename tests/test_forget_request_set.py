@@ -24,10 +24,10 @@ import pytest
 
 from benchmarks import forget_requests as fr
 from memory_ledger.api import MemoryLedger, MemoryService
+from memory_ledger.embedders import EMBEDDER_ENV
 from memory_ledger.forgetting.redaction import span_pattern
 from memory_ledger.policy import load_policy
 from memory_ledger.principal import Principal
-from memory_ledger.retrieval.embedders import EMBEDDER_ENV
 
 Data = dict[str, Any]
 #: Scopes that select turns and inferences themselves: their targets are the whole scope.

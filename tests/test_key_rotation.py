@@ -118,7 +118,15 @@ def test_rotation_rewraps_every_live_key_and_every_backup_and_destroys_the_old_k
         verify(backup, old)
     if settings.postgres is None:  # and is restored, its erasure replayed (both backends
         with LifecycleLedger(settings) as ledger:  # share restore: SQLite is enough here)
-            assert restore(backup, settings, new, ledger, datetime.now(UTC), force=True).verified
+            assert restore(
+                backup,
+                settings,
+                new,
+                ledger,
+                datetime.now(UTC),
+                force=True,
+                open_store=MemoryService,
+            ).verified
         with MemoryService(settings) as service:
             alice = service.for_principal(ALICE)
             assert {i: alice.get(i).text for i in kept} == kept

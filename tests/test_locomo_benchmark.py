@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks import locomo
-from memory_ledger.retrieval.embedders import HashingEmbedder
+from memory_ledger.embedders import HashingEmbedder
 
 SAMPLE = Path(__file__).parent / "data" / "locomo_shaped.json"
 

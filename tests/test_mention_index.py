@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 
 from memory_ledger.api import MemoryService
 from memory_ledger.forgetting.mentions import REPLACEMENT, MentionPattern, mention_pattern
-from memory_ledger.forgetting.units import lookup_units, units, written_forms
 from memory_ledger.principal import Principal
 from memory_ledger.projections.mention_index import candidates
+from memory_ledger.text_units import lookup_units, units, written_forms
 
 ALICE = Principal("acme", "alice")
 

@@ -20,7 +20,7 @@ from memory_ledger.forgetting.mentions import (
     without_mentions,
 )
 from memory_ledger.forgetting.requests import plaintext_copies
-from memory_ledger.forgetting.units import written_forms
+from memory_ledger.text_units import written_forms
 
 ADDRESS = "18 Haisong Road, Xihu District, Hangzhou"
 ADDRESS_SCOPE = {"kind": "predicate", "subject": "user", "predicate": "home_address"}

@@ -13,7 +13,7 @@ from factories import T0, provenance
 
 from memory_ledger.api import MemoryLedger, MemoryService
 from memory_ledger.config import Settings
-from memory_ledger.retrieval.embedders import UniversalSentenceEncoder
+from memory_ledger.embedders import UniversalSentenceEncoder
 
 
 @pytest.fixture

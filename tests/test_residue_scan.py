@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memory_ledger.forgetting import residue
+from memory_ledger import residue
 
 ENGINES = ["hyperscan", "find"]
 

@@ -84,7 +84,9 @@ def _restore(settings: Settings, path: Path, **options: object) -> object:
         master = probe.log.master
     _lose_the_event_store(settings)
     with LifecycleLedger(settings) as ledger:
-        return restore(path, settings, master, ledger, datetime.now(UTC), **options)
+        return restore(
+            path, settings, master, ledger, datetime.now(UTC), **options, open_store=MemoryService
+        )
 
 
 def _read_in_a_new_process(settings: Settings, item_id: str) -> dict:
@@ -242,7 +244,7 @@ def test_a_ledger_behind_the_backup_makes_the_restore_refuse(
     _lose_the_event_store(store)
     ledger = LifecycleLedger(store, ledger_url=str(older))
     with ledger, pytest.raises(ConfigurationError, match="behind"):
-        restore(path, store, master, ledger, datetime.now(UTC))
+        restore(path, store, master, ledger, datetime.now(UTC), open_store=MemoryService)
     assert RestoreMarker(store).read() is None  # refused before loading
 
 
@@ -253,9 +255,11 @@ def test_a_target_that_holds_a_store_is_refused_unless_forced(
         path = _backup(service, tmp_path)
         master = service.log.master
     with LifecycleLedger(store) as ledger, pytest.raises(ConfigurationError, match="--force"):
-        restore(path, store, master, ledger, datetime.now(UTC))
+        restore(path, store, master, ledger, datetime.now(UTC), open_store=MemoryService)
     with LifecycleLedger(store) as ledger:
-        assert restore(path, store, master, ledger, datetime.now(UTC), force=True).verified
+        assert restore(
+            path, store, master, ledger, datetime.now(UTC), force=True, open_store=MemoryService
+        ).verified
 
 
 @pytest.mark.slow
@@ -280,7 +284,7 @@ def test_a_restore_killed_after_any_step_is_finished_by_running_it_again(
         master, _ = load_master_key(settings, allow_dev_key=False)
         with LifecycleLedger(settings) as ledger:
             restore(__import__("pathlib").Path({str(path)!r}), settings, master, ledger,
-                    datetime.now(UTC))
+                    datetime.now(UTC), open_store=MemoryService)
     """)
     env = {**__import__("os").environ, KILL_AFTER_ENV: step}
     killed = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True)
@@ -403,7 +407,7 @@ def test_a_drill_passes_on_a_good_backup_and_records_its_report(
         alice.remember(fact("city", "Hangzhou"))
         _backup(service, tmp_path)
         alice.forget(gone)
-        report = drill(service, datetime.now(UTC))
+        report = drill(service, datetime.now(UTC), open_store=MemoryService)
         assert report.passed, report.findings
         assert report.replayed == [gone] and report.requests_scanned == 1
         assert report.retained_sampled == 1 and report.files_scanned > 0
@@ -438,7 +442,7 @@ def test_a_drill_after_every_kind_of_rewrite_passes_and_the_restore_erases_them(
         assert alice.get(mentioned).text is not None  # rewritten, not erased
         assert alice.redact(fielded, ["content"]).completed
         assert alice.redact(spanned, spans=[code]).completed
-        report = drill(service, datetime.now(UTC), path)
+        report = drill(service, datetime.now(UTC), path, open_store=MemoryService)
         assert report.passed, report.findings
         assert set(report.replayed) == {phone, mentioned, fielded, spanned}
     result = _restore(store, path)
@@ -471,7 +475,7 @@ def test_a_drill_catches_an_erased_key_written_back_into_the_restored_store(
         alice.forget(gone)
         backup = verify(path, service.log.master)
         target = scratch_settings(store, tmp_path / "scratch")
-        result = restore_into_scratch(service, backup, target, datetime.now(UTC))
+        result = restore_into_scratch(service, backup, target, datetime.now(UTC), MemoryService)
         # A faulty restore: the erased item's key comes back.
         back = "UPDATE {} SET wrapped = {}, destroyed_at = NULL WHERE item_id = {}"
         if target.postgres is None:
@@ -483,7 +487,7 @@ def test_a_drill_catches_an_erased_key_written_back_into_the_restored_store(
                 conn.execute(back.format(table, "%s", "%s"), (wrapped, gone))
         report = DrillReport("drill-test", backup.manifest.backup_id, 0)
         try:
-            check_scratch(service, target, result, report)
+            check_scratch(service, target, result, report, MemoryService)
         finally:
             drop_scratch(target)
         report = finish(service, report, "test", datetime.now(UTC))
@@ -566,7 +570,7 @@ def test_a_missing_or_tampered_ledger_makes_the_restore_refuse(
     # The ledger is lost: a new, empty one is where it was.
     empty = LifecycleLedger(store, ledger_url=str(tmp_path / "empty-ledger"))
     with empty, pytest.raises(ConfigurationError, match="behind"):
-        restore(path, store, master, empty, datetime.now(UTC))
+        restore(path, store, master, empty, datetime.now(UTC), open_store=MemoryService)
     conn = sqlite3.connect(copy / "ledger.sqlite")  # tampered by hand
     for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall():
         conn.execute(f"DROP TRIGGER {name}")
@@ -575,7 +579,7 @@ def test_a_missing_or_tampered_ledger_makes_the_restore_refuse(
     conn.close()
     tampered = LifecycleLedger(store, ledger_url=str(copy))
     with tampered, pytest.raises(ConfigurationError, match="damaged"):
-        restore(path, store, master, tampered, datetime.now(UTC))
+        restore(path, store, master, tampered, datetime.now(UTC), open_store=MemoryService)
     assert RestoreMarker(store).read() is None
 
 
@@ -647,7 +651,7 @@ def test_a_drill_restores_an_agents_files_and_runs_without_what_was_forgotten(
         _backup(service, tmp_path)
         files.forget("/memories/gone.md")
         alice.runs.forget(run.run_id)
-        report = drill(service, datetime.now(UTC))
+        report = drill(service, datetime.now(UTC), open_store=MemoryService)
         assert report.passed, report.findings
         assert len(report.replayed) == 2 and report.retained_sampled == 1
         assert "kept note" in files.view("/memories/kept.md", source)

@@ -34,7 +34,9 @@ def _restore(settings: Settings, path: Path, *, lose_store: bool) -> object:
         for name in ("events.sqlite", "events.sqlite-wal", "events.sqlite-shm"):
             (settings.data_dir / name).unlink(missing_ok=True)
     with LifecycleLedger(settings) as ledger:
-        return restore(path, settings, master, ledger, datetime.now(UTC), force=True)
+        return restore(
+            path, settings, master, ledger, datetime.now(UTC), force=True, open_store=MemoryService
+        )
 
 
 def _every_verification_clean(settings: Settings, request_ids: list[str]) -> list[dict]:

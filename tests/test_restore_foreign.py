@@ -66,17 +66,35 @@ def test_another_stores_backup_is_refused_before_anything_is_marked_unless_named
         with pytest.raises(ConfigurationError, match=refusal):
             plan(verify(made.path, master), ledger)  # the dry run says so too
         with pytest.raises(ConfigurationError, match=refusal):
-            restore(made.path, settings, master, ledger, now, force=True)
+            restore(made.path, settings, master, ledger, now, force=True, open_store=MemoryService)
         with pytest.raises(ConfigurationError, match="another store"):  # naming this store
-            restore(made.path, settings, master, ledger, now, force=True, accept_foreign=here)
+            restore(
+                made.path,
+                settings,
+                master,
+                ledger,
+                now,
+                force=True,
+                accept_foreign=here,
+                open_store=MemoryService,
+            )
         with pytest.raises(ConfigurationError, match="does not hold its ledger anchor"):
             restore(unvouched.path, settings, master, ledger, now, force=True,
-                    accept_foreign=foreign)  # fmt: skip
+                    accept_foreign=foreign, open_store=MemoryService)  # fmt: skip
     assert RestoreMarker(settings).read() is None  # nothing marked: the store serves
     with MemoryService(settings) as service:
         assert [m.item_id for m in service.for_principal(ALICE).recall()] == [own]
     with LifecycleLedger(settings) as ledger:
-        done = restore(made.path, settings, master, ledger, now, force=True, accept_foreign=foreign)
+        done = restore(
+            made.path,
+            settings,
+            master,
+            ledger,
+            now,
+            force=True,
+            accept_foreign=foreign,
+            open_store=MemoryService,
+        )
         assert done.status == "restored" and done.foreign_accepted == foreign
         [entry] = [e for e in ledger.entries() if e.entry_type == "restore"]
         assert entry.payload["foreign_accepted"] == foreign
@@ -110,13 +128,17 @@ def test_a_backup_older_than_store_ids_restores_where_its_ledger_anchor_binds_it
         _as_format_2(made.path, master)
         assert verify(made.path, master).manifest.store_id is None
     with LifecycleLedger(settings) as ledger:
-        assert restore(bound.path, settings, master, ledger, now, force=True).verified
+        assert restore(
+            bound.path, settings, master, ledger, now, force=True, open_store=MemoryService
+        ).verified
         # Its store's ledger was empty: nothing says whose it is; named, it restores.
         with pytest.raises(ConfigurationError, match=f"--accept-foreign {unbound.path.name}"):
-            restore(unbound.path, settings, master, ledger, now, force=True)
+            restore(
+                unbound.path, settings, master, ledger, now, force=True, open_store=MemoryService
+            )
         assert RestoreMarker(settings).read() is None
         named = restore(unbound.path, settings, master, ledger, now, force=True,
-                        accept_foreign=unbound.path.name)  # fmt: skip
+                        accept_foreign=unbound.path.name, open_store=MemoryService)  # fmt: skip
         assert named.foreign_accepted == unbound.path.name
 
 

@@ -64,7 +64,15 @@ def _killed_restore(
         m.setenv(KILL_AFTER_ENV, step)
         m.setattr(os, "kill", kill)
         with LifecycleLedger(settings) as ledger, pytest.raises(Killed):
-            restoring.restore(path, settings, master, ledger, datetime.now(UTC), force=True)
+            restoring.restore(
+                path,
+                settings,
+                master,
+                ledger,
+                datetime.now(UTC),
+                force=True,
+                open_store=MemoryService,
+            )
     with pytest.raises(ConfigurationError, match=r"--resume.*--abort"):
         MemoryService(settings)  # nothing serves a half-restored store, and it says why
 
@@ -94,7 +102,9 @@ def test_a_restore_stopped_after_any_step_is_aborted_or_resumed_to_a_serving_sto
 
     _killed_restore(settings, path, step, monkeypatch)
     with LifecycleLedger(settings) as ledger:
-        aborted = restoring.abort(settings, master, ledger, aborted_by="ops-dana")
+        aborted = restoring.abort(
+            settings, master, ledger, aborted_by="ops-dana", open_store=MemoryService
+        )
         assert aborted["put_back"] is (step != "checked")
         [entry] = [e for e in ledger.entries() if e.entry_type == "restore_aborted"]
         assert entry.payload["aborted_by"] == "ops-dana"
@@ -102,11 +112,13 @@ def test_a_restore_stopped_after_any_step_is_aborted_or_resumed_to_a_serving_sto
 
     _killed_restore(settings, path, step, monkeypatch)
     with LifecycleLedger(settings) as ledger:
-        done = restoring.resume(settings, master, ledger, datetime.now(UTC))
+        done = restoring.resume(
+            settings, master, ledger, datetime.now(UTC), open_store=MemoryService
+        )
         assert done.status == "restored" and done.verified
         assert len([e for e in ledger.entries() if e.entry_type == "restore"]) == 1
         with pytest.raises(ConfigurationError, match="not being restored"):
-            restoring.abort(settings, master, ledger)
+            restoring.abort(settings, master, ledger, open_store=MemoryService)
     _serves(settings, token, ids, {ids["kept"]})  # as the backup was, replayed
 
 
@@ -140,6 +152,6 @@ def test_a_restore_an_earlier_version_left_is_resumed_not_aborted(tmp_path: Path
                                    "restore_id": "restore-0123456789abcdef",
                                    "done": ["checked", "loaded"]})  # fmt: skip
     with LifecycleLedger(settings) as ledger, pytest.raises(ConfigurationError, match="--resume"):
-        restoring.abort(settings, master, ledger)
+        restoring.abort(settings, master, ledger, open_store=MemoryService)
     assert RestoreMarker(settings).read() is not None  # nothing changed
     assert (settings.data_dir / "events.sqlite").exists()

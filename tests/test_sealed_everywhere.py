@@ -20,9 +20,9 @@ from factories import fact, preference, turn
 
 from memory_ledger.api import MemoryService
 from memory_ledger.config import Settings
-from memory_ledger.forgetting.residue import files_under, needles_for, scan
 from memory_ledger.jobs.consolidation import Consolidator
 from memory_ledger.principal import Principal
+from memory_ledger.residue import files_under, needles_for, scan
 
 ALICE = Principal("acme", "alice")
 ERASED, KEPT = 240, 30

@@ -13,9 +13,9 @@ from factories import fact, reread, turn
 
 from memory_ledger.api import MemoryService
 from memory_ledger.config import SIDE_BY_SIDE_ENV, Settings
+from memory_ledger.embedders import HashingEmbedder
 from memory_ledger.principal import Principal
 from memory_ledger.projections.vector_index import VECTORS_DIR
-from memory_ledger.retrieval.embedders import HashingEmbedder
 
 ALICE = Principal("acme", "alice")
 

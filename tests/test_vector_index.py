@@ -26,6 +26,11 @@ from memory_ledger.api import MemoryLedger, MemoryService
 from memory_ledger.cli import app
 from memory_ledger.config import Settings
 from memory_ledger.crypto import MasterKey, new_data_key
+from memory_ledger.embedders import (
+    EMBEDDER_ENV,
+    HashingEmbedder,
+    UniversalSentenceEncoder,
+)
 from memory_ledger.errors import ConfigurationError, IndexMismatch
 from memory_ledger.jobs.projection_catchup import _catch_up
 from memory_ledger.keystore import KeyDestruction, KeyRing
@@ -42,11 +47,6 @@ from memory_ledger.projections.vector_index import SEGMENT_ROWS, VectorIndex
 from memory_ledger.projections.vector_rows import IndexState, Put, Segment
 from memory_ledger.projections.vector_seal import seal_rows, text_digest
 from memory_ledger.projections.vector_search import EXACT_ROWS
-from memory_ledger.retrieval.embedders import (
-    EMBEDDER_ENV,
-    HashingEmbedder,
-    UniversalSentenceEncoder,
-)
 from memory_ledger.stores import Receipt
 
 ALICE = Principal("acme", "alice")

@@ -44,9 +44,9 @@ from rich.text import Text
 from memory_ledger.api import MemoryLedger, MemoryService
 from memory_ledger.config import DATA_DIR_ENV, URL_ENV, Settings
 from memory_ledger.forgetting.requests import RequestReport
-from memory_ledger.forgetting.residue import files_under, needles_for, scan
 from memory_ledger.jobs.context import JobContext
 from memory_ledger.principal import Principal
+from memory_ledger.residue import files_under, needles_for, scan
 
 RESULT_NAMES = ("target_residue", "collateral", "new_writes", "reappearance")
 MIN_TARGET_CHARS = 6

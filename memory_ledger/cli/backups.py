@@ -136,6 +136,7 @@ def restore_command(
     """Restore a backup: load it, replay every erasure the ledger recorded, rebuild,
     verify, and only then serve. A store left restoring (the restore was killed or
     failed) is finished with --resume or put back as it was with --abort."""
+    from memory_ledger.api import MemoryService
     from memory_ledger.cli.common import fail
     from memory_ledger.config import Settings
     from memory_ledger.errors import InvalidWrite, MemoryLedgerError
@@ -150,7 +151,7 @@ def restore_command(
                 "finish or abandon the restore as it was started"
             )
         # No service is opened: a store left restoring serves nothing until this ends.
-        restores = Restores.for_store(Settings.resolve(data_dir, url))
+        restores = Restores.for_store(Settings.resolve(data_dir, url), MemoryService)
         if abort:
             aborted = restores.abort(aborted_by=by)
             emit(

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from memory_ledger.domain import EVENT_NAMES
-from memory_ledger.forgetting.residue import search_bytes
+from memory_ledger.residue import search_bytes
 
 if TYPE_CHECKING:
     from memory_ledger.domain import MemoryItem
@@ -47,7 +47,7 @@ def fragments(texts: Iterable[str], clear: Iterable[str] = ()) -> list[bytes]:
 
     The clear strings are joined into one text (NUL between them: no fragment holds a
     NUL, refused at every write), and every candidate fragment of every text is looked
-    for in it in one multi-needle pass (memory_ledger/forgetting/residue.py): a request
+    for in it in one multi-needle pass (memory_ledger/residue.py): a request
     of ten thousand items against their identifiers stays linear in both."""
     vocabulary = "\x00".join(sorted({c.casefold() for c in clear if c}))
     texts = list(texts)

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from memory_ledger.event_log import EventLog
-from memory_ledger.forgetting.residue import search_bytes
 from memory_ledger.keystore import KEYS_TABLE
+from memory_ledger.residue import search_bytes
 
 STORE = "key_store"
 #: Distinct byte values a wrapped key must have to be searched for (a real one, 60

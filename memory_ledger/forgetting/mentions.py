@@ -53,7 +53,7 @@ and as people also write it (`units.written_forms`: "(206) 555-0148", "206.555.0
 
 **How it is found.** Not by opening every sealed cell of the namespace: the mention
 index (projections/mention_index.py) names the items that hold every unit of a searched
-value (the units are the matcher's own words, memory_ledger/forgetting/units.py), and
+value (the units are the matcher's own words, memory_ledger/text_units.py), and
 only their cells are opened. `where_mentioned` answers the same question for a request
 in words: where each named value lives.
 """
@@ -67,12 +67,12 @@ from functools import cache
 
 from sqlalchemy import Connection, select
 
-from memory_ledger.forgetting.residue import MIN_NEEDLE_BYTES
-from memory_ledger.forgetting.units import written_forms
 from memory_ledger.projections.base import Projection
 from memory_ledger.projections.cells import Cells
 from memory_ledger.projections.id_sets import among, unindexed
 from memory_ledger.projections.mention_index import candidates, candidates_each
+from memory_ledger.residue import MIN_NEEDLE_BYTES
+from memory_ledger.text_units import written_forms
 
 REPLACEMENT = "[forgotten]"
 MIN_PART_BYTES = 8

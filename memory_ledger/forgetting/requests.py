@@ -43,7 +43,6 @@ from memory_ledger.forgetting.redaction import (
     rewrite_items,
     span_pattern,
 )
-from memory_ledger.forgetting.residue import needles_for
 from memory_ledger.forgetting.residue_check import ResidueCheck, ScanOutcome
 from memory_ledger.forgetting.scope import (
     Candidate,
@@ -61,6 +60,7 @@ from memory_ledger.policy.retention import attributes_of
 from memory_ledger.projections.cells import Cells
 from memory_ledger.projections.facts import facts
 from memory_ledger.projections.keyword_index import index_key_ident, indexed_namespaces_under
+from memory_ledger.residue import needles_for
 from memory_ledger.stores import (
     SUBSCRIBER_PREFIX,
     EventLogStore,

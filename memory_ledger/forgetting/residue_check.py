@@ -33,7 +33,9 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Text, select
 
 from memory_ledger.consistency import fingerprints_were_kept
-from memory_ledger.forgetting.residue import (
+from memory_ledger.keystore import KeyDestruction, NewKey
+from memory_ledger.projections.catalog import catalog
+from memory_ledger.residue import (
     Fingerprints,
     ResidueFinding,
     file_paths_under,
@@ -41,8 +43,6 @@ from memory_ledger.forgetting.residue import (
     scan_fingerprint_bytes,
     scan_fingerprints,
 )
-from memory_ledger.keystore import KeyDestruction, NewKey
-from memory_ledger.projections.catalog import catalog
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine

@@ -62,7 +62,7 @@ def create_app(
     # A store opened again after a restore keeps the loaded embedder: it stays warm.
     app.state.serving = Serving(
         service,
-        reopen or service.operations.open_again,
+        reopen or service.reopened,
     )
     app.state.serving.warm_up()  # /v1/ready says warming until the embedder answered
     app.state.tokens = tokens

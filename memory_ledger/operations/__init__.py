@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from memory_ledger.audit.heads import Auditor
 from memory_ledger.audit.kept import problems_since_kept
@@ -50,11 +50,9 @@ from memory_ledger.restore.backup import (
     Backup,
 )
 from memory_ledger.restore.drill import DrillReport
+from memory_ledger.restore.live import StoreOpener
 from memory_ledger.restore.restore import RestorePlan
 from memory_ledger.stores import StoreRegistry
-
-if TYPE_CHECKING:  # the job modules import the service (memory_ledger/api.py), which imports this
-    from memory_ledger.api import MemoryService
 
 __all__ = [
     "BACKUP_ID",
@@ -109,6 +107,7 @@ class Operations:
         vectors: VectorIndex,
         stores: StoreRegistry,
         *,
+        open_store: StoreOpener,
         drill: DrillRunner,
         jobs: Jobs,
         policies: Policies,
@@ -126,7 +125,7 @@ class Operations:
         self.jobs = jobs
         self.requests = RequestListing(ledger, requests, subscribers)
         self.backups = Backups(settings, master, ledger, drill)
-        self.restores = Restores(settings, master)
+        self.restores = Restores(settings, master, open_store)
         self.policies = policies
         self.maintenance = maintenance
 
@@ -235,13 +234,6 @@ class Operations:
         """Load the embedder and embed once: the first `context` then answers at full
         speed (the server is ready only after this)."""
         self._vectors.embed_query("warm up")
-
-    def open_again(self) -> MemoryService:
-        """The same store opened anew (after a restore replaced it), with this master
-        key and the embedder already loaded: it stays warm."""
-        from memory_ledger.api import MemoryService
-
-        return MemoryService(self.settings, self._master, embedder=self._vectors.embedder)
 
     @property
     def vector_directory(self) -> Path:

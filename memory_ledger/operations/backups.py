@@ -21,6 +21,7 @@ from memory_ledger.restore.backup import BACKUPS_DIR, Backup, create, list_backu
 from memory_ledger.restore.backup import taken_here as _taken_here
 from memory_ledger.restore.backup import verify as _verify
 from memory_ledger.restore.drill import DrillReport
+from memory_ledger.restore.live import StoreOpener
 from memory_ledger.restore.restore import RestorePlan
 from memory_ledger.restore.store import known, resolve
 
@@ -92,16 +93,18 @@ class Backups:
 class Restores:
     """Restore a backup over a store, finish or abandon one left half-way."""
 
-    def __init__(self, settings: Settings, master: MasterKey) -> None:
+    def __init__(self, settings: Settings, master: MasterKey, open_store: StoreOpener) -> None:
         self._settings = settings
         self._master = master
+        self._open_store = open_store
 
     @classmethod
-    def for_store(cls, settings: Settings) -> Restores:
+    def for_store(cls, settings: Settings, open_store: StoreOpener) -> Restores:
         """For a store no service has open (a restore may have left it unservable): its
-        master key is loaded, never created."""
+        master key is loaded, never created. `open_store` opens the restored store
+        (memory_ledger/api.py `MemoryService`)."""
         master, _ = load_master_key(settings, allow_dev_key=False)
-        return cls(settings, master)
+        return cls(settings, master, open_store)
 
     def marked(self) -> bool:
         """Whether the store is marked as being restored (it serves nothing until the
@@ -136,18 +139,22 @@ class Restores:
         verify, then open (restore/restore.py `restore`)."""
         with LifecycleLedger(self._settings) as ledger:
             return restoring.restore(
-                path, self._settings, self._master, ledger, now, force=force,
-                restored_by=restored_by, accept_foreign=accept_foreign,
+                path, self._settings, self._master, ledger, now, open_store=self._open_store,
+                force=force, restored_by=restored_by, accept_foreign=accept_foreign,
             )  # fmt: skip
 
     def resume(self, now: datetime, *, restored_by: str) -> RestorePlan:
         """Finish the restore this store was left in."""
         with LifecycleLedger(self._settings) as ledger:
             return restoring.resume(
-                self._settings, self._master, ledger, now, restored_by=restored_by
-            )
+                self._settings, self._master, ledger, now,
+                open_store=self._open_store, restored_by=restored_by,
+            )  # fmt: skip
 
     def abort(self, *, aborted_by: str) -> dict[str, Any]:
         """Abandon that restore and put back the store it replaced."""
         with LifecycleLedger(self._settings) as ledger:
-            return restoring.abort(self._settings, self._master, ledger, aborted_by=aborted_by)
+            return restoring.abort(
+                self._settings, self._master, ledger,
+                open_store=self._open_store, aborted_by=aborted_by,
+            )  # fmt: skip

@@ -67,13 +67,13 @@ from memory_ledger.forgetting.planning.pieces import (
 from memory_ledger.forgetting.planning.pool import Pool, Row, candidate
 from memory_ledger.forgetting.planning.when import MONTHS_EN
 from memory_ledger.forgetting.redaction import span_pattern
-from memory_ledger.forgetting.residue import MIN_NEEDLE_BYTES
 from memory_ledger.forgetting.scope import erased_with
-from memory_ledger.forgetting.units import written_forms as units_forms
 from memory_ledger.phrases import longest, normalise
 from memory_ledger.projections.catalog import catalog
 from memory_ledger.projections.cells import Cells
 from memory_ledger.projections.id_sets import among
+from memory_ledger.residue import MIN_NEEDLE_BYTES
+from memory_ledger.text_units import written_forms as units_forms
 
 if TYPE_CHECKING:
     from memory_ledger.forgetting.planning.reading import Reading

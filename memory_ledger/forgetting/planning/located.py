@@ -50,8 +50,8 @@ from memory_ledger.forgetting.planning.information import (
 from memory_ledger.forgetting.planning.pieces import EMAIL, Piece
 from memory_ledger.forgetting.planning.reading import Reading
 from memory_ledger.forgetting.redaction import span_pattern
-from memory_ledger.forgetting.residue import MIN_NEEDLE_BYTES
 from memory_ledger.identifiers import is_identifier
+from memory_ledger.residue import MIN_NEEDLE_BYTES
 
 if TYPE_CHECKING:
     from memory_ledger.forgetting.planning.information import PlanItems
