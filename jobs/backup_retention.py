@@ -16,7 +16,8 @@ from datetime import datetime
 
 from memory_ledger.jobs.context import JobContext
 from memory_ledger.ledger import EntryType
-from memory_ledger.restore.store import expires_at, registered, unregister
+from memory_ledger.restore.registry import unregister
+from memory_ledger.restore.store import expires_at, registered
 
 
 def destroy_expired(context: JobContext, now: datetime) -> dict[str, int]:

@@ -26,7 +26,7 @@ from memory_ledger.jobs.context import JobContext
 from memory_ledger.projections.events import Progress
 
 if TYPE_CHECKING:  # imported when a scheduler starts: the CLI reads the bounds below
-    from apscheduler.schedulers.background import BackgroundScheduler
+    pass
 
 log = logging.getLogger("memory_ledger.jobs")
 
@@ -106,55 +106,3 @@ def _catch_up(context: JobContext) -> None:
         catch_up_all(context)
     except MemoryLedgerError as exc:
         log.error("catch-up failed: %s", exc)
-
-
-def catchup_jobs(
-    interval: float, consolidate_every: float | None
-) -> tuple[list[str], dict[str, float]]:
-    """What `run` schedules: every job on by default with projection catch-up every
-    `interval` seconds, and consolidation every `consolidate_every` seconds if given."""
-    from memory_ledger.jobs.scheduler import selected_jobs
-
-    names = selected_jobs()
-    every = {"projection-catchup": interval / 60}
-    if consolidate_every is not None:
-        names.append("consolidation")
-        every["consolidation"] = consolidate_every / 60
-    return names, every
-
-
-def start_catchup_scheduler(
-    context: JobContext, interval: float, consolidate_every: float | None = None
-) -> BackgroundScheduler:
-    """Start the scheduler of `run` (jobs/scheduler.py) in the background: projection
-    catch-up every `interval` seconds, consolidation every `consolidate_every` seconds
-    if given, and the other jobs on by default (the verification scan, the retention
-    sweep, the closing of elapsed verification windows, the VACUUM of fragmented SQLite
-    files) on their settings' schedules.
-
-    One instance of a job at a time, missed runs coalesced, and each run under the
-    job's lease, so another scheduler on the same store does not run it at once.
-    """
-    check_schedule(interval, None, consolidate_every)
-    from memory_ledger.jobs.scheduler import start_scheduler
-
-    names, every = catchup_jobs(interval, consolidate_every)
-    return start_scheduler(context, names, every)
-
-
-def run_catchup_job(
-    context: JobContext,
-    interval: float,
-    duration: float | None,
-    consolidate_every: float | None = None,
-) -> None:
-    """`run`: the scheduler in the foreground until `duration` or SIGINT/SIGTERM, then
-    one last catch-up, so what was written before the stop is projected."""
-    check_schedule(interval, duration, consolidate_every)
-    from memory_ledger.jobs.scheduler import run_foreground
-
-    names, every = catchup_jobs(interval, consolidate_every)
-    log.info("projection catch-up every %ss", interval)
-    run_foreground(context, names, every, duration)
-    context.runner.catch_up()
-    context.catch_up_vectors()

@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memory_ledger.config import Settings
@@ -77,33 +76,10 @@ def _drill(context: JobContext, now: datetime, progress: Progress | None) -> dic
 
     if not registered(context.settings.data_dir):
         return {"drills": 0}
-    return _drill_counts(context.drill(now, None, "drill_job", False))
+    return drill_counts(context.drill(now, None, "drill_job", False))
 
 
-def drill_by_hand(
-    context: JobContext,
-    now: datetime,
-    backup_path: Path | None = None,
-    run_by: str = "operator",
-    keep_scratch: bool = False,
-) -> DrillReport:
-    """A drill an operator asked for (`drill`, `POST /v1/ops/drills`), run as a run of
-    the `drill` job (jobs/scheduler.py `run_by_hand`): `jobs list` then says when the
-    last drill ran, whoever started it, rather than `never run` beside a fresh report."""
-    from memory_ledger.jobs.runs import RunStore
-    from memory_ledger.jobs.scheduler import run_by_hand
-
-    with RunStore(context.settings) as runs:
-        return run_by_hand(
-            context,
-            "drill",
-            lambda: context.drill(now, backup_path, run_by, keep_scratch),
-            _drill_counts,
-            runs=runs,
-        )
-
-
-def _drill_counts(report: DrillReport) -> dict[str, int]:
+def drill_counts(report: DrillReport) -> dict[str, int]:
     return {
         "drills": 1,
         "passed": int(report.passed),

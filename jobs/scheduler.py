@@ -27,8 +27,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from types import FrameType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -43,7 +44,7 @@ from memory_ledger.errors import (
 )
 from memory_ledger.jobs.context import JobContext
 from memory_ledger.jobs.projection_catchup import MIN_INTERVAL
-from memory_ledger.jobs.registry import JOBS, JobRun, spec_named
+from memory_ledger.jobs.registry import JOBS, JobRun, drill_counts, spec_named
 from memory_ledger.jobs.runs import (
     FAILED,
     INTERRUPTED,
@@ -56,6 +57,9 @@ from memory_ledger.jobs.runs import (
     open_engine,
 )
 from memory_ledger.projections.events import Progress
+
+if TYPE_CHECKING:
+    from memory_ledger.restore.drill import DrillReport
 
 log = logging.getLogger("memory_ledger.jobs")
 T = TypeVar("T")
@@ -384,3 +388,23 @@ def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+
+
+def drill_by_hand(
+    context: JobContext,
+    now: datetime,
+    backup_path: Path | None = None,
+    run_by: str = "operator",
+    keep_scratch: bool = False,
+) -> DrillReport:
+    """A drill an operator asked for (`drill`, `POST /v1/ops/drills`), run as a run of
+    the `drill` job (`run_by_hand`): `jobs list` then says when the
+    last drill ran, whoever started it, rather than `never run` beside a fresh report."""
+    with RunStore(context.settings) as runs:
+        return run_by_hand(
+            context,
+            "drill",
+            lambda: context.drill(now, backup_path, run_by, keep_scratch),
+            drill_counts,
+            runs=runs,
+        )

@@ -15,13 +15,13 @@ import logging
 from datetime import UTC, datetime, timedelta
 
 from memory_ledger.config import Settings
+from memory_ledger.forgetting.residue_check import WINDOW_CLOSED_ACTION as CLOSED
 from memory_ledger.jobs.context import JobContext
 
 log = logging.getLogger("memory_ledger.jobs")
 
 WINDOW_ENV = "MEMORY_LEDGER_VERIFICATION_DAYS"
 DEFAULT_WINDOW = timedelta(days=30)
-CLOSED = "verification_closed"
 
 
 def window_setting(settings: Settings) -> timedelta:

@@ -46,6 +46,7 @@ from memory_ledger.forgetting.planning import (
     ItemChanges,
     PlanOutcome,
     PlanRecords,
+    PlansStore,
 )
 from memory_ledger.forgetting.redaction import RedactionRequest, rewrite_items
 from memory_ledger.forgetting.requests import (
@@ -79,6 +80,7 @@ from memory_ledger.projections.side_by_side import rebuild_all
 from memory_ledger.projections.summaries import SummariesProjection
 from memory_ledger.projections.transcripts import transcripts
 from memory_ledger.projections.vector_index import VECTORS_DIR, VectorIndex
+from memory_ledger.restore.store import BackupsStore
 from memory_ledger.restoring import refuse_while_restoring
 from memory_ledger.retrieval.context import (
     MAX_RECALL_LIMIT,
@@ -89,7 +91,7 @@ from memory_ledger.retrieval.context import (
 )
 from memory_ledger.retrieval.context import build as build_context
 from memory_ledger.retrieval.context import parse_request as parse_context_request
-from memory_ledger.retrieval.context_cache import ContextCache
+from memory_ledger.retrieval.context_cache import ContextCache, ContextCacheStore
 from memory_ledger.retrieval.instruction_like import content_flags
 from memory_ledger.retrieval.state_files import STATE_DIR, StateFiles
 from memory_ledger.stores import default_registry, extra_store_factories
@@ -195,11 +197,11 @@ class MemoryService:
             log=self.log,
             runner=self.runner,
             vectors=self.vectors,
-            context_cache=self.context_cache,
-            plans=self.plans,
-            clock=lambda: self.clock(),
-            settings=settings,
-            ledger=self.ledger,
+            copies=[
+                ContextCacheStore(self.context_cache),
+                PlansStore(self.plans, lambda: self.clock()),
+                BackupsStore(settings.data_dir, self.log, self.ledger),
+            ],
         )
         for factory in extra_store_factories(settings.extra_stores):
             self.stores.register(factory(self.log, self.runner, settings))
@@ -286,7 +288,7 @@ class MemoryService:
             self.vectors,
             self.stores,
             open_store=MemoryService,
-            drill=lambda now, path, **kw: _job("registry").drill_by_hand(
+            drill=lambda now, path, **kw: _job("scheduler").drill_by_hand(
                 self.job_context, now, path, **kw
             ),
             jobs=Jobs(
@@ -317,7 +319,7 @@ class MemoryService:
                     status=self.status,
                     rebuild=self.rebuild,
                     catch_up_loop=lambda interval, duration, every: _job(
-                        "projection_catchup"
+                        "catchup_loop"
                     ).run_catchup_job(
                         self.job_context,
                         interval=interval,

@@ -42,7 +42,7 @@ from memory_ledger.config import Settings
 from memory_ledger.errors import LedgerMissing, MemoryLedgerError, NotFound
 from memory_ledger.event_log import EventLog
 from memory_ledger.ledger import EntryType, LifecycleLedger
-from memory_ledger.stores import Receipt
+from memory_ledger.store_protocol import Receipt
 
 #: How many ids a finding lists in its output; `count` always says how many there are.
 SAMPLE = 20

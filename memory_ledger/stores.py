@@ -13,9 +13,7 @@ from __future__ import annotations
 import importlib
 import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING
 from uuid import UUID
 
 from sqlalchemy import select
@@ -25,83 +23,22 @@ from memory_ledger.errors import ConfigurationError
 from memory_ledger.forgetting.redaction import span_pattern
 from memory_ledger.keystore import KeyDestruction
 from memory_ledger.projections.cells import Cells
-from memory_ledger.write_policy import canonical_time
+from memory_ledger.store_protocol import (
+    Evidence,
+    Receipt,
+    RedactingStore,
+    Store,
+    StoreRegistry,
+)
 
 if TYPE_CHECKING:
     from memory_ledger.config import Settings
     from memory_ledger.event_log import EventLog
-    from memory_ledger.forgetting.planning import PlanRecords
-    from memory_ledger.ledger import LifecycleLedger
     from memory_ledger.projections.base import Projection
     from memory_ledger.projections.runner import ProjectionRunner
     from memory_ledger.projections.vector_index import VectorIndex
-    from memory_ledger.retrieval.context_cache import ContextCache
 
 log = logging.getLogger("memory_ledger.stores")
-#: The data map's name for a registered subscriber (memory_ledger/feed/subscribers.py).
-SUBSCRIBER_PREFIX = "subscriber:"
-
-
-@dataclass(frozen=True)
-class Evidence:
-    """What a store found when asked whether targets are absent."""
-
-    store: str
-    absent: bool
-    detail: dict[str, int | bool | str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Receipt:
-    """What a store did for a request, and what it checked afterwards."""
-
-    store: str
-    action: str
-    targets: int
-    status: str  # ok | failed
-    evidence: dict[str, int | bool | str] = field(default_factory=dict)
-    at: str = field(default_factory=lambda: canonical_time(datetime.now(UTC)))
-    #: Which try of this store's action on the request (a retry after `partial` is 2).
-    attempt: int = 1
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@runtime_checkable
-class Store(Protocol):
-    """One place that holds user data.
-
-    `erase` must be idempotent (a retry after a crash or a failure repeats it safely),
-    `verify_absent` must not rely on the store's own bookkeeping of what it erased,
-    `rebuild` must never bring back an erased item, and `at_rest` must give everything
-    the store keeps outside process memory, as stored: the contract suite checks that
-    it holds no personal content in clear (sealed everywhere).
-    """
-
-    name: str
-    holds: str
-
-    def erase(self, item_ids: Sequence[str]) -> Receipt: ...
-
-    def at_rest(self) -> Iterator[bytes]: ...
-
-    def verify_absent(self, item_ids: Sequence[str]) -> Evidence: ...
-
-    def rebuild(self) -> int: ...
-
-
-@runtime_checkable
-class RedactingStore(Store, Protocol):
-    """A store that keeps rewritten items (a redaction) rather than dropping them.
-
-    `redact` runs after the items were rewritten in the log: the store refreshes its
-    copies from the log and returns evidence that none still holds `spans` (the removed
-    text, in memory only; empty on a resumed request, which can check only that the
-    copies are refreshed). A store without it drops its copies (`erase`) and derives
-    them again from the rewritten log, as the vector index and the cache do."""
-
-    def redact(self, item_ids: Sequence[str], spans: Sequence[str]) -> Receipt: ...
 
 
 def redact_at(store: Store, item_ids: Sequence[str], spans: Sequence[str]) -> Receipt:
@@ -343,73 +280,26 @@ class VectorIndexStore:
                 yield path.read_bytes()
 
 
-class StoreRegistry:
-    """The ordered data map. Order matters: the log and keys first, copies after."""
-
-    def __init__(self) -> None:
-        self._stores: dict[str, Store] = {}
-        #: Stores whose set changes while a process runs (subscribers, registered in
-        #: the ledger by any process): asked each time the data map is read.
-        self._providers: list[Callable[[], Iterable[Store]]] = []
-
-    def register(self, store: Store) -> None:
-        if not isinstance(store, Store):
-            raise TypeError(f"{store!r} does not implement the Store protocol")
-        if store.name in self._stores:
-            raise ValueError(f"a store named {store.name!r} is already registered")
-        self._stores[store.name] = store
-
-    def add_provider(self, provider: Callable[[], Iterable[Store]]) -> None:
-        """Stores read afresh at every use, after the registered ones."""
-        self._providers.append(provider)
-
-    def _all(self) -> dict[str, Store]:
-        found = dict(self._stores)
-        for provider in self._providers:
-            for store in provider():
-                found.setdefault(store.name, store)
-        return found
-
-    def __iter__(self):  # type: ignore[no-untyped-def]
-        return iter(list(self._all().values()))
-
-    def names(self) -> list[str]:
-        return list(self._all())
-
-    def get(self, name: str) -> Store:
-        return self._all()[name]
-
-
 def default_registry(
     *,
     log: EventLog,
     runner: ProjectionRunner,
     vectors: VectorIndex,
-    context_cache: ContextCache,
-    plans: PlanRecords,
-    clock: Callable[[], datetime],
-    settings: Settings,
-    ledger: LifecycleLedger,
+    copies: Sequence[Store] = (),
 ) -> StoreRegistry:
     """The built-in data map, from the pieces that hold data (given, not looked up on
-    a service: a store sees only what it keeps)."""
+    a service: a store sees only what it keeps): the log and its keys first, then the
+    projections and the vector index, then `copies` (the context cache, the plans, the
+    backups), which the composition root builds (memory_ledger/api.py): they live in
+    the layers that build on this module."""
     registry = StoreRegistry()
     registry.register(EventLogStore(log))
     registry.register(KeyStoreStore(log))
     for projection in runner.projections:
         registry.register(ProjectionStore(runner, projection))
     registry.register(VectorIndexStore(vectors))
-    from memory_ledger.retrieval.context_cache import ContextCacheStore  # it builds on this module
-
-    registry.register(ContextCacheStore(context_cache))
-    from memory_ledger.forgetting.planning import PlansStore  # plans label their targets
-
-    registry.register(PlansStore(plans, clock))
-    from memory_ledger.restore.store import (
-        BackupsStore,  # backups build on the log and the key store
-    )
-
-    registry.register(BackupsStore(settings.data_dir, log, ledger))
+    for store in copies:
+        registry.register(store)
     return registry
 
 

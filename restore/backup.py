@@ -57,6 +57,7 @@ from memory_ledger.errors import ConfigurationError, InvalidWrite
 from memory_ledger.ledger import EntryType, LifecycleLedger
 from memory_ledger.projections.vector_files import fsync_dir, write_atomic
 from memory_ledger.restore import pg_snapshot
+from memory_ledger.restore.registry import register
 from memory_ledger.times import AwareDatetime, canonical_time
 from memory_ledger.write_policy import StrictModel
 
@@ -193,10 +194,6 @@ def create(
     body = json.loads(manifest.model_copy(update={"mac": mac}).model_dump_json())
     manifest = Manifest.model_validate(signed("backup manifest", body, master))
     write_atomic(target, MANIFEST, manifest.model_dump_json(indent=2).encode())
-    from memory_ledger.restore.store import (
-        register,  # the data map's backups store reads the registry
-    )
-
     register(settings.data_dir, target)
     ledger.append(
         backup_id,

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from memory_ledger.policy.retention import RetentionPolicy
     from memory_ledger.principal import Principal
     from memory_ledger.projections.events import Progress
-    from memory_ledger.stores import Store
+    from memory_ledger.store_protocol import Store
 
 
 class CatchesUp(Protocol):

@@ -53,7 +53,7 @@ from memory_ledger.errors import ConfigurationError
 from memory_ledger.event_log import EventLog
 from memory_ledger.feed.feed import EPOCH, EPOCH_START
 from memory_ledger.forgetting.residue_check import RESIDUE_KEY_PREFIX
-from memory_ledger.jobs.verification_window import CLOSED as WINDOW_CLOSED
+from memory_ledger.forgetting.residue_check import WINDOW_CLOSED_ACTION as WINDOW_CLOSED
 from memory_ledger.keystore import KeyDestruction
 from memory_ledger.ledger import EntryType, LedgerEntry, LifecycleLedger
 from memory_ledger.projections.keyword_index import INDEX_KEY_PREFIX

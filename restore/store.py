@@ -18,7 +18,6 @@ or by its directory: every command and route that names a backup uses it.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator, Sequence
 from datetime import datetime
@@ -28,7 +27,6 @@ from uuid import UUID
 
 from memory_ledger.errors import ConfigurationError, NotFound
 from memory_ledger.ledger import EntryType, LifecycleLedger
-from memory_ledger.projections.vector_files import write_atomic
 from memory_ledger.restore.backup import (
     BACKUP_ID,
     BACKUPS_DIR,
@@ -37,20 +35,20 @@ from memory_ledger.restore.backup import (
     list_backups,
     read_manifest,
 )
-from memory_ledger.stores import Evidence, Receipt
+from memory_ledger.restore.registry import registry_paths
+from memory_ledger.store_protocol import Evidence, Receipt
 from memory_ledger.times import canonical_time, to_utc
 
 if TYPE_CHECKING:
     from memory_ledger.event_log import EventLog
 
-REGISTRY = "backups.json"
 _BACKUP_ID = re.compile(BACKUP_ID)
 
 
 def registered(data_dir: Path) -> list[Backup]:
     """The registered backups that still exist, oldest first."""
     out = []
-    for path in _paths(data_dir):
+    for path in registry_paths(data_dir):
         try:
             out.append(Backup(path, read_manifest(path)))
         except ConfigurationError:
@@ -89,15 +87,6 @@ def resolve(data_dir: Path, name: str | Path, *, paths: bool = True) -> Path:
         "backup id (bk-...)"
     )
     raise NotFound(f"{text} is not a readable backup: {why}")
-
-
-def register(data_dir: Path, path: Path) -> None:
-    paths = [p for p in _paths(data_dir) if p != path.resolve()] + [path.resolve()]
-    _write(data_dir, paths)
-
-
-def unregister(data_dir: Path, path: Path) -> None:
-    _write(data_dir, [p for p in _paths(data_dir) if p != path.resolve()])
 
 
 def expires_at(backup: Backup, ledger: LifecycleLedger) -> datetime:
@@ -159,18 +148,3 @@ class BackupsStore:
 
     def rebuild(self) -> int:
         return 0  # copies of the past are not rebuilt
-
-
-def _paths(data_dir: Path) -> list[Path]:
-    try:
-        raw = json.loads((Path(data_dir) / REGISTRY).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return []
-    except (OSError, ValueError) as exc:
-        raise ConfigurationError(f"the backup registry {data_dir}/{REGISTRY}: {exc}") from None
-    return [Path(p) for p in raw.get("backups", []) if isinstance(p, str)]
-
-
-def _write(data_dir: Path, paths: list[Path]) -> None:
-    listed = json.dumps({"backups": [str(p) for p in paths]}, indent=2)
-    write_atomic(Path(data_dir), REGISTRY, listed.encode("utf-8"))

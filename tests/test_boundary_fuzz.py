@@ -44,11 +44,8 @@ from memory_ledger.api import MemoryLedger, MemoryService
 from memory_ledger.cli import app
 from memory_ledger.cli.common import MAX_JSON_DEPTH, dump_json, terminal_safe
 from memory_ledger.errors import InvalidWrite, MemoryLedgerError
-from memory_ledger.jobs.projection_catchup import (
-    check_schedule,
-    run_catchup_job,
-    start_catchup_scheduler,
-)
+from memory_ledger.jobs.catchup_loop import run_catchup_job, start_catchup_scheduler
+from memory_ledger.jobs.projection_catchup import check_schedule
 from memory_ledger.principal import Principal
 from memory_ledger.retrieval.context import MAX_CONTEXT_LIMIT, MAX_RECALL_LIMIT, MAX_TOKEN_BUDGET
 from memory_ledger.write_policy import parse_write
@@ -828,7 +825,7 @@ def test_cli_options_never_traceback(
     where, _, seed_id = store
     # A valid schedule would really run: check it as the job does, and return at once.
     monkeypatch.setattr(
-        "memory_ledger.jobs.projection_catchup.run_catchup_job",  # `run` imports it when it runs
+        "memory_ledger.jobs.catchup_loop.run_catchup_job",  # `run` imports it when it runs
         lambda service, interval, duration, consolidate_every: check_schedule(
             interval, duration, consolidate_every
         ),

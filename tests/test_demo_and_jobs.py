@@ -13,7 +13,7 @@ from factories import fact, file_bytes_contain, sqlite_files
 
 from memory_ledger.api import MemoryLedger, MemoryService
 from memory_ledger.config import Settings
-from memory_ledger.jobs.projection_catchup import start_catchup_scheduler
+from memory_ledger.jobs.catchup_loop import start_catchup_scheduler
 
 
 def test_demo_runs_end_to_end_and_proves_the_erasure(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from factories import fact, jobs_reread
 from memory_ledger.api import MemoryLedger, MemoryService
 from memory_ledger.config import Settings
 from memory_ledger.errors import ConfigurationError
-from memory_ledger.jobs.projection_catchup import start_catchup_scheduler
+from memory_ledger.jobs.catchup_loop import start_catchup_scheduler
 from memory_ledger.jobs.verification_window import CLOSED, close_elapsed_windows, window_setting
 
 

@@ -100,7 +100,7 @@ from memory_ledger.errors import InvalidWrite
 from memory_ledger.forgetting.requests import RequestReport
 from memory_ledger.identifiers import IDENTIFIER_RULE, is_identifier
 from memory_ledger.retrieval.context import MAX_RECALL_LIMIT
-from memory_ledger.stores import Receipt
+from memory_ledger.store_protocol import Receipt
 from memory_ledger.views import Memory
 from memory_ledger.write_policy import Origin, Sensitivity, canonical_time
 

@@ -43,8 +43,8 @@ def mcp_command(
     """Serve one namespace's memory to an MCP client over stdio (an MCP host starts this
     command). stdout carries the protocol; warnings and errors go to stderr."""
     try:  # the optional extra: a clear error, not an ImportError, when it is missing
-        from memory_ledger.operations.mcp import serve_stdio
-        from memory_ledger.operations.shapes import AgentTools
+        from memory_ledger.agents.mcp_server import serve_stdio
+        from memory_ledger.agents.tools import AgentTools
     except ImportError:
         fail(
             ConfigurationError(

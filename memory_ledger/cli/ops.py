@@ -250,7 +250,7 @@ def demo(
     ] = None,
 ) -> None:
     """A travel assistant remembers, a user asks to forget, and we prove it."""
-    from memory_ledger.operations.programs import run_demo
+    from memory_ledger.demo import run_demo
 
     raise typer.Exit(run_demo(data_dir))
 
@@ -271,7 +271,7 @@ def check(
     fails but a probe gave no answer (could not check: run it again)."""
     import tempfile
 
-    from memory_ledger.operations.programs import (
+    from memory_ledger.acceptance import (
         EXIT_CODES,
         FAILED,
         PASSED,

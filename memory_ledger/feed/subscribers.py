@@ -28,7 +28,7 @@ from memory_ledger.bounds import DEFAULT_DEADLINE_HOURS, MAX_DEADLINE_HOURS
 from memory_ledger.errors import InvalidWrite, NotFound
 from memory_ledger.identifiers import is_namespace, is_namespace_part
 from memory_ledger.ledger import EntryType, LifecycleLedger
-from memory_ledger.stores import SUBSCRIBER_PREFIX, Evidence, Receipt
+from memory_ledger.store_protocol import SUBSCRIBER_PREFIX, Evidence, Receipt
 
 if TYPE_CHECKING:
     from memory_ledger.forgetting.requests import ForgetRequests

@@ -52,6 +52,9 @@ if TYPE_CHECKING:
     from memory_ledger.ledger import LifecycleLedger
 
 PG_ROWS_ONLY = "on PostgreSQL the server's own files are not read"
+#: The receipt action that closes a request's verification window
+#: (jobs/verification_window.py); a restore reads it too (restore/restore.py).
+WINDOW_CLOSED_ACTION = "verification_closed"
 WINDOW_CLOSED = (
     "not run: the verification window has closed and the fingerprints' key was destroyed"
 )

@@ -52,7 +52,7 @@ from memory_ledger.restore.backup import (
 from memory_ledger.restore.drill import DrillReport
 from memory_ledger.restore.live import StoreOpener
 from memory_ledger.restore.restore import RestorePlan
-from memory_ledger.stores import StoreRegistry
+from memory_ledger.store_protocol import StoreRegistry
 
 __all__ = [
     "BACKUP_ID",

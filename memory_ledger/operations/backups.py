@@ -25,7 +25,7 @@ from memory_ledger.restore.live import StoreOpener
 from memory_ledger.restore.restore import RestorePlan
 from memory_ledger.restore.store import known, resolve
 
-#: `drill_by_hand` of memory_ledger/jobs/registry.py, bound to the open store.
+#: `drill_by_hand` of memory_ledger/jobs/scheduler.py, bound to the open store.
 DrillRunner = Callable[..., DrillReport]
 
 

@@ -5,7 +5,6 @@ the library without touching the CLI or the HTTP routes."""
 
 from __future__ import annotations
 
-from memory_ledger.agents.tools import AgentTools, MemoryArgs, RunArgs
 from memory_ledger.forgetting.planning.flow import MAX_CHOICES, MAX_REQUEST_CHARS
 from memory_ledger.forgetting.planning.located import (
     MAX_CHOSEN,
@@ -27,16 +26,13 @@ __all__ = [
     "MAX_REQUEST_CHARS",
     "MAX_VALUES",
     "MAX_VALUE_CHARS",
-    "AgentTools",
     "ContextRequest",
     "ForgetScope",
     "Identifier",
     "ItemId",
-    "MemoryArgs",
     "MemoryUpdate",
     "MemoryWrite",
     "Origin",
-    "RunArgs",
     "Sensitivity",
     "StrictModel",
     "is_identifier",

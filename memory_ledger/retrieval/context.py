@@ -229,7 +229,7 @@ class ContextReader:
     #: The retention policy in force (read each time: another process may install one).
     retention: Callable[[], RetentionPolicy]
     clock: Callable[[], datetime]
-    cache: ContextCache
+    cache: ContextCache[Context]
 
 
 def build(

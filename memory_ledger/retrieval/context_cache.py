@@ -17,26 +17,41 @@ import contextlib
 import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import Generic, Protocol, TypeVar
 
 from memory_ledger.retrieval.state_files import StateFiles
 from memory_ledger.retrieval.usable import RecallStates
-from memory_ledger.stores import Evidence, Receipt
+from memory_ledger.store_protocol import Evidence, Receipt
 
-if TYPE_CHECKING:
-    from memory_ledger.retrieval.context import Context
+
+class _Served(Protocol):
+    item_id: str
+
+
+class Cached(Protocol):
+    """A built context as the cache reads it (memory_ledger/retrieval/context.py
+    `Context`, which builds on this module): when it expires, and what it served."""
+
+    @property
+    def valid_until(self) -> str | None: ...
+
+    @property
+    def items(self) -> Sequence[_Served]: ...
+
+
+C = TypeVar("C", bound=Cached)
 
 MAX_ENTRIES = 256
 
 
-class ContextCache:
+class ContextCache(Generic[C]):
     """Built contexts by (namespace, request, policy) at one log position, and beside
     them the namespaces' recall states (`usable.RecallStates`: clear attributes only),
     which an erasure evicts with the contexts."""
 
     def __init__(self, max_entries: int = MAX_ENTRIES, files: StateFiles | None = None) -> None:
         self.states = RecallStates(files=files)
-        self._entries: OrderedDict[Hashable, Context] = OrderedDict()
+        self._entries: OrderedDict[Hashable, C] = OrderedDict()
         self._max = max_entries
         self._position = -1
         self._lock = threading.Lock()
@@ -46,7 +61,7 @@ class ContextCache:
             self._entries.clear()
             self._position = position
 
-    def get(self, position: int, key: Hashable, now: str) -> Context | None:
+    def get(self, position: int, key: Hashable, now: str) -> C | None:
         """The context cached for `key` at this log position, unless one of its items
         has expired since (`now`: canonical time): expiry moves without the log."""
         with self._lock:
@@ -59,7 +74,7 @@ class ContextCache:
                 self._entries.move_to_end(key)
             return found
 
-    def put(self, position: int, key: Hashable, context: Context) -> None:
+    def put(self, position: int, key: Hashable, context: C) -> None:
         with self._lock:
             self._at(position)
             self._entries[key] = context

@@ -27,7 +27,7 @@ from sqlalchemy import Column, Engine, Integer, MetaData, Table, Text, select, u
 from memory_ledger.crypto import seal, unseal
 from memory_ledger.errors import InvalidTransition, InvalidWrite, NotFound
 from memory_ledger.identifiers import PLAN_ID
-from memory_ledger.stores import Evidence, Receipt
+from memory_ledger.store_protocol import Evidence, Receipt
 from memory_ledger.times import canonical_time
 
 if TYPE_CHECKING:

@@ -10,9 +10,10 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Response
 from pydantic import Field, StrictStr
 
+from memory_ledger.agents.tools import AgentTools, MemoryArgs, RunArgs
 from memory_ledger.http.auth import Caller, ForgettingLedger, Ledger
 from memory_ledger.http.routes.forget import answer_status
-from memory_ledger.operations.shapes import AgentTools, ItemId, MemoryArgs, RunArgs, StrictModel
+from memory_ledger.operations.shapes import ItemId, StrictModel
 
 router = APIRouter(prefix="/v1", tags=["agent state"])
 
