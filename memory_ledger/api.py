@@ -181,7 +181,7 @@ class MemoryService:
             raise
         self.vectors = VectorIndex(self.log, settings.data_dir / VECTORS_DIR, embedder)
         # the recall states persist sealed beside the data: a fresh process loads them
-        self.context_cache = ContextCache(
+        self.context_cache = ContextCache[Context](
             files=StateFiles(settings.data_dir / STATE_DIR, self.log.master)
         )
         self.reader = ContextReader(

@@ -24,12 +24,13 @@ from memory_ledger.forgetting.redaction import span_pattern
 from memory_ledger.keystore import KeyDestruction
 from memory_ledger.projections.cells import Cells
 from memory_ledger.store_protocol import (
-    Evidence,
-    Receipt,
-    RedactingStore,
-    Store,
-    StoreRegistry,
+    SUBSCRIBER_PREFIX as SUBSCRIBER_PREFIX,  # re-exported: the data map's public names
 )
+from memory_ledger.store_protocol import Evidence as Evidence
+from memory_ledger.store_protocol import Receipt as Receipt
+from memory_ledger.store_protocol import RedactingStore as RedactingStore
+from memory_ledger.store_protocol import Store as Store
+from memory_ledger.store_protocol import StoreRegistry as StoreRegistry
 
 if TYPE_CHECKING:
     from memory_ledger.config import Settings

@@ -354,11 +354,13 @@ def restore(
             service.rebuild()
             service.compact()  # the destroyed keys' bytes leave the WAL too
             mark("rebuilt")
-        live = [s.name for s in service.stores if not s.verify_absent(result.erase_again).absent]
-        if live:
+        unverified = [
+            s.name for s in service.stores if not s.verify_absent(result.erase_again).absent
+        ]
+        if unverified:
             raise ConfigurationError(
                 "the restore's replayed erasures did not verify in "
-                f"{', '.join(live)}; the store stays closed (marked restoring): "
+                f"{', '.join(unverified)}; the store stays closed (marked restoring): "
                 f"{WAY_FORWARD}"
             )
         result.verified = True

@@ -25,7 +25,8 @@ from memory_ledger.store_protocol import Evidence, Receipt
 
 
 class _Served(Protocol):
-    item_id: str
+    @property
+    def item_id(self) -> str: ...
 
 
 class Cached(Protocol):
