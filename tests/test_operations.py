@@ -132,7 +132,7 @@ def test_backups_verify_and_the_restore_plan_are_one_call_for_both_surfaces(
         checked, here = ops.backups.verify(backup_id, paths=False)
         assert here is True and checked.manifest.backup_id == backup_id
         assert [b.manifest.backup_id for b in ops.backups.known()] == [backup_id]
-    planned = Restores.for_store(store).plan(backup_id).to_dict()
+    planned = Restores.for_store(store, MemoryService).plan(backup_id).to_dict()
     where = ["--data-dir", str(store.data_dir)]
     code, output = cli("backup", "verify", backup_id, *where, "--json")
     shown = json.loads(output)

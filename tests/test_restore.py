@@ -279,6 +279,7 @@ def test_a_restore_killed_after_any_step_is_finished_by_running_it_again(
         from memory_ledger.config import Settings
         from memory_ledger.crypto import load_master_key
         from memory_ledger.ledger import LifecycleLedger
+        from memory_ledger.api import MemoryService
         from memory_ledger.restore.restore import restore
         settings = {_settings_code(store)}
         master, _ = load_master_key(settings, allow_dev_key=False)
