@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -23,6 +24,7 @@ from sqlalchemy import select
 
 from memory_ledger import consistency, times
 from memory_ledger.agent_state import AGENT_KINDS, AgentItems, MemoryFiles, Runs
+from memory_ledger.bounds import MAX_EMBED_CHARS, MAX_EMBED_TEXTS
 from memory_ledger.config import Settings
 from memory_ledger.crypto import DEV_KEY_FILE, MasterKey, load_master_key
 from memory_ledger.domain import MemoryItem
@@ -120,6 +122,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("memory_ledger")
 KINDS = ("fact", "preference", "turn")
+#: An adapter's namespace secret is named `<identifier>:` (MemoryLedger.namespace_key).
+_KEY_PREFIX = re.compile(r"[a-z][a-z0-9_-]{0,31}:")
 
 if TYPE_CHECKING:  # built on first use (it imports the job code lazily)
     from memory_ledger.operations import Operations
@@ -547,9 +551,21 @@ class MemoryLedger:
 
     def catalog_rows(self, columns: Sequence[str], **equal_to: str) -> list[tuple[Any, ...]]:
         """The named catalog columns of this namespace's items whose columns equal the
-        given values (clear columns only: nothing is opened), after catching up."""
-        self._service.runner.catch_up()
+        given values (clear columns only: nothing is opened), after catching up.
+        Unknown columns or values that are not strings: InvalidWrite."""
         c = catalog.c
+        known = set(c.keys())
+        names = list(columns) if isinstance(columns, list | tuple) else []
+        if (
+            not names
+            or any(not isinstance(n, str) or n not in known for n in names)
+            or any(k not in known or not isinstance(v, str) for k, v in equal_to.items())
+        ):
+            raise InvalidWrite(
+                "catalog_rows takes catalog column names and string values",
+                ["columns: invalid"],
+            )
+        self._service.runner.catch_up()
         query = select(*(c[name] for name in columns)).where(
             c.namespace == self.namespace, *(c[name] == value for name, value in equal_to.items())
         )
@@ -563,13 +579,26 @@ class MemoryLedger:
 
     def embed(self, texts: list[str]) -> Any:
         """Vectors from the service's embedder (the one its vector index and context
-        builder use), for an adapter's own index."""
-        return self._service.vectors.embedder.embed(texts)
+        builder use), for an adapter's own index. At most MAX_EMBED_TEXTS texts of at most
+        MAX_EMBED_CHARS each: InvalidWrite otherwise."""
+        if (
+            not isinstance(texts, list | tuple)
+            or len(texts) > MAX_EMBED_TEXTS
+            or any(not isinstance(t, str) or len(t) > MAX_EMBED_CHARS for t in texts)
+        ):
+            raise InvalidWrite(
+                f"embed takes a list of at most {MAX_EMBED_TEXTS} strings of at most "
+                f"{MAX_EMBED_CHARS} characters",
+                ["texts: invalid"],
+            )
+        return self._service.vectors.embedder.embed(list(texts))
 
     def namespace_key(self, prefix: str) -> bytes:
         """A secret of this namespace for `prefix` (an adapter's keyed lookups): a
         key-store row of its own, made on first use, wrapped by the master key, and
-        destroyed like any data key."""
+        destroyed like any data key. `prefix` is an identifier followed by ":"."""
+        if not isinstance(prefix, str) or not _KEY_PREFIX.fullmatch(prefix):
+            raise InvalidWrite("namespace_key takes a prefix like 'name:'", ["prefix: invalid"])
         live = self._service.log.derived_key(prefix + self.namespace, create=True)
         assert live is not None  # create=True makes one when none is live
         return live[1]

@@ -33,3 +33,8 @@ RUNS_KEPT = 100
 #: name: the largest integer SQLite and PostgreSQL's bigint hold. A larger one given to
 #: a query overflows the driver (a 500), where it should be refused (422).
 MAX_SEQ = 2**63 - 1
+
+# What an adapter may ask the service's embedder for at once (MemoryLedger.embed): a
+# batch of an index's items, each at most a turn's size.
+MAX_EMBED_TEXTS = 10_000
+MAX_EMBED_CHARS = 64 * 1024

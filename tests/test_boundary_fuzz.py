@@ -958,6 +958,7 @@ def test_run_refuses_a_bad_schedule_at_once(tmp_path: Path, schedule: list[str])
 #: A new public method or parameter without an entry here fails the test below, so no
 #: method is skipped silently. `None` marks "the id made in the test".
 GOOD_ARGUMENTS: dict[str, Any] = {
+    "columns": ["item_id"], "texts": ["hello"], "prefix": "lg-key:",
     "item_id": None, "item_ids": None, "write": None, "writes": None, "update": None,
     "fields": (), "spans": ["Hangzhou"], "dry_run": True, "reason": "user_request",
     "scope": None, "session_id": "s1", "turn_id": "t1", "timezone": "UTC",
