@@ -242,9 +242,7 @@ def test_scratch_databases_gives_each_store_its_own_database_and_drops_them(
 # -- the harness can fail --------------------------------------------------------------
 
 
-def _suppress_only(
-    store: Any, ledger: Any, ids: dict[str, str], notes: dict[str, Any]
-) -> None:
+def _suppress_only(store: Any, ledger: Any, ids: dict[str, str], notes: dict[str, Any]) -> None:
     ledger.suppress(ids["employer"])  # "stop using" is not "delete": the data stays
 
 
