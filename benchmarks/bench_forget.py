@@ -555,7 +555,8 @@ def settle(service: Any, store: Store) -> list[str]:
     steps: list[str] = service.compact()
     steps.extend(
         f"VACUUM of {s.path.name} ({s.free_pages} of {s.pages} pages free)"
-        for s in vacuum_fragmented(service.job_context)
+        # the jobs' context, or the whole service in a checkout older than it (issue 38)
+        for s in vacuum_fragmented(getattr(service, "job_context", service))
     )
     if store.backend == "postgresql":
         with pg_connect(pg_location(store.url)) as conn:

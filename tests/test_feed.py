@@ -200,7 +200,15 @@ def test_a_cursor_from_before_a_restore_is_refused_with_how_to_resynchronise(
         before = service.feed.head()
         master = service.log.master
     with LifecycleLedger(settings) as ledger:
-        restore(made.path, settings, master, ledger, datetime.now(UTC), force=True)
+        restore(
+            made.path,
+            settings,
+            master,
+            ledger,
+            datetime.now(UTC),
+            force=True,
+            open_store=MemoryService,
+        )
     with MemoryService(settings) as service:
         with pytest.raises(CursorGone, match="snapshot"):
             service.feed.read(before)

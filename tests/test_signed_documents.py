@@ -98,7 +98,9 @@ def test_a_drill_report_and_its_markdown_are_signed_and_a_changed_finding_fails(
 ) -> None:
     with MemoryService(store) as service:
         made = create(store, service.log.master, service.ledger, datetime.now(UTC))
-        report = drill(service, datetime.now(UTC), made.path, run_by="ops")
+        report = drill(
+            service, datetime.now(UTC), made.path, run_by="ops", open_store=MemoryService
+        )
         key_id = AuditKey(service.log.master).key_id
     assert report.outcome == "passed", report.findings
     document, markdown = (Path(f) for f in report.report_files)
