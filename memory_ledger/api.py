@@ -444,23 +444,6 @@ class MemoryService:
         live rows remain in it; False if the path is not one of them."""
         return rewrite_sqlite_file(self.settings, self.engine, self.log, path)
 
-    # -- legal holds (memory_ledger/forgetting/holds.py; placed with `holds.place`) -------
-
-    def lift_hold(
-        self,
-        name: str,
-        *,
-        lifted_by: str,
-        namespace: str | None = None,
-        within: Callable[[str], bool] | None = None,
-    ) -> list[RequestReport]:
-        """Lift a hold; the requests it blocked, and no other hold does, run now (the
-        blocked requests of its subtree are returned). Names are unique per subtree,
-        not per store: `namespace` picks the hold placed there, `within` (a caller's
-        subtree) limits the holds the name resolves among; see `Holds.lift`."""
-        hold = self.holds.lift(name, lifted_by=lifted_by, namespace=namespace, within=within)
-        return self.requests.resume_blocked(within=hold.namespace)
-
     def close(self) -> None:
         self.feed.close()
         self.vectors.close()

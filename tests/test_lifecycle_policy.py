@@ -170,7 +170,7 @@ def test_a_legal_hold_blocks_a_request_until_it_is_lifted(
     assert service.requests.report(blocked.request_id).status == "blocked"
     with pytest.raises(InvalidWrite, match="already in force"):
         service.holds.place("case-44", namespace="acme", reason="x", placed_by="legal")
-    [resumed] = service.lift_hold("case-44", lifted_by="legal")
+    [resumed] = service.operations.lift_hold("case-44", lifted_by="legal")
     assert resumed.request_id == blocked.request_id and resumed.completed
     assert alice.get(record).erased and alice.get(other).erased
     assert service.holds.active() == []
@@ -197,7 +197,7 @@ def test_a_held_item_is_unreadable_once_expired_but_the_sweep_keeps_it(
     assert _ids(alice) == set()
     assert expire_due(service.job_context, later) == []
     assert service.for_principal(ALICE).explain(inferred, later)["state"] == "held"
-    service.lift_hold("audit-1", lifted_by="legal")
+    service.operations.lift_hold("audit-1", lifted_by="legal")
     [report] = expire_due(service.job_context, later)
     assert report.completed and report.targets == [inferred]
 
@@ -217,16 +217,20 @@ def test_hold_names_are_unique_within_the_subtree_they_are_placed_in(
     blocked = bob.forget(held)
     assert blocked.status == "blocked" and blocked.held_by == ["case-1"]
     with pytest.raises(InvalidWrite, match=r"3 holds named case-1 .*acme/alice, acme/alice/p1"):
-        service.lift_hold("case-1", lifted_by="legal")  # ambiguous: nothing is lifted
+        service.operations.lift_hold("case-1", lifted_by="legal")  # ambiguous: nothing is lifted
     with pytest.raises(InvalidWrite, match="2 holds named case-1"):
-        service.lift_hold("case-1", lifted_by="legal", within=lambda ns: ns.startswith("acme/a"))
+        service.operations.lift_hold(
+            "case-1", lifted_by="legal", within=lambda ns: ns.startswith("acme/a")
+        )
     assert len(service.holds.active()) == 3
     with pytest.raises(NotFound):
-        service.lift_hold("case-1", lifted_by="legal", namespace="acme/carol")
-    [resumed] = service.lift_hold("case-1", lifted_by="legal", namespace="acme/bob")
+        service.operations.lift_hold("case-1", lifted_by="legal", namespace="acme/carol")
+    [resumed] = service.operations.lift_hold("case-1", lifted_by="legal", namespace="acme/bob")
     assert resumed.request_id == blocked.request_id and resumed.completed
     assert sorted(h.namespace for h in service.holds.active()) == ["acme/alice", "acme/alice/p1"]
-    lifted = service.lift_hold("case-1", lifted_by="legal", within=lambda ns: ns == "acme/alice/p1")
+    lifted = service.operations.lift_hold(
+        "case-1", lifted_by="legal", within=lambda ns: ns == "acme/alice/p1"
+    )
     assert lifted == [] and [h.namespace for h in service.holds.active()] == ["acme/alice"]
 
 
