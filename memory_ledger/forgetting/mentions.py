@@ -72,24 +72,13 @@ from memory_ledger.projections.cells import Cells
 from memory_ledger.projections.id_sets import among, unindexed
 from memory_ledger.projections.mention_index import candidates, candidates_each
 from memory_ledger.residue import MIN_NEEDLE_BYTES
-from memory_ledger.text_units import written_forms
+
+# the word boundaries of the text units: a mention is found where a unit would be cut
+from memory_ledger.text_units import NO_SPACE, NUMBER, TOKEN, W, written_forms
 
 REPLACEMENT = "[forgotten]"
 MIN_PART_BYTES = 8
 
-# Scripts written without spaces between words (Thai, Lao, Myanmar, Khmer, CJK
-# radicals, symbols, kana, bopomofo, Han, compatibility ideographs, half-width kana,
-# supplementary Han): their letters belong to no word, so a match may begin or end
-# next to them.
-_NO_SPACE = (
-    "\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u2e80-\u2fdf\u3000-\u312f\u31a0-\u31ff"
-    "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003134f"
-)
-_MARKS = "\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f"
-_W = rf"(?:[^\W{_NO_SPACE}]|[{_MARKS}])"  # one character of a word of a spaced script
-_JOINER = "[.,'\u2019:/\u00a0\u202f\u2009-]"  # inside a number, between two digits
-_TOKEN = re.compile(rf"{_W}+(?:(?<=\d){_JOINER}(?=\d){_W}+)*")
-_NUMBER = rf"\d+(?:{_JOINER}\d+)*"
 
 _MONTH = (
     r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
@@ -98,7 +87,7 @@ _MONTH = (
 _DAY = r"\d{1,2}(?:st|nd|rd|th)?"
 _AMPM = r"[ap]\.?m\b\.?"
 _DATE = re.compile(
-    rf"(?<!{_W})(?:"
+    rf"(?<!{W})(?:"
     rf"{_MONTH}\s+{_DAY}(?:,?\s+\d{{4}})?"  # September 2, 2026
     rf"|{_DAY}\s+(?:of\s+)?{_MONTH}(?:,?\s+\d{{4}})?"  # 2 September 2026
     rf"|{_MONTH},?\s+\d{{4}}"  # September 2026
@@ -107,7 +96,7 @@ _DATE = re.compile(
     r"|\d{2,4}\s*年(?:\s*\d{1,2}\s*月(?:\s*\d{1,2}\s*[日号])?)?"  # 2026年9月2日
     r"|\d{1,2}\s*月(?:\s*\d{1,2}\s*[日号])?"  # 9月2日
     r"|(?:19|20)\d\d"  # a year, last: the forms above may begin with one
-    rf")(?!{_W})",
+    rf")(?!{W})",
     re.IGNORECASE,
 )
 _CURRENCY_SIGN = "[$€£¥₹₩₽¢]"
@@ -117,13 +106,13 @@ _UNIT = (
     r"元|美元|欧元|英镑|人民币|块|公斤|千克|公里|米"
 )
 _AMOUNT = re.compile(
-    rf"(?<!{_W})(?:{_CURRENCY_SIGN}\s?{_NUMBER}|(?:{_CURRENCY})\s?{_NUMBER}"
-    rf"|{_NUMBER}\s?(?:{_CURRENCY_SIGN}|%|(?:{_CURRENCY}|{_UNIT})(?!{_W})))",
+    rf"(?<!{W})(?:{_CURRENCY_SIGN}\s?{NUMBER}|(?:{_CURRENCY})\s?{NUMBER}"
+    rf"|{NUMBER}\s?(?:{_CURRENCY_SIGN}|%|(?:{_CURRENCY}|{_UNIT})(?!{W})))",
     re.IGNORECASE,
 )
 _WEEKDAY = r"(?:mon|tues|wednes|thurs|fri|satur|sun)day|mon|tues?|wed|thu(?:rs?)?|fri|sat|sun"
 _DATE_WORD = re.compile(rf"{_MONTH}|{_WEEKDAY}", re.IGNORECASE)  # fullmatch: not a name
-_CJK_WORD = re.compile(rf"(?:(?=[{_NO_SPACE}])[^\W\d_])+")
+_CJK_WORD = re.compile(rf"(?:(?=[{NO_SPACE}])[^\W\d_])+")
 # Where a value is cut into parts: not inside a number or a date (see `_parts`).
 _SEPARATOR = re.compile(r"[;|\n\r，；、。！？]|[,.!?:](?=\s|$)|,|\s[-–—]\s")
 _EDGES = re.compile(r"^[\W_]+|[\W_]+$")
@@ -133,7 +122,7 @@ def atomic_spans(text: str) -> list[tuple[int, int]]:
     """The words, numbers and dates of `text`, as sorted, disjoint (start, end) spans:
     a mention may start and end only outside them or at their edges."""
     spans = sorted(
-        [m.span() for m in _TOKEN.finditer(text)] + [m.span() for m in _DATE.finditer(text)]
+        [m.span() for m in TOKEN.finditer(text)] + [m.span() for m in _DATE.finditer(text)]
     )
     merged: list[tuple[int, int]] = []
     for start, end in spans:
@@ -180,7 +169,7 @@ def is_distinctive(part: str) -> bool:
     rest = _AMOUNT.sub(" ", _DATE.sub(" ", part))
     if not any(c.isdigit() for c in rest):
         return False
-    words = [m.group() for m in _TOKEN.finditer(rest) if not any(c.isdigit() for c in m.group())]
+    words = [m.group() for m in TOKEN.finditer(rest) if not any(c.isdigit() for c in m.group())]
     words = [w for w in words if not _DATE_WORD.fullmatch(w)] + _CJK_WORD.findall(rest)
     weights = [w for w in map(_word_weight, words) if w >= 2]
     return len(weights) >= 2 and max(weights) >= 4
