@@ -298,9 +298,7 @@ class Settings:
                 f"cannot connect to {self.postgres.masked()}: {reason}; nothing was changed"
             ) from None
 
-    # -- settings read from the environment each time they are used: an operator (or a
-    # test) changes them without reopening the store. Their one place of reading. The
-    # names are class attributes, not fields (unannotated): a Settings is its location.
+    # -- two more settings. The names are class attributes, not fields (unannotated).
     ERASURE_DEADLINE_ENV = "MEMORY_LEDGER_ERASURE_DEADLINE_DAYS"
     DEFAULT_ERASURE_DEADLINE_DAYS = 30
     RESTORE_KILL_AFTER_ENV = "MEMORY_LEDGER_TEST_KILL_AFTER_RESTORE_STEP"
@@ -313,6 +311,8 @@ class Settings:
         from memory_ledger.errors import InvalidWrite
 
         name = self.ERASURE_DEADLINE_ENV
+        # Read when the console asks, not from `env`: a running console answers for the
+        # deadline in force, and a bad value is a 422 of that call, not a refused start.
         raw = os.environ.get(name, "").strip()
         if not raw:
             return self.DEFAULT_ERASURE_DEADLINE_DAYS
@@ -324,7 +324,7 @@ class Settings:
     def restore_kill_after_step(self) -> str | None:
         """Fault injection for the kill -9 tests of a restore: the step after which the
         restoring process kills itself (restore/restore.py). Unset in production."""
-        return os.environ.get(self.RESTORE_KILL_AFTER_ENV) or None
+        return self.env.get(self.RESTORE_KILL_AFTER_ENV) or None
 
 
 def _sqlite_dir(url: str) -> Path:

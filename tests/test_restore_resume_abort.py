@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from factories import cli, cli_location, fact, store_bytes_contain
+from factories import cli, cli_location, fact, reread, store_bytes_contain
 
 from memory_ledger.api import MemoryService
 from memory_ledger.config import Settings
@@ -63,10 +63,11 @@ def _killed_restore(
     with monkeypatch.context() as m:
         m.setenv(KILL_AFTER_ENV, step)
         m.setattr(os, "kill", kill)
-        with LifecycleLedger(settings) as ledger, pytest.raises(Killed):
+        killing = reread(settings)  # the variable is read when settings are made
+        with LifecycleLedger(killing) as ledger, pytest.raises(Killed):
             restoring.restore(
                 path,
-                settings,
+                killing,
                 master,
                 ledger,
                 datetime.now(UTC),
