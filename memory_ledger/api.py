@@ -265,21 +265,13 @@ class MemoryService:
     @cached_property
     def operations(self) -> Operations:
         """The store-wide calls the CLI and the HTTP server make (memory_ledger/operations),
-        built from this service's parts. The calls into jobs/ arrive bound to the jobs'
-        context, each importing its job module when first called: a command that runs
-        no job never loads the scheduler (apscheduler)."""
-        import importlib
+        built from this service's parts. The calls that run jobs receive the jobs'
+        context and import their job module when first called: a command that runs no
+        job never loads the scheduler (apscheduler)."""
+        from memory_ledger.operations import Maintenance, Operations, Policies
 
-        from memory_ledger.operations import (
-            Jobs,
-            Maintenance,
-            MaintenanceCalls,
-            Operations,
-            Policies,
-        )
-
-        def _job(name: str) -> Any:
-            return importlib.import_module(f"memory_ledger.jobs.{name}")
+        def jobs() -> JobContext:
+            return self.job_context
 
         return Operations(
             self.settings,
@@ -292,18 +284,7 @@ class MemoryService:
             self.vectors,
             self.stores,
             open_store=MemoryService,
-            drill=lambda now, path, **kw: _job("scheduler").drill_by_hand(
-                self.job_context, now, path, **kw
-            ),
-            jobs=Jobs(
-                self.settings,
-                lambda name, now, runs, progress: _job("scheduler").execute(
-                    self.job_context, name, now, runs=runs, progress=progress
-                ),
-                lambda names, duration: _job("scheduler").run_foreground(
-                    self.job_context, names, None, duration
-                ),
-            ),
+            jobs_context=jobs,
             policies=Policies(
                 self.engine,
                 self.ledger,
@@ -311,7 +292,7 @@ class MemoryService:
                 retention=lambda: self.retention,
                 sources=lambda: self.policy.sources,
                 catch_up=self.runner.catch_up,
-                decay=lambda now: _job("decay").decay_pass(self.job_context, now),
+                jobs=jobs,
             ),
             maintenance=Maintenance(
                 self.settings,
@@ -319,25 +300,9 @@ class MemoryService:
                 self.ledger,
                 self.engine,
                 self.runner.catch_up,
-                MaintenanceCalls(
-                    status=self.status,
-                    rebuild=self.rebuild,
-                    catch_up_loop=lambda interval, duration, every: _job(
-                        "catchup_loop"
-                    ).run_catchup_job(
-                        self.job_context,
-                        interval=interval,
-                        duration=duration,
-                        consolidate_every=every,
-                    ),
-                    run_projections=lambda names, interval, duration: _job(
-                        "projection_runner"
-                    ).run_projections(self.job_context, names, interval, duration),
-                    consolidate=lambda: (
-                        _job("consolidation").Consolidator(self.job_context).run_all()
-                    ),
-                    expire=lambda now: _job("retention").expire_due(self.job_context, now),
-                ),
+                status=self.status,
+                rebuild=self.rebuild,
+                jobs=jobs,
             ),
         )
 

@@ -27,8 +27,9 @@ from memory_ledger.feed.subscribers import Subscriber, Subscribers
 from memory_ledger.forgetting.holds import Hold, Holds
 from memory_ledger.forgetting.planning import ForgetPlan, PlanOutcome
 from memory_ledger.forgetting.requests import ForgetRequests, RequestReport
+from memory_ledger.jobs.context import JobContext
 from memory_ledger.ledger import AuditResult, EntryType, LedgerEntry, LifecycleLedger
-from memory_ledger.operations.backups import Backups, DrillRunner, Restores
+from memory_ledger.operations.backups import Backups, Restores
 from memory_ledger.operations.jobs import (
     RUNNING,
     RUNS_KEPT,
@@ -37,7 +38,7 @@ from memory_ledger.operations.jobs import (
     job_listing,
     job_names,
 )
-from memory_ledger.operations.maintenance import Maintenance, MaintenanceCalls
+from memory_ledger.operations.maintenance import Maintenance
 from memory_ledger.operations.policy import Policies
 from memory_ledger.operations.requests import RequestListing, RequestPage, RequestRow
 from memory_ledger.projections.events import Progress
@@ -74,7 +75,6 @@ __all__ = [
     "LedgerEntry",
     "LifecycleLedger",
     "Maintenance",
-    "MaintenanceCalls",
     "Notice",
     "Operations",
     "PlanOutcome",
@@ -108,8 +108,7 @@ class Operations:
         stores: StoreRegistry,
         *,
         open_store: StoreOpener,
-        drill: DrillRunner,
-        jobs: Jobs,
+        jobs_context: Callable[[], JobContext],
         policies: Policies,
         maintenance: Maintenance,
     ) -> None:
@@ -122,9 +121,9 @@ class Operations:
         self._feed = feed
         self._vectors = vectors
         self._stores = stores
-        self.jobs = jobs
+        self.jobs = Jobs(settings, jobs_context)
         self.requests = RequestListing(ledger, requests, subscribers)
-        self.backups = Backups(settings, master, ledger, drill)
+        self.backups = Backups(settings, master, ledger, jobs_context)
         self.restores = Restores(settings, master, open_store)
         self.policies = policies
         self.maintenance = maintenance

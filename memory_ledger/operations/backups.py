@@ -15,6 +15,7 @@ from typing import Any
 
 from memory_ledger.config import Settings
 from memory_ledger.crypto import MasterKey, load_master_key
+from memory_ledger.jobs.context import JobContext
 from memory_ledger.ledger import LifecycleLedger
 from memory_ledger.restore import restore as restoring
 from memory_ledger.restore.backup import BACKUPS_DIR, Backup, create, list_backups, open_verified
@@ -25,9 +26,6 @@ from memory_ledger.restore.live import StoreOpener
 from memory_ledger.restore.restore import RestorePlan
 from memory_ledger.restore.store import known, resolve
 
-#: `drill_by_hand` of memory_ledger/jobs/scheduler.py, bound to the open store.
-DrillRunner = Callable[..., DrillReport]
-
 
 class Backups:
     """Take, list and verify the encrypted backups of one open store, and drill them."""
@@ -37,12 +35,12 @@ class Backups:
         settings: Settings,
         master: MasterKey,
         ledger: LifecycleLedger,
-        drill: DrillRunner,
+        jobs: Callable[[], JobContext],
     ) -> None:
         self._settings = settings
         self._master = master
         self._ledger = ledger
-        self._drill = drill
+        self._jobs = jobs
 
     def resolve(self, name: str | Path, *, paths: bool = True) -> Path:
         """The directory of a backup named by id (or, with `paths`, by directory)."""
@@ -86,8 +84,10 @@ class Backups:
     ) -> DrillReport:
         """Restore a backup (default: the newest registered) into a scratch copy and
         check that nothing erased came back."""
+        from memory_ledger.jobs.scheduler import drill_by_hand
+
         path = self.resolve(name, paths=paths) if name is not None else None
-        return self._drill(now, path, run_by=run_by, keep_scratch=keep_scratch)
+        return drill_by_hand(self._jobs(), now, path, run_by=run_by, keep_scratch=keep_scratch)
 
 
 class Restores:

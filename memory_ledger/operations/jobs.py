@@ -3,7 +3,7 @@ runs, one run now (under its lease, recorded), and the scheduler in the foregrou
 
 The list reads the job tables only, so it works from the settings alone (no master key,
 no service: `job_listing`); running a job needs the open store, which `Jobs` receives
-bound to the jobs' context (jobs/context.py)."""
+given the jobs' context (jobs/context.py) and import the job code when they run."""
 
 from __future__ import annotations
 
@@ -12,16 +12,14 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from memory_ledger.config import Settings
+from memory_ledger.jobs.context import JobContext
 from memory_ledger.jobs.runs import RUNNING, RUNS_KEPT, RunRecord, RunStore
 
-if TYPE_CHECKING:  # the job modules import the service (memory_ledger/api.py), which imports this
+if TYPE_CHECKING:  # the scheduler (apscheduler) is imported only by a call that runs a job
     from memory_ledger.jobs.scheduler import RunResult
     from memory_ledger.projections.events import Progress
 
-__all__ = ["RUNNING", "RUNS_KEPT", "JobRunner", "Jobs", "RunRecord", "job_listing", "job_names"]
-
-#: `jobs/scheduler.py execute`, bound to the open store: (name, now, runs, progress).
-JobRunner = Callable[[str, datetime, RunStore, "Progress | None"], "RunResult"]
+__all__ = ["RUNNING", "RUNS_KEPT", "Jobs", "RunRecord", "job_listing", "job_names"]
 
 
 def job_listing(settings: Settings, runs: int, now: datetime) -> list[dict[str, Any]]:
@@ -50,12 +48,10 @@ class Jobs:
     def __init__(
         self,
         settings: Settings,
-        run: JobRunner,
-        foreground: Callable[[Sequence[str], float | None], object],
+        context: Callable[[], JobContext],
     ) -> None:
         self._settings = settings
-        self._run = run
-        self._foreground = foreground
+        self._context = context
 
     def rows(self, runs: int, now: datetime) -> list[dict[str, Any]]:
         return job_listing(self._settings, runs, now)
@@ -84,10 +80,14 @@ class Jobs:
 
     def run_once(self, name: str, now: datetime, progress: Progress | None = None) -> RunResult:
         """Run one job now, under its lease and recorded (InvalidWrite: no such job)."""
+        from memory_ledger.jobs.scheduler import execute
+
         self.check(name)
         with RunStore(self._settings) as store:
-            return self._run(name, now, store, progress)
+            return execute(self._context(), name, now, runs=store, progress=progress)
 
     def run_foreground(self, names: Sequence[str], duration: float | None) -> None:
         """The scheduler in this process until `duration` or SIGTERM/SIGINT."""
-        self._foreground(names, duration)
+        from memory_ledger.jobs.scheduler import run_foreground
+
+        run_foreground(self._context(), names, None, duration)

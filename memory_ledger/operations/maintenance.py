@@ -20,6 +20,7 @@ from memory_ledger import consistency
 from memory_ledger.config import Settings
 from memory_ledger.errors import IntegrityError, InvalidWrite
 from memory_ledger.event_log import EventLog
+from memory_ledger.jobs.context import JobContext
 from memory_ledger.ledger import LifecycleLedger
 from memory_ledger.projections.runner import (
     Discarded,
@@ -37,7 +38,6 @@ if TYPE_CHECKING:
 __all__ = [
     "Discarded",
     "Maintenance",
-    "MaintenanceCalls",
     "acknowledge_ledger_loss",
     "check_projection_names",
     "check_schedule",
@@ -101,28 +101,6 @@ def acknowledge_ledger_loss(settings: Settings, by: str | None) -> str:
     )
 
 
-class MaintenanceCalls:
-    """The calls into the facade (status, rebuild) and into jobs/ (bound to the jobs'
-    context), given by `MemoryService.operations`."""
-
-    def __init__(
-        self,
-        *,
-        status: Callable[[], dict[str, Any]],
-        rebuild: Callable[[Sequence[str] | None, Progress | None], int],
-        catch_up_loop: Callable[[float, float | None, float | None], object],
-        run_projections: Callable[[Sequence[str], float, float | None], object],
-        consolidate: Callable[[], tuple[int, int]],
-        expire: Callable[[datetime], list[RequestReport]],
-    ) -> None:
-        self.status = status
-        self.rebuild = rebuild
-        self.catch_up_loop = catch_up_loop
-        self.run_projections = run_projections
-        self.consolidate = consolidate
-        self.expire = expire
-
-
 class Maintenance:
     """Status, rebuild, checks and repairs of one open store."""
 
@@ -133,23 +111,28 @@ class Maintenance:
         ledger: LifecycleLedger,
         engine: Engine,
         catch_up: Callable[[], object],
-        calls: MaintenanceCalls,
+        *,
+        status: Callable[[], dict[str, Any]],
+        rebuild: Callable[[Sequence[str] | None, Progress | None], int],
+        jobs: Callable[[], JobContext],
     ) -> None:
         self._settings = settings
         self._log = log
         self._ledger = ledger
         self._engine = engine
         self._catch_up = catch_up
-        self._calls = calls
+        self._status = status
+        self._rebuild = rebuild
+        self._jobs = jobs
 
     def status(self) -> dict[str, Any]:
         """Backend, counts, positions, and the consistency check."""
-        return self._calls.status()
+        return self._status()
 
     def rebuild(self, names: Sequence[str] | None, progress: Progress | None = None) -> int:
         """Replay the log into the named projections (all, and the vector index, by
         default); returns the events replayed."""
-        return self._calls.rebuild(names, progress)
+        return self._rebuild(names, progress)
 
     def check(self, *, chain: bool = False) -> consistency.ConsistencyReport:
         """The log, the key store and the ledger against each other (with `chain`, the
@@ -227,18 +210,26 @@ class Maintenance:
         self, interval: float, duration: float | None, consolidate_every: float | None
     ) -> None:
         """Keep the projections caught up (and consolidate) until told to stop."""
-        self._calls.catch_up_loop(interval, duration, consolidate_every)
+        from memory_ledger.jobs.catchup_loop import run_catchup_job
+
+        run_catchup_job(self._jobs(), interval, duration, consolidate_every)
 
     def run_projections(
         self, names: Sequence[str], interval: float, duration: float | None
     ) -> None:
         """Run just these projections in this process (the scale-out shape)."""
-        self._calls.run_projections(names, interval, duration)
+        from memory_ledger.jobs.projection_runner import run_projections
+
+        run_projections(self._jobs(), names, interval, duration)
 
     def consolidate(self) -> tuple[int, int]:
         """Consolidate the turns not read yet, once: (written, refused as stale)."""
-        return self._calls.consolidate()
+        from memory_ledger.jobs.consolidation import Consolidator
+
+        return Consolidator(self._jobs()).run_all()
 
     def expire(self, now: datetime) -> list[RequestReport]:
         """Erase every item whose retention has run out at `now`."""
-        return self._calls.expire(now)
+        from memory_ledger.jobs.retention import expire_due
+
+        return expire_due(self._jobs(), now)

@@ -14,6 +14,7 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
+from memory_ledger.jobs.context import JobContext
 from memory_ledger.ledger import LifecycleLedger
 from memory_ledger.policy.retention import RetentionPolicy
 from memory_ledger.policy.review import PolicyDiff, diff, install, read_candidate
@@ -31,7 +32,7 @@ class Policies:
         retention: Callable[[], RetentionPolicy],
         sources: Callable[[], Sequence[str]],
         catch_up: Callable[[], object],
-        decay: Callable[[datetime], dict[str, int]],
+        jobs: Callable[[], JobContext],
     ) -> None:
         self._engine = engine
         self._ledger = ledger
@@ -39,7 +40,7 @@ class Policies:
         self._retention = retention
         self._sources = sources
         self._catch_up = catch_up
-        self._decay = decay
+        self._jobs = jobs
 
     def in_force(self) -> RetentionPolicy:
         """The retention policy in force now."""
@@ -74,4 +75,6 @@ class Policies:
 
     def decay(self, now: datetime) -> dict[str, int]:
         """Run the decay pass once (idempotent per decay period)."""
-        return self._decay(now)
+        from memory_ledger.jobs.decay import decay_pass
+
+        return decay_pass(self._jobs(), now)
