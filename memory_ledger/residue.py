@@ -164,11 +164,19 @@ def _scan_piece(
     return found
 
 
+#: Bytes times needles below which `find` per needle beats compiling a database: about
+#: 10 ms of memchr-speed searching.
+FIND_BUDGET = 64 * 1024 * 1024
+
+
 def search_bytes(data: bytes, needles: Sequence[bytes]) -> set[int]:
-    """Indexes of the needles found in one buffer, all needles in one pass."""
+    """Indexes of the needles found in one buffer: all needles in one pass (hyperscan),
+    or, for a small buffer (a request's few key pages), one `find` per needle, which
+    costs less than compiling a hyperscan database (0.2 ms a needle)."""
     if not needles:
         return set()
-    search = _hyperscan_search(needles) if HYPERSCAN else _find_search(needles)
+    small = len(data) * len(needles) <= FIND_BUDGET
+    search = _hyperscan_search(needles) if HYPERSCAN and not small else _find_search(needles)
     return search(memoryview(data))
 
 

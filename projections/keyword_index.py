@@ -423,7 +423,10 @@ class KeywordIndexProjection(Projection):
             i for c in _chunks(bystanders) for i in sorted(set(c) - set(live_texts(conn, log, c)))
         ]
         self.purge(conn, sorted(changed.union(gone)))  # also their pending rows
-        _insert(conn, keyword_pending, [(i,) for i in sorted(changed | recorded)])
+        # An erased item is never indexed again: queuing it would make `settle` look for
+        # texts that cannot be read (a forget's fixed cost), to index nothing.
+        erased = {e.item_id for e in relevant if e.name == "Erased"}
+        _insert(conn, keyword_pending, [(i,) for i in sorted((changed | recorded) - erased)])
 
     def settle(self, conn: Connection) -> None:
         """Index the pending items. The first time a namespace is met, its index key is

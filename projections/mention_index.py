@@ -130,7 +130,9 @@ class MentionIndexProjection(Projection):
         touched = sorted({e.item_id for e in relevant})
         changed = sorted({e.item_id for e in relevant if e.name != "Recorded"})
         self.purge(conn, changed)
-        _insert(conn, mention_pending, [(i,) for i in touched])
+        # An erased item has nothing to index again (its texts cannot be read).
+        erased = {e.item_id for e in relevant if e.name == "Erased"}
+        _insert(conn, mention_pending, [(i,) for i in touched if i not in erased])
 
     def settle(self, conn: Connection) -> None:
         pending = sorted(conn.execute(select(mention_pending.c.item_id)).scalars())

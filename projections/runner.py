@@ -146,6 +146,8 @@ class ProjectionRunner:
         self.projections = list(projections or all_projections(log))
         self.batch_size = batch_size
         self._thread_lock = threading.Lock()
+        #: Inside `one_check`, the log head a catch-up of this thread last reached.
+        self._reached = threading.local()
         try:
             with self._damage_guard():
                 self._drop_outdated_tables()
@@ -243,6 +245,19 @@ class ProjectionRunner:
         chosen = [p for p in self.projections if p.name in names]
         return ProjectionRunner(self.log, self.engine, chosen, self.batch_size)
 
+    @contextlib.contextmanager
+    def one_check(self) -> Iterator[None]:
+        """A block in which a catch-up that finds the log head where this thread's last
+        catch-up left it returns at once, without reading the positions again: a forget
+        fans out to every projection's store, and each asks for a catch-up first. Kept
+        to the block (one request) so that a read outside it always reads the positions
+        (another process's rebuild may have set them back)."""
+        self._reached.head = -1
+        try:
+            yield
+        finally:
+            del self._reached.head
+
     def catch_up(self, progress: Progress | None = None) -> int:
         """Apply every event not yet applied; returns how many notifications were read.
         `progress` is told the log position reached after each batch, and the head."""
@@ -263,7 +278,11 @@ class ProjectionRunner:
         applied = 0
         with self._thread_lock:
             head = self.log.max_position()
+            reached = getattr(self._reached, "head", None)
+            if reached is not None and reached == head:
+                return 0  # in one request: nothing was appended since its last catch-up
             if min(self.positions().values()) >= head:
+                self._note_reached(head)
                 return 0  # the common case on every read: no write lock taken
             while True:
                 with self.engine.begin() as conn:
@@ -288,7 +307,12 @@ class ProjectionRunner:
                         # own transaction: no committed end state is left unsettled.
                         for projection in self.projections:
                             projection.settle(conn)
+                        self._note_reached(head)
                         return applied
+
+    def _note_reached(self, head: int) -> None:
+        if getattr(self._reached, "head", None) is not None:
+            self._reached.head = head
 
     def rebuild(self, names: Sequence[str] | None = None, progress: Progress | None = None) -> int:
         """Drop the named projections (all by default) and replay the whole log into them.

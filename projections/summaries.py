@@ -127,6 +127,9 @@ summary_pending = Table(
 #: that applies them. Anything else only adds or updates, and waits for the catch-up's
 #: last batch, so that a rebuild composes each summary once instead of once per batch.
 WITHDRAWING = ("Erased", "Suppressed", "Redacted")
+#: Withdrawals that only take an item away (no new version): they matter to a summary
+#: only if it shows the item.
+REMOVING = ("Erased", "Suppressed")
 
 #: What a recomposition is told per namespace: the items to look at again, or None to
 #: compose it from scratch.
@@ -182,7 +185,12 @@ class SummariesProjection(Projection):
         relevant = [e for e in events if self.wants(e)]
         if not relevant:
             return
-        now = self._touched(conn, [e for e in relevant if e.name in WITHDRAWING])
+        now = self._inputs_among(conn, [e for e in relevant if e.name in REMOVING])
+        # A redaction writes a new version, which may enter a summary: looked up as any.
+        for namespace, ids in self._touched(
+            conn, [e for e in relevant if e.name in WITHDRAWING and e.name not in REMOVING]
+        ).items():
+            now.setdefault(namespace, set()).update(ids)
         later = self._touched(conn, [e for e in relevant if e.name not in WITHDRAWING])
         if now:
             work: Work = {ns: ids | later.pop(ns, set()) for ns, ids in now.items()}
@@ -217,6 +225,22 @@ class SummariesProjection(Projection):
                 query = select(table.c.namespace, table.c.item_id).where(table.c.item_id.in_(chunk))
                 for namespace, item_id in conn.execute(query):
                     found.setdefault(namespace, set()).add(item_id)
+        return found
+
+    def _inputs_among(
+        self, conn: Connection, events: Sequence[ProjectedEvent]
+    ) -> dict[str, set[str]]:
+        """The items withdrawn by these events that a summary shows, by namespace. Taking
+        an item away cannot change a summary that does not show it (a profile holds the
+        newest live inputs; one more withdrawn item below them frees no place), so a
+        forget of an item no summary uses recomposes nothing."""
+        found: dict[str, set[str]] = {}
+        for chunk in _chunks(sorted({e.item_id for e in events})):
+            query = select(summary_inputs.c.namespace, summary_inputs.c.item_id).where(
+                summary_inputs.c.item_id.in_(chunk)
+            )
+            for namespace, item_id in conn.execute(query):
+                found.setdefault(namespace, set()).add(item_id)
         return found
 
     def _defer(self, conn: Connection, touched: Mapping[str, set[str]]) -> None:

@@ -7,32 +7,45 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from collections.abc import Callable, Sequence
 
 import pytest
 from factories import fact
 
 from memory_ledger.api import MemoryService
-from memory_ledger.forgetting.key_proof import KeyBytes, key_pages, prove
+from memory_ledger.forgetting.key_proof import KeyBytes, key_pages, prove, touched_pages
+from memory_ledger.forgetting.sqlite_pages import pages_of_rows
 from memory_ledger.principal import Principal
 
 pytestmark = pytest.mark.parametrize("backend", ["sqlite"])  # the files are SQLite's
 
 
-def _plant(path: os.PathLike[str], needle: bytes) -> None:
-    """Write `needle` into a run of zeros inside a page of the key table, as a stale
-    copy of a moved cell would sit there."""
+def _plant(
+    path: os.PathLike[str], needle: bytes, where: Callable[[int], bool] = lambda page: True
+) -> int:
+    """Write `needle` into a run of zeros inside a page of the key table (one `where`
+    accepts), as a stale copy of a moved cell would sit there; returns the page."""
     with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
         page_size = int(conn.execute("PRAGMA page_size").fetchone()[0])
-        pages = [p for (p,) in conn.execute("SELECT pageno FROM dbstat WHERE name = 'memory_keys'")]
+        table = [p for (p,) in conn.execute("SELECT pageno FROM dbstat WHERE name = 'memory_keys'")]
     conn.close()
+    pages = [p for p in table if where(p)]
     with open(path, "r+b") as handle:
         for page in pages:
             data = os.pread(handle.fileno(), page_size, (page - 1) * page_size)
             gap = data.find(b"\x00" * (len(needle) + 16), 100)
             if gap > 0:
                 os.pwrite(handle.fileno(), needle, (page - 1) * page_size + gap + 8)
-                return
+                return int(page)
     raise AssertionError("no gap in the key table's pages")
+
+
+def _held(path: os.PathLike[str], keys: Sequence[tuple[str, int]]) -> list[int]:
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+        [(root,)] = conn.execute("SELECT rootpage FROM sqlite_schema WHERE name = 'memory_keys'")
+    conn.close()
+    with open(path, "rb") as handle:
+        return pages_of_rows(handle.fileno(), int(root), keys)[1]
 
 
 def test_a_stale_copy_of_a_destroyed_key_is_found_and_rebuilt_away(
@@ -45,7 +58,7 @@ def test_a_stale_copy_of_a_destroyed_key_is_found_and_rebuilt_away(
     service.log.compact()
     path = service.settings.events_path
     [wrapped] = captured.destroyed(service.log).wrapped
-    _plant(path, wrapped)
+    _plant(path, wrapped, set(_held(path, [(ids[0], 1)])).__contains__)  # in the page that held it
     assert wrapped in key_pages(path)  # the proof reads what is really there
 
     proof = prove(service.log, captured)
@@ -62,3 +75,40 @@ def test_a_clean_file_is_not_rebuilt(service: MemoryService) -> None:
     service.log.tombstone([item], "test")
     proof = prove(service.log, captured)
     assert proof.checked and proof.found == 0 and not proof.rebuilt
+
+
+def test_the_proof_reads_the_pages_that_held_the_keys_not_the_whole_table(
+    service: MemoryService,
+) -> None:
+    """At a few thousand keys the key table is a B-tree of several levels: the descent
+    from the file finds every key's row (its wrapped bytes are in the pages it names),
+    and reads a small part of the table."""
+    alice = service.for_principal(Principal("acme", "alice"))
+    ids = [r.item_id for r in alice.remember_many([fact(f"p{n}", f"v {n}") for n in range(3000)])]
+    service.log.compact()
+    path = service.settings.events_path
+    whole = key_pages(path)
+    for item_id, generation, wrapped in KeyBytes.capture(service.log, ids[::97]).keys:
+        data, read = touched_pages(path, [(item_id, generation)])
+        assert wrapped in data, item_id
+        assert "pages that held them" in read and len(data) * 20 < len(whole)
+
+
+def test_a_copy_outside_the_touched_pages_is_left_to_the_scheduled_scan(
+    service: MemoryService,
+) -> None:
+    """The proof's limit, as the receipt says: an old copy in another page's gap is not
+    read by it (the scheduled verification scan reads every page)."""
+    alice = service.for_principal(Principal("acme", "alice"))
+    ids = [r.item_id for r in alice.remember_many([fact(f"p{n}", f"v {n}") for n in range(3000)])]
+    captured = KeyBytes.capture(service.log, ids[:1])
+    service.log.tombstone(ids[:1], "test")
+    service.log.compact()
+    path = service.settings.events_path
+    [wrapped] = captured.destroyed(service.log).wrapped
+    held = _held(path, [(ids[0], 1)])
+    planted = _plant(path, wrapped, lambda page: page not in held)
+    assert planted not in held
+    proof = prove(service.log, captured)
+    assert proof.checked and proof.found == 0 and not proof.rebuilt
+    assert wrapped in path.read_bytes()  # what the scheduled scan is for

@@ -558,7 +558,8 @@ class ForgetRequests:
             s for s in report.failed_stores if s not in names and s != "files" and s not in acked
         ]
         while True:
-            fanned = [self._erase_everywhere(report, store, targets) for store in self.stores]
+            with self.runner.one_check():  # the projections' positions read once
+                fanned = [self._erase_everywhere(report, store, targets) for store in self.stores]
             # A derived write that committed after the cascade was resolved, and before
             # the tombstones, passed its pinned-version check and is not in the cascade.
             # Once the tombstones are in, no derivation of a target can commit any more:
