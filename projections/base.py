@@ -8,6 +8,7 @@ runner commits the rows together with the projection's tracking position, which 
 
 from __future__ import annotations
 
+import functools
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
@@ -26,10 +27,11 @@ from sqlalchemy import (
     or_,
     select,
 )
+from sqlalchemy.sql.expression import Executable
 
 from memory_ledger.projections.cells import Cells
 from memory_ledger.projections.events import ProjectedEvent
-from memory_ledger.projections.id_sets import among
+from memory_ledger.projections.id_sets import among, among_bound
 from memory_ledger.write_policy import canonical_time
 
 metadata = MetaData()
@@ -180,16 +182,24 @@ class Projection(ABC):
     def purge(self, conn: Connection, item_ids: Sequence[str]) -> None:
         ids = list(item_ids)
         for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
-            conn.execute(delete(self.table).where(among(self.table.c.item_id, chunk)))
+            conn.execute(self._purge_statement, {"ids": ids[start : start + 500]})
 
     def count_rows(self, conn: Connection, item_ids: Sequence[str]) -> int:
-        query = (
+        return int(conn.execute(self._count_statement, {"ids": list(item_ids)}).scalar_one())
+
+    # Built once per projection, bound per call: a forget counts and purges every
+    # projection, and building the expression cost more than running it.
+    @functools.cached_property
+    def _purge_statement(self) -> Executable:
+        return delete(self.table).where(among_bound(self.table.c.item_id, "ids"))
+
+    @functools.cached_property
+    def _count_statement(self) -> Executable:
+        return (
             select(func.count())
             .select_from(self.table)
-            .where(among(self.table.c.item_id, list(item_ids)))
+            .where(among_bound(self.table.c.item_id, "ids"))
         )
-        return int(conn.execute(query).scalar_one())
 
     def unattributed_rows(self, conn: Connection) -> int:
         """Rows that `count_rows` cannot attribute to any item, whose check must read the

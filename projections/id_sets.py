@@ -50,9 +50,14 @@ class _ValueSet(ColumnElement[Any]):
         ("values", InternalTraversal.dp_clauseelement),
     ]
 
-    def __init__(self, column: ColumnElement[Any], values: Iterable[Any]) -> None:
+    def __init__(
+        self, column: ColumnElement[Any], values: Iterable[Any] | None, name: str | None = None
+    ) -> None:
         self.column = column  # its type names the array's on PostgreSQL
-        self.values = bindparam(None, list(values), type_=_ValueList(), unique=True)
+        if name is not None:  # bound at each execution, by name
+            self.values = bindparam(name, type_=_ValueList())
+        else:
+            self.values = bindparam(None, list(values or ()), type_=_ValueList(), unique=True)
 
 
 def among(column: Any, values: Iterable[Any]) -> ColumnElement[bool]:
@@ -60,6 +65,13 @@ def among(column: Any, values: Iterable[Any]) -> ColumnElement[bool]:
     empty list matches nothing). A comparison, so SQLite's planner uses the column's
     index (a plain boolean expression would be compared with 1)."""
     return column.op("IN", is_comparison=True)(_ValueSet(column, values))  # type: ignore[no-any-return]
+
+
+def among_bound(column: Any, name: str) -> ColumnElement[bool]:
+    """`among(column, ...)` with the list bound at execution as the parameter `name`: a
+    statement built once (per projection, say) and executed with `{name: ids}`, so a
+    forget does not construct the same SQL expression ten times over."""
+    return column.op("IN", is_comparison=True)(_ValueSet(column, None, name))  # type: ignore[no-any-return]
 
 
 @compiles(_ValueSet, "sqlite")
