@@ -177,12 +177,14 @@ def bench(backend: str, pg_url: str, size: int, forgets: int, seed: int) -> dict
             timings: dict[str, list[float]] = {
                 case: [] for case in (*CASES, "baseline", "first_recall", "next_recall")
             }
+            # The process's CPU time beside the wall time: on a shared machine the steadier.
+            cpu: dict[str, list[float]] = {case: [] for case in (*CASES, "baseline")}
             mentions: list[int] = []
             partial: list[Any] = []  # forgets answered `partial` (retryable): not timed
             for k in range(forgets):  # interleaved: baseline, single, repeated, ...
                 for case in ("baseline", *CASES):
                     item = targets[case][k]
-                    began = time.perf_counter()
+                    began, began_cpu = time.perf_counter(), time.process_time()
                     if case == "baseline":
                         service.log.tombstone([item], "benchmark_baseline")
                     else:
@@ -201,6 +203,7 @@ def bench(backend: str, pg_url: str, size: int, forgets: int, seed: int) -> dict
                         if case == "repeated":
                             mentions.append(len(report.mentions))
                     timings[case].append(time.perf_counter() - began)
+                    cpu[case].append(time.process_time() - began_cpu)
                     if case == "single":  # the next read pays the indexes' catch-up
                         for timed_case in ("first_recall", "next_recall"):
                             service.context_cache.clear()  # the next one is built, not cached
@@ -218,6 +221,7 @@ def bench(backend: str, pg_url: str, size: int, forgets: int, seed: int) -> dict
         "mentions_redacted": mentions,
         "partial": partial,
         "ms": {case: _stats(values) for case, values in timings.items()},
+        "cpu_ms": {case: _stats(values) for case, values in cpu.items()},
     }
 
 
@@ -239,6 +243,7 @@ def render(runs: list[dict[str, Any]], console: Console) -> None:
         "single",
         "repeated",
         "x baseline",
+        "CPU single / repeated / baseline",
         "found",
         "first recall",
         "next recall",
@@ -263,6 +268,7 @@ def render(runs: list[dict[str, Any]], console: Console) -> None:
             f"{p50['repeated']:.1f}",
             f"{p50['single'] / max(p50['baseline'], 1e-6):.1f}x / "
             f"{p50['repeated'] / max(p50['baseline'], 1e-6):.1f}x",
+            " / ".join(f"{run['cpu_ms'][c]['p50']:.1f}" for c in (*CASES, "baseline")),
             f"{min(run['mentions_redacted'], default=0)}/{REPEATS}",
             f"{p50['first_recall']:.1f}",
             f"{p50['next_recall']:.1f}",

@@ -80,6 +80,9 @@ class KeyProof:
     bytes_read: int
     #: The file had to be rebuilt (VACUUM) before the bytes were gone.
     rebuilt: bool = False
+    #: Every page of the key table was read (after a rebuild, or a file not shaped as
+    #: expected), not only the pages that held the destroyed keys.
+    whole_table: bool = False
 
     @property
     def ok(self) -> bool:
@@ -92,6 +95,7 @@ class KeyProof:
             "keys_found": self.found,
             "bytes_read": self.bytes_read,
             "file_rebuilt": self.rebuilt,
+            "whole_table": self.whole_table,
         }
 
 
@@ -105,7 +109,8 @@ def prove(log: EventLog, keys: KeyBytes) -> KeyProof:
     if not keys.wrapped:
         return KeyProof(False, f"nothing to search (no live key was destroyed); {done}", 0, 0, 0)
     path = log.settings.events_path
-    data, read = touched_pages(path, [(item, generation) for item, generation, _ in keys.keys])
+    data, whole = touched_pages(path, [(item, generation) for item, generation, _ in keys.keys])
+    read = "every key table page" if whole else "the key table pages that held them"
     found = search_bytes(data, list(keys.wrapped))
     rebuilt = ""
     if found:
@@ -115,16 +120,17 @@ def prove(log: EventLog, keys: KeyBytes) -> KeyProof:
         # destruction. Rare; rebuilding the file (VACUUM) leaves only live rows, and
         # then every page of the key table is read.
         log.rewrite_file()
-        data, read = key_pages(path), "every key table page"
+        data, read, whole = key_pages(path), "every key table page", True
         found = search_bytes(data, list(keys.wrapped))
         rebuilt = "; the file was rebuilt with VACUUM (a destroyed key's bytes were found)"
     how = f"{read}, free-list and WAL pages of {path.name} ({len(data)} bytes); {done}{rebuilt}"
-    return KeyProof(True, how, len(keys.wrapped), len(found), len(data), bool(rebuilt))
+    return KeyProof(True, how, len(keys.wrapped), len(found), len(data), bool(rebuilt), whole)
 
 
-def touched_pages(path: Path, keys: Sequence[tuple[str, int]]) -> tuple[bytes, str]:
+def touched_pages(path: Path, keys: Sequence[tuple[str, int]]) -> tuple[bytes, bool]:
     """The bytes of the pages that held these keys' rows (the B-tree path to each, read
-    from the file: sqlite_pages), the free list and the WAL, and which were read. Its cost
+    from the file: sqlite_pages), the free list and the WAL, and whether every page of
+    the key table had to be read instead. Its cost
     follows the request, not the key store: at 100,000 keys every key table page is 40
     times more. Falls back to every key table page if the file is not as expected."""
     with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
@@ -138,8 +144,8 @@ def touched_pages(path: Path, keys: Sequence[tuple[str, int]]) -> tuple[bytes, s
             page_size, pages = pages_of_rows(fd, int(row[0]), keys)
             data = read_pages(fd, page_size, pages)
     except (UnexpectedPage, IndexError, TypeError):
-        return key_pages(path), "every key table page (the B-tree was not as expected)"
-    return data + _wal(path), f"the {len(pages)} key table pages that held them"
+        return key_pages(path), True  # the B-tree was not as expected: read it all
+    return data + _wal(path), False
 
 
 def key_pages(path: Path) -> bytes:
