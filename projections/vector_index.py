@@ -465,8 +465,9 @@ class VectorIndex:
                 self._commit(base, ops, self._seal(keys, ops, vectors), position)
                 # The old segments (dead rows and all) are unlinked: prove their bytes gone.
                 _, holding = prove_gone(self.directory, needles)
-            self.last_rebuild["dead_rows_dropped"] = len(needles) // 2
-            self.last_rebuild["dead_rows_files_holding"] = holding
+            if needles:  # the rows erasures listed dead are gone with the old segments
+                self.last_rebuild["dead_rows_dropped"] = len(needles) // 2
+                self.last_rebuild["dead_rows_files_holding"] = holding
             return read + self._catch_up(progress)
 
     def _catch_up(self, progress: Progress | None = None) -> int:
@@ -662,6 +663,9 @@ class VectorIndex:
                 self.directory, set(), [s.entry for s in written], self._state.manifest
             )
             scanned, holding = prove_gone(self.directory, needles)
+            if check.invalid:  # never trusted or served: discarded, rebuilt from the log
+                self._state = None
+                self._load_or_discard()
         done = VectorCompaction(
             len(plan.lost_rows) - plan.emptied,
             plan.emptied,

@@ -654,13 +654,12 @@ class VectorAbsence:
         return out
 
 
-#: What a dead-listed row's receipt proves and what it does not (docs/compliance.md).
-DEAD_ROWS_EVIDENCE = (
-    "listed dead in the index's manifest: never read or served again; the row's "
-    "ciphertext stays in its segment file until compaction, sealed under the item's "
-    "data key, which is already destroyed, so it cannot be opened; compaction removes "
-    "the bytes and the scheduled verification scan proves them gone"
-)
+#: What a receipt says of rows listed dead, as a code (the ledger keeps codes, never
+#: prose; docs/compliance.md spells it out): never read or served again; the ciphertext
+#: stays in its segment until compaction, sealed under the item's data key, which is
+#: already destroyed; compaction removes the bytes, and the scheduled verification scan
+#: compacts and proves them gone.
+DEAD_ROWS_EVIDENCE = "unservable_key_destroyed_bytes_until_compaction"
 
 
 NOTHING_CHECKED = VectorAbsence(0, 0, True, 0, 0, 0)
