@@ -7,7 +7,10 @@ tracks its log position, but in its manifest: it lives in files under
 
 Sealed on disk, open only in memory. Each row is sealed under its item's data key
 (`vector_seal`): the files hold ciphertext and clear ids only, so destroying an item's
-key erases its vector everywhere, and an erasure only removes the rows (no byte scan).
+key erases its vector everywhere. An erasure of a row whose key is destroyed lists it
+dead in the manifest (one write, no segment rewritten, no byte scan); `compact` later
+rewrites the segments without their dead rows and proves the bytes gone (a job, the
+scheduled verification scan, `rebuild`: jobs/vector_compaction.py).
 A namespace's rows are opened on its first search in this process and kept in memory
 (`vector_search.NamespaceView`) until a commit changes that namespace; every search
 checks the manifest (one stat) for another process's commits, and the keys of the rows
@@ -98,8 +101,9 @@ log = logging.getLogger("memory_ledger.vectors")
 
 VECTORS_DIR = "vectors"
 #: Rows per segment (about 1 MiB at 512 dimensions). A commit rewrites whole segments
-#: (the last one to append, the holder of a removed row to erase), so its cost grows
-#: with this; opening a namespace gathers its rows from every segment holding some.
+#: (the last one to append, the holder of a row removed with its key alive, one being
+#: compacted), so its cost grows with this; opening a namespace gathers its rows from
+#: every segment holding some.
 #: Measured at 100,000 rows: 512 keeps a one-row erase near the floor set by its fsyncs.
 SEGMENT_ROWS = 512
 DEFAULT_BATCH = 500
