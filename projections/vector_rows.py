@@ -592,7 +592,7 @@ def fragments(sealed: np.ndarray) -> list[bytes]:
     """What identifies a sealed row's bytes anywhere: its first 32 bytes (the random
     nonce and the start of the ciphertext) and its last 32 (the end and the GCM tag).
     Ciphertext, no content: a compaction searches the files for them."""
-    out = []
+    out: list[bytes] = []
     for row in sealed:
         raw = row.tobytes()
         out.extend((raw[:32], raw[-32:]))
