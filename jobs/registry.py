@@ -21,6 +21,7 @@ from memory_ledger.jobs import backup_retention, decay, retention, verification_
 from memory_ledger.jobs.context import JobContext
 from memory_ledger.jobs.file_vacuum import ratio_setting, vacuum_fragmented
 from memory_ledger.jobs.projection_catchup import catch_up_all, catchup_seconds_setting
+from memory_ledger.jobs.vector_compaction import compact_due, share_setting
 from memory_ledger.jobs.verification_window import close_elapsed_windows, window_setting
 from memory_ledger.projections.events import Progress
 
@@ -100,7 +101,11 @@ def _decay(context: JobContext, now: datetime, progress: Progress | None) -> dic
 def _verification_scan(
     context: JobContext, now: datetime, progress: Progress | None
 ) -> dict[str, int]:
-    done = verification_scan.scan_due(context, progress)
+    due = verification_scan.due_requests(context)
+    # First the vector index's dead rows: all of them when requests are due, so the scan
+    # reads the vector files after their bytes went (jobs/vector_compaction.py).
+    compaction = compact_due(context, now, everything=bool(due))
+    done = verification_scan.scan_due(context, progress, due)
     statuses = list(done.values())
     return {
         "requests": len(done),
@@ -108,7 +113,14 @@ def _verification_scan(
         "residue": statuses.count("failed"),
         # Due, but nothing to scan with (their fingerprints are gone): not verified.
         "not_checked": statuses.count("not run"),
+        **compaction.counts(),
     }
+
+
+def _vector_compaction(
+    context: JobContext, now: datetime, progress: Progress | None
+) -> dict[str, int]:
+    return compact_due(context, now).counts()
 
 
 def _verification_window(
@@ -199,6 +211,13 @@ JOBS: dict[str, JobSpec] = {
             "scan every file for what each completed forget request erased",
             verification_scan.every_setting,
             _verification_scan,
+        ),
+        JobSpec(
+            "vector-compaction",
+            "rewrite vector segments without the rows erasures listed dead; prove the bytes gone",
+            _hourly,
+            _vector_compaction,
+            check=share_setting,
         ),
         JobSpec(
             "verification-window",

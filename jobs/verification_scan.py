@@ -51,12 +51,15 @@ def due_requests(context: JobContext) -> list[str]:
     return [request_id for request_id, completed in due.items() if completed]
 
 
-def scan_due(context: JobContext, progress: Progress | None = None) -> dict[str, str]:
-    """Scan for every due request; returns request id -> receipt status (ids only).
-    `progress` is told ("verification_scan", requests scanned, requests due): each scan
-    reads every file, so a backlog of them is a long run."""
+def scan_due(
+    context: JobContext, progress: Progress | None = None, due: list[str] | None = None
+) -> dict[str, str]:
+    """Scan for every due request (`due`, if the caller has read them already); returns
+    request id -> receipt status (ids only). `progress` is told ("verification_scan",
+    requests scanned, requests due): each scan reads every file, so a backlog of them is
+    a long run."""
     done: dict[str, str] = {}
-    due = due_requests(context)
+    due = due_requests(context) if due is None else due
     for request_id in due:
         _, receipt = context.requests.scan_files(request_id)
         done[request_id] = receipt.status if receipt is not None else "not run"

@@ -234,21 +234,25 @@ class ProjectionStore:
 
 
 class VectorIndexStore:
-    """The vector index: erasure removes the rows now (without embedding what is pending),
-    from its files and from memory. Its files hold each row sealed under the item's data
-    key, so the key store's destruction of the key is what makes every copy unreadable
-    (replaced segments in free blocks, backups): no byte scan of the files is needed.
+    """The vector index: erasure stops serving the rows now (without embedding what is
+    pending), in every process and in memory. Its files hold each row sealed under the
+    item's data key, so the key store's destruction of the key is what makes every copy
+    unreadable (replaced segments in free blocks, backups): no byte scan on the forget's
+    path. A row whose key is destroyed is listed dead in the manifest, its ciphertext
+    left in its segment until compaction (the `vector-compaction` job, the verification
+    scan, `rebuild`), which removes the bytes and proves it; the receipt says so.
 
-    The receipt's re-check reads back only what the erasure wrote (the manifest, the
-    rewritten segments and their sidecars) and answers for the other segments from
-    memory, which was checked against their checksums when they were loaded.
-    `verify_absent` (used by `verify`) reads every file.
+    The receipt's re-check reads back only what the erasure wrote (the manifest, and any
+    rewritten segment and sidecar) and answers for the other segments from memory, which
+    was checked against their checksums when they were loaded. `verify_absent` (used by
+    `verify`) reads every file.
     """
 
     name = "vector_index"
     holds = (
         "embeddings of live, unsuppressed items' text, each sealed under its item's data key "
-        "(files under vectors/; opened in memory only), and large namespaces' search codes "
+        "(files under vectors/; opened in memory only; an erased row's ciphertext stays, "
+        "listed dead and unreadable, until compaction), and large namespaces' search codes "
         "(vector-codes/, sealed; removed by every erasure)"
     )
 

@@ -1,16 +1,21 @@
 """How the vector index checks that erased rows are absent: by reading its files back.
 
-No byte scan for the erased vectors is needed, here or in the residue scan: every row on
-disk is sealed under its item's data key (`vector_seal`), so once the key store has
-destroyed the key, every copy of the row is ciphertext nobody can open, wherever it lies
-(a replaced segment in free blocks, a backup). What is left to check is that the index
-no longer names the rows: the manifest on disk is the one committed, the files it names
-match their checksums, their sidecars name no target, and memory holds none of them.
+No byte scan for the erased vectors is needed on an erasure's path: every row on disk is
+sealed under its item's data key (`vector_seal`), so once the key store has destroyed
+the key, every copy of the row is ciphertext nobody can open, wherever it lies (a
+replaced segment in free blocks, a backup). What is left to check is that the index no
+longer serves the rows: the manifest on disk is the one committed, the files it names
+match their checksums, their sidecars name no target as a live row (a row the manifest
+lists dead is counted apart, with whether its key is destroyed), and memory holds none.
+
+A compaction, which removes dead rows' bytes, is proved by a byte scan (`prove_gone`):
+every file of the index, searched for the ciphertext fragments of the rows it dropped.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from memory_ledger.projections.vector_files import (
@@ -24,6 +29,17 @@ from memory_ledger.projections.vector_files import (
     stray_files,
 )
 from memory_ledger.projections.vector_rows import IndexState, Segment, VectorAbsence
+from memory_ledger.residue import file_paths_under, scan
+
+
+@dataclass(frozen=True)
+class SegmentCheck:
+    """What reading segments back found: target rows named live, target rows listed dead
+    ((item, key generation) each), and segments that did not match the manifest."""
+
+    rows: int
+    dead: list[tuple[str, int]]
+    invalid: int
 
 
 def in_memory(state: IndexState | None, wanted: set[str]) -> int:
@@ -46,17 +62,26 @@ def read_back(
     copy answers for them, and `verify_absent` rereads them when asked."""
     strays = len(stray_files(directory, [n for s in state.segments for n in s.entry.files]))
     manifest_valid = _manifest_matches(directory, state)
-    rows, invalid = check_segments(directory, wanted, [s.entry for s in written], state.manifest)
+    found = check_segments(directory, wanted, [s.entry for s in written], state.manifest)
+    dead = sum(1 for seg in state.segments for r in seg.dead if seg.meta.item_ids[r] in wanted)
     return VectorAbsence(
-        rows, in_memory(state, wanted), manifest_valid, len(written), invalid, strays
+        found.rows,
+        in_memory(state, wanted),
+        manifest_valid,
+        len(written),
+        found.invalid,
+        strays,
+        rows_dead=dead,
     )
 
 
 def check_segments(
     directory: Path, wanted: set[str], entries: Iterable[SegmentEntry], manifest: Manifest
-) -> tuple[int, int]:
-    """Read segments and sidecars from disk: (target rows they name, invalid ones)."""
+) -> SegmentCheck:
+    """Read segments and sidecars from disk: target rows they name live, target rows
+    listed dead, invalid segments."""
     rows = invalid = 0
+    dead: list[tuple[str, int]] = []
     for entry in entries:
         try:
             meta: SegmentMeta = read_meta(directory, entry)
@@ -64,8 +89,24 @@ def check_segments(
         except BadIndexFiles:
             invalid += 1
             continue
-        rows += sum(1 for i in meta.item_ids if i in wanted)
-    return rows, invalid
+        listed = entry.dead_rows
+        for row, item in enumerate(meta.item_ids):
+            if item in wanted:
+                if row in listed:
+                    dead.append((item, meta.generations[row]))
+                else:
+                    rows += 1
+    return SegmentCheck(rows, dead, invalid)
+
+
+def prove_gone(directory: Path, needles: Sequence[bytes]) -> tuple[int, int]:
+    """(files read, files holding a needle): every file under the index's directory,
+    temp files and strays included, searched in one pass for `needles` (`fragments`
+    of the rows a compaction dropped)."""
+    paths = file_paths_under(directory)
+    if not needles:
+        return len(paths), 0
+    return len(paths), len({f.path for f in scan(paths, needles)})
 
 
 def _manifest_matches(directory: Path, state: IndexState) -> bool:

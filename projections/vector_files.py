@@ -6,9 +6,9 @@ text), so no file here holds one in clear: each row of a segment is the row's fl
 vector and the digest of the text it embeds, sealed with `crypto.seal_bytes` under its
 item's data key (purpose b"vector", bound to the item and key generation). Destroying
 the item's key makes every copy unreadable at once: the live segment, a replaced one
-still in free blocks, a backup. So an erasure only has to stop naming the row (rewrite
-the segment without it) and needs no byte scan of the files, and a rebuild reads the
-stored rows back (`VectorIndex.rebuild`) instead of embedding every item again.
+still in free blocks, a backup. So an erasure only has to stop serving the row (list it
+dead, below) and needs no byte scan on its path, and a rebuild reads the stored rows
+back (`VectorIndex.rebuild`) instead of embedding every item again.
 
 Rows have one size (`row_bytes`), so a segment is a plain row-major byte matrix: a
 compaction copies the ciphertext of the rows it keeps, without opening them. The
@@ -18,6 +18,14 @@ generations), never text or vectors.
 Why a sidecar per segment rather than one manifest holding every row: a commit then
 writes only what it changed (the rewritten segments, their sidecars, and a manifest of
 a few hundred bytes per segment), not the metadata of every row in the index.
+
+An erasure does not rewrite a segment: it lists the erased rows as dead in the manifest
+(`SegmentEntry.dead`, covered by the manifest's checksum), one manifest write. Every
+reader skips a dead row. Its ciphertext stays in the segment until a compaction
+rewrites it without the row, but it was sealed under the item's data key, which the
+key store destroyed before the row was listed: nobody can open it. Compaction (a job,
+the scheduled verification scan, `rebuild`) removes the bytes and proves it with a
+byte scan of the index's files (`vector_erasure.prove_gone`).
 
 Crash safety comes from copy-on-write: a changed segment and its sidecar are written
 under new names, the manifest that names them (with both checksums) is renamed into
@@ -36,15 +44,20 @@ import os
 import re
 import tempfile
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-#: 2: per-segment sidecars. 3: sealed rows, key generations in the sidecars. A manifest
-#: of another format is discarded and rebuilt (format 2 files, clear float32, shredded).
+#: 2: per-segment sidecars. 3: sealed rows, key generations in the sidecars. A sidecar
+#: or manifest of another format is discarded and rebuilt (format 2 files, clear
+#: float32, shredded).
 FORMAT_VERSION = 3
+#: The manifest's format. 4: segments may list dead rows. A format-3 manifest (no dead
+#: rows) is read as it is; a process of format 3 discards a format-4 one and rebuilds.
+MANIFEST_FORMAT = 4
+_MANIFEST_FORMATS = (FORMAT_VERSION, MANIFEST_FORMAT)
 MANIFEST = "manifest.json"
 LOCK = ".lock"
 #: Why files of the index were discarded since the last full `rebuild` (file names and
@@ -81,17 +94,31 @@ _CLEAR_SEGMENT = re.compile(r"seg-[0-9]+\.f32")
 
 @dataclass(frozen=True)
 class SegmentEntry:
-    """What the manifest says about one segment: its two files and their checksums."""
+    """What the manifest says about one segment: its two files and their checksums, and
+    its dead rows: (row, when it was erased, Unix seconds), listed by an erasure and
+    skipped by every reader until a compaction rewrites the segment without them."""
 
     file: str
     rows: int
     sha256: str
     meta_file: str
     meta_sha256: str
+    dead: tuple[tuple[int, int], ...] = ()
 
     @property
     def files(self) -> tuple[str, str]:
         return (self.file, self.meta_file)
+
+    @property
+    def dead_rows(self) -> frozenset[int]:
+        return frozenset(row for row, _ in self.dead)
+
+    def with_dead(self, rows: dict[int, int]) -> SegmentEntry:
+        """This entry with more rows listed dead (row -> erased at); earlier ones kept."""
+        merged = dict(self.dead)
+        for row, at in rows.items():
+            merged.setdefault(row, at)
+        return replace(self, dead=tuple(sorted(merged.items())))
 
 
 @dataclass(frozen=True)
@@ -167,8 +194,8 @@ class Manifest:
             stated = body.pop("checksum")
             if stated != _checksum(body):
                 raise BadIndexFiles("manifest checksum mismatch")
-            if body["format"] != FORMAT_VERSION:
-                raise BadIndexFiles(f"manifest format {body['format']!r} is not {FORMAT_VERSION}")
+            if body["format"] not in _MANIFEST_FORMATS:
+                raise BadIndexFiles(f"manifest format {body['format']!r} is not {MANIFEST_FORMAT}")
             segments = tuple(
                 SegmentEntry(
                     file=str(s["file"]),
@@ -176,6 +203,7 @@ class Manifest:
                     sha256=str(s["sha256"]),
                     meta_file=str(s["meta_file"]),
                     meta_sha256=str(s["meta_sha256"]),
+                    dead=tuple((int(row), int(at)) for row, at in s.get("dead", ())),
                 )
                 for s in body["segments"]
             )
@@ -195,25 +223,37 @@ class Manifest:
         names = [name for s in manifest.segments for name in s.files]
         for s in manifest.segments:
             bad_name = any("/" in n or n.startswith(".") or n == MANIFEST for n in s.files)
-            if s.rows < 1 or bad_name or s.file == s.meta_file:
+            dead = [row for row, _ in s.dead]
+            bad_dead = len(set(dead)) != len(dead) or any(not 0 <= r < s.rows for r in dead)
+            if s.rows < 1 or bad_name or s.file == s.meta_file or bad_dead:
                 raise BadIndexFiles(f"manifest entry for {s.file!r} is inconsistent")
         if len(set(names)) != len(names):
             raise BadIndexFiles("manifest names a file twice")
         return manifest
 
 
-_ENTRY_FIELDS = tuple(f.name for f in fields(SegmentEntry))
+def _entry(s: SegmentEntry) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "file": s.file,
+        "rows": s.rows,
+        "sha256": s.sha256,
+        "meta_file": s.meta_file,
+        "meta_sha256": s.meta_sha256,
+    }
+    if s.dead:  # most segments have none: the manifest stays a few hundred bytes each
+        out["dead"] = [list(pair) for pair in s.dead]
+    return out
 
 
 def _body(manifest: Manifest) -> dict[str, Any]:
     return {
-        "format": FORMAT_VERSION,
+        "format": MANIFEST_FORMAT,
         "embedder": {"name": manifest.embedder_name, "dimension": manifest.dimension},
         "epoch": manifest.epoch,
         "generation": manifest.generation,
         "position": manifest.position,
         "next_segment": manifest.next_segment,
-        "segments": [{name: getattr(s, name) for name in _ENTRY_FIELDS} for s in manifest.segments],
+        "segments": [_entry(s) for s in manifest.segments],
     }
 
 

@@ -7,7 +7,10 @@ tracks its log position, but in its manifest: it lives in files under
 
 Sealed on disk, open only in memory. Each row is sealed under its item's data key
 (`vector_seal`): the files hold ciphertext and clear ids only, so destroying an item's
-key erases its vector everywhere, and an erasure only removes the rows (no byte scan).
+key erases its vector everywhere. An erasure of a row whose key is destroyed lists it
+dead in the manifest (one write, no segment rewritten, no byte scan); `compact` later
+rewrites the segments without their dead rows and proves the bytes gone (a job, the
+scheduled verification scan, `rebuild`: jobs/vector_compaction.py).
 A namespace's rows are opened on its first search in this process and kept in memory
 (`vector_search.NamespaceView`) until a commit changes that namespace; every search
 checks the manifest (one stat) for another process's commits, and the keys of the rows
@@ -33,7 +36,8 @@ import contextlib
 import logging
 import secrets
 import threading
-from collections.abc import Callable, Iterable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -46,7 +50,12 @@ from memory_ledger.event_log import EventLog
 from memory_ledger.keystore import KeyRing
 from memory_ledger.projections.events import Progress, decode_batch
 from memory_ledger.projections.vector_codes import CODES_DIR, CodeFiles
-from memory_ledger.projections.vector_erasure import check_segments, in_memory, read_back
+from memory_ledger.projections.vector_erasure import (
+    check_segments,
+    in_memory,
+    prove_gone,
+    read_back,
+)
 from memory_ledger.projections.vector_files import (
     MANIFEST,
     BadIndexFiles,
@@ -68,6 +77,7 @@ from memory_ledger.projections.vector_files import (
 )
 from memory_ledger.projections.vector_rows import (
     NOTHING_CHECKED,
+    NOTHING_COMPACTED,
     IndexedRow,
     IndexState,
     Layout,
@@ -75,8 +85,12 @@ from memory_ledger.projections.vector_rows import (
     Put,
     Segment,
     VectorAbsence,
+    VectorCompaction,
     VectorErasure,
+    compacted,
+    fragments,
     layout,
+    mark_dead,
     plan_batch,
     still_readable,
 )
@@ -87,11 +101,15 @@ log = logging.getLogger("memory_ledger.vectors")
 
 VECTORS_DIR = "vectors"
 #: Rows per segment (about 1 MiB at 512 dimensions). A commit rewrites whole segments
-#: (the last one to append, the holder of a removed row to erase), so its cost grows
-#: with this; opening a namespace gathers its rows from every segment holding some.
+#: (the last one to append, the holder of a row removed with its key alive, one being
+#: compacted), so its cost grows with this; opening a namespace gathers its rows from
+#: every segment holding some.
 #: Measured at 100,000 rows: 512 keeps a one-row erase near the floor set by its fsyncs.
 SEGMENT_ROWS = 512
 DEFAULT_BATCH = 500
+#: A segment whose dead rows are more than this share of it is rewritten by the
+#: compaction job (`compact`); the verification scan compacts older ones whatever share.
+DEAD_SHARE = 0.2
 
 
 class VectorIndex:
@@ -247,13 +265,15 @@ class VectorIndex:
         state = self._current()
         rows = []
         for seg in state.segments:
-            m = seg.meta
-            vectors, opened = self._open(list(m.item_ids), list(m.generations), seg.sealed)
-            for r, item in enumerate(m.item_ids):
-                if opened[r]:
+            m, live = seg.meta, seg.live_rows()
+            ids, generations = [m.item_ids[r] for r in live], [m.generations[r] for r in live]
+            vectors, opened = self._open(ids, generations, seg.sealed[live])
+            for n, r in enumerate(live):
+                if opened[n]:
                     rows.append(
-                        IndexedRow(item, m.namespaces[r], m.kinds[r], m.versions[r], vectors[r])
-                    )
+                        IndexedRow(m.item_ids[r], m.namespaces[r], m.kinds[r], m.versions[r],
+                                   vectors[n])
+                    )  # fmt: skip
         return sorted(rows, key=lambda row: row.item_id)
 
     def status(self) -> dict[str, Any]:
@@ -262,7 +282,9 @@ class VectorIndex:
             "embedder": self.embedder_name,
             "dimension": self.dimension,
             "position": state.manifest.position,
-            "rows": sum(s.rows for s in state.segments),
+            "rows": sum(s.rows - len(s.dead) for s in state.segments),
+            # listed dead by erasures: never served; their bytes go at the next compaction
+            "dead_rows": sum(len(s.dead) for s in state.segments),
             "segments": len(state.segments),
             "namespaces_open": len(state.opened()),
             "discarded": self.noted_discards(),
@@ -319,11 +341,15 @@ class VectorIndex:
                     f"built by embedder {manifest.embedder_name} ({manifest.dimension} "
                     f"dimensions) but {self.embedder_name} ({self.dimension}) is configured"
                 )
-            known = {s.entry: s for s in old.segments} if old is not None else {}
-            # A segment file is written once, never changed: one already loaded is reused.
+            known = {s.entry.file: s for s in old.segments} if old is not None else {}
+            # A segment file is written once, never changed: one already loaded is reused
+            # (under the manifest's entry, which may list more of its rows dead).
             segments = []
             for entry in manifest.segments:
-                segment = known.get(entry)
+                segment = known.get(entry.file)
+                if segment is not None and segment.entry != entry:
+                    same = replace(segment.entry, dead=entry.dead) == entry
+                    segment = segment.with_entry(entry) if same else None
                 if segment is None:
                     meta = read_meta(self.directory, entry)
                     sealed = read_segment(self.directory, entry, manifest.dimension)
@@ -439,7 +465,13 @@ class VectorIndex:
             with self._writing() as current:
                 ops, vectors, keys = still_readable(self.log, ops, vectors)
                 base = IndexState.of(self._empty_manifest(current.manifest.next_segment), (), None)
+                needles = _dead_fragments(current.segments)
                 self._commit(base, ops, self._seal(keys, ops, vectors), position)
+                # The old segments (dead rows and all) are unlinked: prove their bytes gone.
+                _, holding = prove_gone(self.directory, needles)
+            if needles:  # the rows erasures listed dead are gone with the old segments
+                self.last_rebuild["dead_rows_dropped"] = len(needles) // 2
+                self.last_rebuild["dead_rows_files_holding"] = holding
             return read + self._catch_up(progress)
 
     def _catch_up(self, progress: Progress | None = None) -> int:
@@ -503,13 +535,23 @@ class VectorIndex:
     # -- writing ---------------------------------------------------------------------------
 
     def _commit(
-        self, state: IndexState, ops: Ops, sealed: np.ndarray, position: int
+        self,
+        state: IndexState,
+        ops: Ops,
+        sealed: np.ndarray,
+        position: int,
+        segments: Sequence[Segment] | None = None,
     ) -> tuple[Layout, list[Segment]]:
         """Under the exclusive lock: write changed segments and their sidecars under new
         names, then the manifest, then remove the files they replaced. Only what changed
-        is written: the manifest holds no per-row data. Returns the layout applied and
-        the segments written."""
-        plan = layout(state, ops, sealed, self.segment_rows)
+        is written: the manifest holds no per-row data but dead-row lists. `segments`:
+        the state's segments as an erasure left them (more rows dead), if not the
+        state's own. Returns the layout applied and the segments written."""
+        current = state.segments if segments is None else segments
+        plan = layout(current, ops, sealed, self.segment_rows)
+        return plan, self._apply(state, plan, position)
+
+    def _apply(self, state: IndexState, plan: Layout, position: int) -> list[Segment]:
         number = state.manifest.next_segment
         segments: list[Segment] = []
         written: list[Segment] = []
@@ -531,12 +573,13 @@ class VectorIndex:
             number,
             tuple(s.entry for s in segments),
         )
-        fsync_dir(self.directory)  # the segments' renames are durable before the manifest's
+        if written:  # the segments' renames are durable before the manifest's
+            fsync_dir(self.directory)
         write_atomic(self.directory, MANIFEST, manifest.to_bytes())
         fsync_dir(self.directory)
         self._state = state.after(manifest, segments, manifest_token(self.directory), self._open)
         self._sweep()
-        return plan, written
+        return written
 
     def _sweep(self) -> None:
         """Remove every file the manifest does not name: replaced segments, a crashed
@@ -551,35 +594,99 @@ class VectorIndex:
 
     # -- erasure ---------------------------------------------------------------------------
 
-    def erase(self, item_ids: Iterable[str]) -> VectorErasure:
-        """Remove the items' rows now, from the files and from memory, without catching
-        up first: a forget must not wait for pending items to be embedded, and an item
-        not indexed yet never will be (its key is gone). Then read the manifest and the
-        files this erasure wrote back (`read_back`).
+    def erase(self, item_ids: Iterable[str], *, now: float | None = None) -> VectorErasure:
+        """Stop serving the items' rows now, from the files and from memory, without
+        catching up first: a forget must not wait for pending items to be embedded, and
+        an item not indexed yet never will be (its key is gone). Then read the manifest
+        (and any file this erasure wrote) back (`read_back`).
 
-        No file is scanned for the removed vectors' bytes: none holds them in clear.
-        Each row is sealed under its item's key, which the key store destroys; the
-        rows this removes stop being named by the manifest, and the files they were in
-        are unlinked once the new manifest is durable."""
+        A row whose key is already destroyed (a forget destroys it before this runs) is
+        listed dead in the manifest (erased at `now`, Unix seconds, default the clock):
+        one manifest write, no segment rewritten. Its ciphertext stays in its segment,
+        unreadable, until a compaction (`compact`) removes it. A row whose key is still
+        alive is removed from its segment at once (the segment is rewritten), as is any
+        segment left with no live row (its files are unlinked)."""
         wanted = set(item_ids)
         if not wanted:  # e.g. a mention redaction that rewrote nothing
             return VectorErasure(0, 0, 0)
         self.codes.remove_all()  # whichever namespace's codes held them: none keeps them
         with self._writing() as state:
-            held = [i for i in wanted if state.locate(i) is not None]
-            rewritten = removed = 0
+            found = {i: at for i in wanted if (at := state.locate(i)) is not None}
+            rewritten = removed = dead = 0
             written: list[Segment] = []
-            if held:
-                ops: Ops = dict.fromkeys(wanted)
+            if found:
+                keys = self.log.keys_for(sorted(found))
+                shredded = {
+                    i: (seg, row)
+                    for i, (seg, row) in found.items()
+                    if keys.data_key(i, seg.meta.generations[row]) is None
+                }
+                when = int(time.time() if now is None else now)
+                segments, removed = mark_dead(state.segments, shredded, when)
+                live: Ops = {i: None for i in found if i not in shredded}
                 empty = np.zeros((0, 0), dtype=np.uint8)
-                plan, written = self._commit(state, ops, empty, state.manifest.position)
-                rewritten, removed = len(plan.lost_rows) - plan.emptied, plan.emptied
+                plan, written = self._commit(state, live, empty, state.manifest.position, segments)
+                rewritten = len(plan.lost_rows) - plan.emptied
+                removed += plan.emptied
+                dead = len(shredded)
             else:
                 self._sweep()  # a crashed writer's leftovers go too
             assert self._state is not None
             check = read_back(self.directory, self._state, written, wanted)
         self.codes.remove_all()  # and any a search wrote meanwhile from the older state
-        return VectorErasure(len(held), rewritten, removed, check)
+        return VectorErasure(len(found), rewritten, removed, check, dead)
+
+    def compact(
+        self,
+        *,
+        older_than: float | None = None,
+        share: float = DEAD_SHARE,
+        everything: bool = False,
+    ) -> VectorCompaction:
+        """Rewrite the segments whose dead rows are more than `share` of them, or hold a
+        row erased at or before `older_than` (Unix seconds), or (`everything`) any dead
+        row, without those rows; then prove their bytes gone: the rewritten files read
+        back against the manifest, and every file of the index searched for the dropped
+        rows' ciphertext (`prove_gone`). Copy-on-write like every commit: killed at any
+        point, the previous manifest (its dead lists included) still stands, and the
+        next compaction does it again."""
+        with self._writing() as state:
+            picked = {
+                seg
+                for seg in state.segments
+                if seg.dead and (everything or _due(seg, share, older_than))
+            }
+            if not picked:
+                self._sweep()
+                return NOTHING_COMPACTED
+            needles = _dead_fragments(picked)
+            plan = compacted(state.segments, picked)
+            written = self._apply(state, plan, state.manifest.position)
+            assert self._state is not None
+            check = check_segments(
+                self.directory, set(), [s.entry for s in written], self._state.manifest
+            )
+            scanned, holding = prove_gone(self.directory, needles)
+            if check.invalid:  # never trusted or served: discarded, rebuilt from the log
+                self._state = None
+                self._load_or_discard()
+        done = VectorCompaction(
+            len(plan.lost_rows) - plan.emptied,
+            plan.emptied,
+            len(needles) // 2,
+            scanned,
+            holding,
+            check.invalid,
+        )
+        if not done.proved:
+            log.warning(
+                "vector index compaction at %s: %d file(s) still hold a dropped row's bytes, "
+                "%d rewritten segment(s) did not read back",
+                self.directory,
+                holding,
+                check.invalid,
+            )
+        return done
 
     def repair(self) -> None:
         """Reload every file from disk, checking each, and discard them all if any fails:
@@ -605,16 +712,38 @@ class VectorIndex:
             if manifest is None:
                 return replace(NOTHING_CHECKED, rows_in_memory=memory)
             entries = manifest.segments
-            rows, invalid = check_segments(self.directory, wanted, entries, manifest)
+            found = check_segments(self.directory, wanted, entries, manifest)
             named = [name for e in entries for name in e.files]
-            return VectorAbsence(
-                rows_in_manifest=rows,
-                rows_in_memory=memory,
-                manifest_valid=True,
-                segments_checked=len(entries),
-                segments_invalid=invalid,
-                stray_files=len(stray_files(self.directory, named)),
-            )
+            strays = len(stray_files(self.directory, named))
+        keys = self.log.keys_for(sorted({item for item, _ in found.dead}))
+        alive = sum(1 for item, gen in found.dead if keys.data_key(item, gen) is not None)
+        return VectorAbsence(
+            rows_in_manifest=found.rows,
+            rows_in_memory=memory,
+            manifest_valid=True,
+            segments_checked=len(entries),
+            segments_invalid=found.invalid,
+            stray_files=strays,
+            rows_dead=len(found.dead),
+            rows_dead_key_alive=alive,
+        )
+
+
+def _due(seg: Segment, share: float, older_than: float | None) -> bool:
+    """Whether a segment's dead rows are due for compaction: too large a share of it,
+    or one erased at or before `older_than`."""
+    if len(seg.dead) > share * seg.rows:
+        return True
+    return older_than is not None and min(at for _, at in seg.entry.dead) <= older_than
+
+
+def _dead_fragments(segments: Iterable[Segment]) -> list[bytes]:
+    """The ciphertext fragments of the segments' dead rows (two per row)."""
+    out: list[bytes] = []
+    for seg in segments:
+        if seg.dead:
+            out.extend(fragments(seg.sealed[sorted(seg.dead)]))
+    return out
 
 
 def _stored_rows(

@@ -48,12 +48,23 @@ class Segment:
     def rows(self) -> int:
         return self.entry.rows
 
+    @property
+    def dead(self) -> frozenset[int]:
+        """Rows listed dead in the manifest: in the file until a compaction, never read."""
+        return self.entry.dead_rows
+
+    def live_rows(self) -> list[int]:
+        dead = self.dead
+        return [r for r in range(self.rows) if r not in dead]
+
     @classmethod
     def of(cls, entry: SegmentEntry, meta: SegmentMeta, sealed: np.ndarray) -> Segment:
         """Segments are written with their rows ordered by namespace (`Draft.sealed`), so
         each namespace is one slice: a few hundred of them per segment cost next to
         nothing to build and gather as views. Rows in any other order still work,
-        through index arrays."""
+        through index arrays. Dead rows (`SegmentEntry.dead`) are left out of every
+        lookup, so nothing that reads through them (search, a commit, a rebuild) sees
+        one."""
         names, count = meta.namespaces, len(meta.namespaces)
         last = {ns: row for row, ns in enumerate(names)}
         first = {ns: row for row, ns in zip(range(count - 1, -1, -1), reversed(names), strict=True)}
@@ -62,8 +73,17 @@ class Segment:
             groups = {ns: slice(start, last[ns] + 1) for ns, start in first.items()}
         else:
             groups = _scattered(names)
-        row_of = {item: r for r, item in enumerate(meta.item_ids)}
+        dead = entry.dead_rows
+        if dead:
+            groups = _without(groups, dead, count)
+            row_of = {item: r for r, item in enumerate(meta.item_ids) if r not in dead}
+        else:
+            row_of = {item: r for r, item in enumerate(meta.item_ids)}
         return cls(entry, meta, sealed, row_of, groups)
+
+    def with_entry(self, entry: SegmentEntry) -> Segment:
+        """The same file under an entry listing more dead rows (nothing is read again)."""
+        return Segment.of(entry, self.meta, self.sealed)
 
     def ids(self, rows: Rows) -> Iterable[str]:
         ids = self.meta.item_ids
@@ -77,6 +97,20 @@ class Segment:
 Rows = slice | np.ndarray  # the rows of one namespace in a segment
 #: Opens sealed rows: (item ids, key generations, sealed rows) -> (vectors, opened).
 Opener = Callable[[list[str], list[int], np.ndarray], tuple[np.ndarray, np.ndarray]]
+
+
+def _without(groups: dict[str, Rows], dead: frozenset[int], count: int) -> dict[str, Rows]:
+    """The namespaces' rows less the dead ones (a namespace left with none is dropped)."""
+    out: dict[str, Rows] = {}
+    for ns, rows in groups.items():
+        picked = range(count)[rows] if isinstance(rows, slice) else rows.tolist()
+        if not any(r in dead for r in picked):
+            out[ns] = rows
+            continue
+        kept = [r for r in picked if r not in dead]
+        if kept:
+            out[ns] = np.asarray(kept, dtype=np.intp)
+    return out
 
 
 def _scattered(namespaces: Sequence[str]) -> dict[str, Rows]:
@@ -117,14 +151,34 @@ class IndexState:
         """The state a commit leads to, keeping what is still valid of this one's cache.
         An opened namespace the commit changed is updated (`NamespaceView.changed`): its
         removed rows are dropped from memory, and with `opener` its new rows (only
-        those) are opened; without one it is dropped, to be opened again when searched."""
-        old_only = set(self.segments).difference(segments)
-        new_only = set(segments).difference(self.segments)
+        those) are opened; without one it is dropped, to be opened again when searched.
+        A segment that only gained dead rows (the same file) costs only those rows: they
+        are masked in the opened views, nothing is compared or opened again."""
+        before = {seg.entry.file: seg for seg in self.segments}
+        after = {seg.entry.file: seg.meta for seg in segments}
+        died: dict[str, set[str]] = {}
+        new_only: set[Segment] = set()
+        for seg in segments:
+            old = before.get(seg.entry.file)
+            if old is seg:
+                continue
+            if old is not None and old.meta is seg.meta:  # the same file, more rows dead
+                m = seg.meta
+                for row in seg.dead - old.dead:
+                    died.setdefault(m.namespaces[row], set()).add(m.item_ids[row])
+                continue
+            new_only.add(seg)
+        old_only = {seg for seg in self.segments if after.get(seg.entry.file) is not seg.meta}
         changed = {ns for seg in old_only | new_only for ns in seg.groups}
         cached = dict(self._namespaces)  # one C-level copy: searches may add meanwhile
-        kept = {ns: v for ns, v in cached.items() if ns not in changed}
-        for ns in changed & cached.keys():
-            view = _updated(cached[ns], ns, old_only, new_only, opener)
+        kept = {ns: v for ns, v in cached.items() if ns not in changed and ns not in died}
+        for ns in (changed | died.keys()) & cached.keys():
+            view: NamespaceView | None = cached[ns]
+            if ns in died:
+                assert view is not None
+                view = view.without(died[ns])
+            if view is not None and ns in changed:
+                view = _updated(view, ns, old_only, new_only, opener)
             if view is not None:
                 kept[ns] = view
         return IndexState(manifest, tuple(segments), token, kept)
@@ -455,18 +509,18 @@ class Layout:
     emptied: int
 
 
-def layout(state: IndexState, ops: Ops, sealed: np.ndarray, segment_rows: int) -> Layout:
+def layout(segments: Sequence[Segment], ops: Ops, sealed: np.ndarray, segment_rows: int) -> Layout:
     """Compact the segments that hold a touched item (only those), then append the new
     rows (`sealed`, in the order of `ops`' puts) to the last segment while it has room,
-    and to new segments after that."""
+    and to new segments after that. A segment rewritten here loses its dead rows too."""
     out = Layout([], [], [], 0)
-    for seg in state.segments:
+    for seg in segments:
         hit = {seg.row_of[i] for i in ops if i in seg.row_of}
         if not hit:
             out.entries.append(seg)
             continue
         out.lost_rows.append(seg.entry)
-        keep = [r for r in range(seg.rows) if r not in hit]
+        keep = [r for r in seg.live_rows() if r not in hit]
         if not keep:
             out.emptied += 1
             continue
@@ -483,11 +537,65 @@ def layout(state: IndexState, ops: Ops, sealed: np.ndarray, segment_rows: int) -
         elif isinstance(last, Segment):
             out.appended.append(last.entry)
             draft = Draft()
-            draft.take(last, range(last.rows))
+            draft.take(last, last.live_rows())
             out.entries[-1] = last = draft
         take = min(segment_rows - last.rows, len(puts) - offset)
         last.add(puts[offset : offset + take], sealed[offset : offset + take])
         offset += take
+    return out
+
+
+def compacted(segments: Sequence[Segment], picked: set[Segment]) -> Layout:
+    """The `picked` segments rewritten without their dead rows (a segment left with no
+    row goes, nothing replaces it); the others as they are."""
+    out = Layout([], [], [], 0)
+    for seg in segments:
+        if seg not in picked:
+            out.entries.append(seg)
+            continue
+        out.lost_rows.append(seg.entry)
+        keep = seg.live_rows()
+        if not keep:
+            out.emptied += 1
+            continue
+        draft = Draft()
+        draft.take(seg, keep)
+        out.entries.append(draft)
+    return out
+
+
+def mark_dead(
+    segments: Sequence[Segment], found: dict[str, tuple[Segment, int]], at: int
+) -> tuple[list[Segment], int]:
+    """The segments with `found`'s rows listed dead (erased at `at`), and how many
+    segments this left with no live row: those are dropped (their files are unlinked,
+    nothing is rewritten)."""
+    rows: dict[Segment, dict[int, int]] = {}
+    for seg, row in found.values():
+        rows.setdefault(seg, {})[row] = at
+    out: list[Segment] = []
+    emptied = 0
+    for seg in segments:
+        listed = rows.get(seg)
+        if listed is None:
+            out.append(seg)
+            continue
+        entry = seg.entry.with_dead(listed)
+        if len(entry.dead) == entry.rows:
+            emptied += 1
+            continue
+        out.append(seg.with_entry(entry))
+    return out, emptied
+
+
+def fragments(sealed: np.ndarray) -> list[bytes]:
+    """What identifies a sealed row's bytes anywhere: its first 32 bytes (the random
+    nonce and the start of the ciphertext) and its last 32 (the end and the GCM tag).
+    Ciphertext, no content: a compaction searches the files for them."""
+    out: list[bytes] = []
+    for row in sealed:
+        raw = row.tobytes()
+        out.extend((raw[:32], raw[-32:]))
     return out
 
 
@@ -510,6 +618,11 @@ class VectorAbsence:
     #: Segments whose rows or sidecar do not match the manifest (size, checksum).
     segments_invalid: int
     stray_files: int
+    #: Target rows listed dead: never read or served, their ciphertext still in a
+    #: segment until compaction. Absent from reads only while their keys are destroyed.
+    rows_dead: int = 0
+    #: Of those, rows whose item key (that generation) is still alive: not absent.
+    rows_dead_key_alive: int = 0
 
     @property
     def files_valid(self) -> bool:
@@ -521,17 +634,32 @@ class VectorAbsence:
             self.files_valid
             and self.rows_in_manifest == self.rows_in_memory == 0
             and self.stray_files == 0
+            and self.rows_dead_key_alive == 0
         )
 
     def detail(self) -> dict[str, int | bool | str]:
-        """The evidence a receipt carries: counts and flags only."""
-        return {
+        """The evidence a receipt carries: counts and flags only (and, when rows are
+        listed dead, what that does and does not prove, in words)."""
+        out: dict[str, int | bool | str] = {
             "rows_left": self.rows_in_manifest + self.rows_in_memory,
             "segments_checked": self.segments_checked,
             "segments_invalid": self.segments_invalid,
             "stray_files": self.stray_files,
             "files_valid": self.files_valid,
+            "rows_dead_until_compaction": self.rows_dead,
         }
+        if self.rows_dead:
+            out["rows_dead_key_alive"] = self.rows_dead_key_alive
+            out["dead_rows"] = DEAD_ROWS_EVIDENCE
+        return out
+
+
+#: What a receipt says of rows listed dead, as a code (the ledger keeps codes, never
+#: prose; docs/compliance.md spells it out): never read or served again; the ciphertext
+#: stays in its segment until compaction, sealed under the item's data key, which is
+#: already destroyed; compaction removes the bytes, and the scheduled verification scan
+#: compacts and proves them gone.
+DEAD_ROWS_EVIDENCE = "unservable_key_destroyed_bytes_until_compaction"
 
 
 NOTHING_CHECKED = VectorAbsence(0, 0, True, 0, 0, 0)
@@ -548,15 +676,49 @@ class VectorErasure:
     segments_removed: int
     #: The re-check after the commit: the manifest and the written files read back.
     check: VectorAbsence = NOTHING_CHECKED
+    #: Of `rows_removed`, those listed dead (their keys destroyed) rather than rewritten.
+    rows_dead: int = 0
 
     def counts(self) -> dict[str, int | bool]:
         """The erasure's own counts (not the re-check), for a receipt."""
         return {
             "rows_removed": self.rows_removed,
+            "rows_listed_dead": self.rows_dead,
             "segments_rewritten": self.segments_rewritten,
             "segments_removed": self.segments_removed,
             "rows_sealed_under_item_keys": True,
         }
+
+
+@dataclass(frozen=True)
+class VectorCompaction:
+    """What a compaction did, and its proof: after the new manifest was durable and the
+    replaced files unlinked, every file of the index was read for the dead rows'
+    ciphertext fragments (`fragments`), and the rewritten files were read back."""
+
+    segments_rewritten: int
+    segments_removed: int
+    rows_dropped: int
+    files_scanned: int = 0
+    #: Files still holding a fragment of a dropped row (0: the bytes are gone).
+    files_holding: int = 0
+    #: Rewritten segments that did not read back as written.
+    segments_invalid: int = 0
+
+    @property
+    def proved(self) -> bool:
+        return self.files_holding == 0 and self.segments_invalid == 0
+
+    def counts(self) -> dict[str, int]:
+        return {
+            "vector_segments_compacted": self.segments_rewritten + self.segments_removed,
+            "vector_dead_rows_dropped": self.rows_dropped,
+            "vector_files_scanned": self.files_scanned,
+            "vector_files_holding_dead_rows": self.files_holding + self.segments_invalid,
+        }
+
+
+NOTHING_COMPACTED = VectorCompaction(0, 0, 0)
 
 
 @dataclass(frozen=True)

@@ -77,7 +77,7 @@ def test_a_forget_after_the_backup_verifies_after_restoring_over_the_store(
     assert result.fingerprints_lost == []
     with MemoryService(settings) as service:  # the scheduled scan checks it for real
         counts = JOBS["verification-scan"].run(service, datetime.now(UTC), None)
-    assert counts == {"requests": 1, "ok": 1, "residue": 0, "not_checked": 0}
+    assert _scan_counts(counts) == {"requests": 1, "ok": 1, "residue": 0, "not_checked": 0}
     [outcome] = _every_verification_clean(settings, [report.request_id])
     assert outcome["status"] == "completed"
     assert _scan_receipt(outcome)["status"] == "ok"
@@ -96,7 +96,7 @@ def test_a_scheduled_scan_that_cannot_check_says_so(settings: Settings) -> None:
                 (f"residue:{report.request_id}",),
             )
         counts = JOBS["verification-scan"].run(service, datetime.now(UTC), None)
-    assert counts == {"requests": 1, "ok": 0, "residue": 0, "not_checked": 1}
+    assert _scan_counts(counts) == {"requests": 1, "ok": 0, "residue": 0, "not_checked": 1}
 
 
 def test_a_store_lost_with_its_fingerprints_says_so_and_verifies_clean(
@@ -160,3 +160,10 @@ def test_the_ledger_explains_every_tombstone_a_restore_writes(
             if e.entry_type == "tombstone"
         }  # fmt: skip
     assert taxi.item_id in {str(i) for i in tombstoned}
+
+
+def _scan_counts(counts: dict[str, int]) -> dict[str, int]:
+    """The scan's own counts; the vector index's compaction, run first, must have left
+    no dead row's bytes in any file."""
+    assert counts.get("vector_files_holding_dead_rows", 0) == 0
+    return {k: counts[k] for k in ("requests", "ok", "residue", "not_checked")}

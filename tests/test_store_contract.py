@@ -16,6 +16,7 @@ from factories import fact, preference, turn
 from memory_ledger.api import MemoryService
 from memory_ledger.principal import Principal
 from memory_ledger.projections.runner import all_projections
+from memory_ledger.projections.vector_index import VectorIndex
 from memory_ledger.stores import Store
 
 STORE_NAMES = [
@@ -148,3 +149,47 @@ def test_every_store_erases_a_set_in_bulk(service: MemoryService) -> None:
     rows = json.dumps(service.runner.snapshot(), default=str)
     assert not any(v in rows for v in values[:: BULK // 20])
     assert [m.text for m in ledger.recall()] == ["Acme Corp"]
+
+
+def test_the_vector_index_lists_a_bulk_erasure_dead_then_compacts_it_away(
+    service: MemoryService,
+) -> None:
+    """The vector index's bulk path: hundreds of shredded rows listed dead in one
+    manifest write, none served (here, and in a new process), and one compaction that
+    leaves no byte of their ciphertext in any file of the index."""
+    ledger = service.for_principal(Principal("acme", "alice"))
+    stored = ledger.remember_many(
+        [fact(f"p{n}", f"bulk {n} {secrets.token_hex(4)}") for n in range(BULK)]
+    )
+    targets = [s.item_id for s in stored]
+    keep = ledger.remember(fact("employer", "Acme Corp")).item_id
+    service.vectors.catch_up()
+    state = service.vectors._current()
+    wanted = set(targets)
+    rows = [
+        seg.sealed[r].tobytes()
+        for seg in state.segments
+        for r, item in enumerate(seg.meta.item_ids)
+        if item in wanted
+    ]
+    assert len(rows) == BULK
+    service.stores.get("event_log").erase(targets)  # fan-out order: keys destroyed first
+    receipt = service.stores.get("vector_index").erase(targets)
+    assert receipt.status == "ok" and receipt.evidence["rows_listed_dead"] == BULK
+    assert receipt.evidence["segments_rewritten"] == 0
+    query = service.vectors.embed_query("bulk")
+    assert [i for i, _ in service.vectors.search(ledger.namespace, query, 10)] == [keep]
+    vectors = service.vectors
+    fresh = VectorIndex(vectors.log, vectors.directory, vectors.embedder)  # another process
+    assert [i for i, _ in fresh.search(ledger.namespace, query, 10)] == [keep]
+    # A segment left with no live row was unlinked by the erasure; the rest are listed.
+    dead = service.vectors.status()["dead_rows"]
+    assert 0 < dead < BULK and receipt.evidence["segments_removed"] >= 1
+    done = service.vectors.compact(everything=True)
+    assert done.proved and done.rows_dropped == dead
+    assert service.vectors.status()["dead_rows"] == 0
+    assert service.stores.get("vector_index").verify_absent(targets).absent
+    files = sorted(p for p in (service.settings.data_dir / "vectors").rglob("*") if p.is_file())
+    held = b"".join(p.read_bytes() for p in files)
+    assert not any(row[:32] in held or row[-32:] in held for row in rows)
+    assert [i for i, _ in service.vectors.search(ledger.namespace, query, 10)] == [keep]

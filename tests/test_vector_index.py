@@ -236,22 +236,43 @@ def test_forget_removes_the_row_and_its_bytes_from_every_file(
         i for ids in segments_on_disk(directory(settings)).values() for i in ids
     ]
 
+    files_before = {p.name: p.read_bytes() for p in files_of(settings)}
     report = alice.forget(items["address"])
 
     assert report.completed, report.to_dict()
     vector = receipt(report.receipts, "vector_index")
     assert vector.status == "ok"
-    assert vector.evidence["rows_removed"] == 1 and vector.evidence["segments_rewritten"] == 1
+    # Its key was destroyed first: listed dead, one manifest write, no segment rewritten.
+    assert vector.evidence["rows_removed"] == vector.evidence["rows_listed_dead"] == 1
+    assert vector.evidence["segments_rewritten"] == 0 and vector.evidence["segments_checked"] == 0
     assert vector.evidence["rows_left"] == 0 and vector.evidence["rows_sealed_under_item_keys"]
-    assert vector.evidence["segments_checked"] == 1  # what it wrote: the compacted segment
+    assert vector.evidence["rows_dead_until_compaction"] == 1
+    assert vector.evidence["dead_rows"] == "unservable_key_destroyed_bytes_until_compaction"
+    files_after = {p.name: p.read_bytes() for p in files_of(settings)}
+    assert {n for n in files_after if files_after[n] != files_before.get(n)} == {MANIFEST}
     assert clear_vectors_on_disk(settings, [*every, erased]) == []
+    assert items["address"] in [  # the sidecar still names it, until compaction
+        i for members in segments_on_disk(directory(settings)).values() for i in members
+    ]
+    assert items["address"] not in ids(service.vectors.search(ALICE.namespace, q(ADDRESS), 5))
+    assert {r.item_id for r in service.vectors.snapshot()} == {items["seat"], items["turn"]}
+    evidence = service.stores.get("vector_index").verify_absent([items["address"]])
+    assert evidence.absent and evidence.detail["rows_dead_until_compaction"] == 1
+    assert evidence.detail["rows_dead_key_alive"] == 0
+    assert ADDRESS not in json.dumps(vector.to_dict())
+    fresh = VectorIndex(service.log, directory(settings), HASH)  # another process
+    assert items["address"] not in ids(fresh.search(ALICE.namespace, q(ADDRESS), 5))
+
+    done = service.vectors.compact(everything=True)
+
+    assert done.proved and done.rows_dropped == 1 and done.segments_rewritten == 1
     assert not any(
         items["address"] in ids for ids in segments_on_disk(directory(settings)).values()
     )
-    assert items["address"] not in ids(service.vectors.search(ALICE.namespace, q(ADDRESS), 5))
+    evidence = service.stores.get("vector_index").verify_absent([items["address"]])
+    assert evidence.absent and evidence.detail["rows_dead_until_compaction"] == 0
     assert {r.item_id for r in service.vectors.snapshot()} == {items["seat"], items["turn"]}
-    assert service.stores.get("vector_index").verify_absent([items["address"]]).absent
-    assert ADDRESS not in json.dumps(vector.to_dict())
+    assert service.vectors.compact(everything=True).rows_dropped == 0  # nothing left to do
 
 
 def test_forget_does_not_wait_for_pending_embeddings(
@@ -441,11 +462,13 @@ def test_a_forget_reads_only_the_files_it_wrote_and_verify_reads_them_all(
 
     vector = receipt(alice.forget(address).receipts, "vector_index")
 
-    after = segments_on_disk(directory)
-    [rewritten] = [f for f, members in after.items() if members == [seat]]
-    assert rewritten != holder and not (directory / holder).exists()
-    assert read == [rewritten] and vector.status == "ok"
+    # Listed dead: nothing rewritten, so nothing read back but the manifest.
+    assert segments_on_disk(directory) == before and read == [] and vector.status == "ok"
     assert vector.evidence["files_discarded"] is False
+    assert vector.evidence["rows_dead_until_compaction"] == 1
+    manifest = Manifest.from_bytes((directory / MANIFEST).read_bytes())
+    [dead] = [e for e in manifest.segments if e.dead]
+    assert dead.file == holder and [row for row, _ in dead.dead] == [before[holder].index(address)]
     evidence = service.stores.get("vector_index").verify_absent([address])
     assert not evidence.absent and evidence.detail["segments_invalid"] == 1
     assert evidence.detail["segments_checked"] == 2 and evidence.detail["rows_left"] == 0
@@ -472,13 +495,14 @@ def test_a_segment_that_does_not_read_back_as_written_is_discarded_by_the_erasur
         _flip_segment_byte(directory, entry.file)  # e.g. a failing disk
         return entry
 
+    report = alice.forget(address)  # listed dead: no segment written
+    assert receipt(report.receipts, "vector_index").evidence["files_discarded"] is False
     monkeypatch.setattr(vector_index, "write_segment", bad_write)
 
-    report = alice.forget(address)
+    done = service.vectors.compact(everything=True)  # writes the segment without it
 
-    vector = receipt(report.receipts, "vector_index")
-    assert vector.status == "ok" and vector.evidence["files_discarded"] is True
-    assert report.completed and service.vectors.snapshot() == []
+    assert done.segments_invalid == 1 and not done.proved
+    assert service.vectors.snapshot() == [], "a segment that does not read back is discarded"
     monkeypatch.undo()
     service.vectors.catch_up()
     assert [r.item_id for r in service.vectors.snapshot()] == [seat]
@@ -887,7 +911,15 @@ def test_rebuild_takes_the_stored_vectors_back_instead_of_embedding_again(
     calls = len(embedder.calls)
     assert service.vectors.rebuild() > 0
     assert len(embedder.calls) == calls, "no item's text changed: nothing is embedded"
-    assert service.vectors.last_rebuild == {"rows": 5, "reused": 5, "embedded": 0}
+    assert service.vectors.last_rebuild == {
+        "rows": 5,
+        "reused": 5,
+        "embedded": 0,
+        # the history's forget listed one row dead: gone with the old segments, proved
+        "dead_rows_dropped": 1,
+        "dead_rows_files_holding": 0,
+    }
+    assert service.vectors.status()["dead_rows"] == 0
     rebuilt = service.vectors.snapshot()
     assert [(r.item_id, r.version) for r in rebuilt] == [
         (r.item_id, r.version) for r in incremental
@@ -961,12 +993,10 @@ def test_a_destroyed_key_makes_its_row_unservable_while_its_file_rows_remain(
     assert address not in {r.item_id for r in fresh.snapshot()}
 
 
-@pytest.mark.parametrize("point", ["before_manifest", "before_sweep"])
-def test_a_writer_killed_during_an_erasure_commit_leaves_nothing_erased_servable(
-    items: dict[str, str], service: MemoryService, settings: Settings, point: str
-) -> None:
-    address = items["address"]
-    every = [r.vector for r in service.vectors.snapshot()]
+def _killed(settings: Settings, point: str, work: str) -> None:
+    """Run `work` (with `service` open) in a child process that kills itself with
+    SIGKILL at `point` of a vector index commit: as the manifest is about to be written,
+    or once it is written, before the replaced files are unlinked."""
     pg = settings.postgres
     url = f"postgresql://{pg.user}@{pg.host}:{pg.port}/{pg.dbname}" if pg else ""
     script = textwrap.dedent(f"""
@@ -987,30 +1017,80 @@ def test_a_writer_killed_during_an_erasure_commit_leaves_nothing_erased_servable
         if {point!r} == "before_sweep":
             vi.VectorIndex._sweep = die
         with MemoryService.open({str(settings.data_dir)!r}, {url!r} or None) as service:
-            service.log.save([], destroy=[KeyDestruction({address!r}, None)])
-            service.vectors.erase([{address!r}])
-    """)
+    """) + textwrap.indent(textwrap.dedent(work), "    ")
     worker = subprocess.run(
         [sys.executable, "-c", script], env=dict(os.environ), capture_output=True
     )
     assert worker.returncode == -9, worker.stderr.decode()
-    strays = {p.name for p in files_of(settings)} - {".lock", MANIFEST}
-    named = {
+
+
+def _named_files(settings: Settings) -> set[str]:
+    return {
         n for f in segments_on_disk(directory(settings)) for n in (f, f.replace(".sealed", ".json"))
     }
-    assert strays - named, "the killed writer left files behind"
-    assert clear_vectors_on_disk(settings, every) == []
 
+
+def test_a_writer_killed_during_an_erasure_leaves_nothing_erased_servable(
+    items: dict[str, str], service: MemoryService, settings: Settings
+) -> None:
+    address = items["address"]
+    every = [r.vector for r in service.vectors.snapshot()]
+    _killed(
+        settings,
+        "before_manifest",
+        f"""
+        service.log.save([], destroy=[KeyDestruction({address!r}, None)])
+        service.vectors.erase([{address!r}])
+        """,
+    )
+    assert clear_vectors_on_disk(settings, every) == []
     with MemoryService(settings, embedder=CountingEmbedder()) as again:
         found = ids(again.vectors.search(ALICE.namespace, q(ADDRESS), 5))
         assert address not in found and set(found) == {items["seat"], items["turn"]}
         assert again.stores.get("vector_index").erase([address]).status == "ok"
         assert again.stores.get("vector_index").verify_absent([address]).absent
-        assert {p.name for p in files_of(settings)} - {".lock", MANIFEST} == {
-            n
-            for f in segments_on_disk(directory(settings))
-            for n in (f, f.replace(".sealed", ".json"))
-        }
+        assert again.vectors.status()["dead_rows"] == 1
+
+
+@pytest.mark.parametrize("point", ["before_manifest", "before_sweep"])
+def test_a_compaction_killed_midway_loses_nothing_and_the_next_one_proves_the_bytes_gone(
+    alice: MemoryLedger, service: MemoryService, settings: Settings, point: str
+) -> None:
+    """kill -9 of a compaction in a child process: after the restart no search returns
+    an erased row, every live row is still there, and the next compaction proves the
+    erased rows' bytes gone from every file."""
+    service.vectors = VectorIndex(service.log, directory(settings), HASH, segment_rows=4)
+    service.stores.get("vector_index").vectors = service.vectors
+    stored = alice.remember_many([fact(f"p{n}", f"value number {n}") for n in range(10)])
+    service.vectors.catch_up()
+    erased = [stored[n].item_id for n in (1, 2, 5, 9)]
+    live = {s.item_id for s in stored} - set(erased)
+    for item in erased:
+        assert alice.forget(item).completed
+    sealed = {p.name: p.read_bytes() for p in files_of(settings)}
+    state = service.vectors._current()
+    dead_rows = [seg.sealed[r].tobytes() for seg in state.segments for r in sorted(seg.dead)]
+    assert len(dead_rows) == len(erased)
+    assert any(row in raw for row in dead_rows for raw in sealed.values())
+
+    _killed(settings, point, "service.vectors.compact(everything=True)")
+
+    strays = {p.name for p in files_of(settings)} - {".lock", MANIFEST} - _named_files(settings)
+    assert strays, "the killed compaction left its files behind"
+    with MemoryService(settings, embedder=CountingEmbedder()) as again:
+        found = set(ids(again.vectors.search(ALICE.namespace, q("value number"), 20)))
+        assert found == live, "no erased row served, every live row still there"
+        assert {r.item_id for r in again.vectors.snapshot()} == live
+        done = again.vectors.compact(everything=True)
+        if point == "before_manifest":
+            assert done.rows_dropped == len(erased)
+        assert done.proved and again.vectors.status()["dead_rows"] == 0
+        assert again.stores.get("vector_index").verify_absent(erased).absent
+        assert {p.name for p in files_of(settings)} - {".lock", MANIFEST} == _named_files(settings)
+        found = set(ids(again.vectors.search(ALICE.namespace, q("value number"), 20)))
+        assert found == live
+    held = b"".join(p.read_bytes() for p in files_of(settings))
+    assert not any(row[:32] in held or row[-32:] in held for row in dead_rows)
 
 
 def _heavy_index(tmp_path: Path, rows: int) -> tuple[VectorIndex, _KeysOnly, np.ndarray, list[str]]:
