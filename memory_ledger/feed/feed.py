@@ -124,7 +124,12 @@ class ChangeFeed:
 
     def head(self) -> str:
         """The cursor of everything there is now."""
-        return _cursor(self.epoch(), self.log.max_position(), _RESTORE)
+        return self.at(self.log.max_position())
+
+    def at(self, position: int) -> str:
+        """The cursor of everything up to log position `position` (where a copy kept in
+        step with the log stands: memory_ledger/feed/follower.py)."""
+        return _cursor(self.epoch(), position, _RESTORE)
 
     def _parse(self, cursor: str | None, epoch: str) -> tuple[int, int]:
         if cursor is None:

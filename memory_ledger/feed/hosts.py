@@ -121,3 +121,36 @@ def acknowledge_applied(
         subscribers.settle(requests, request_id)
         acked.append(request_id)
     return acked
+
+
+#: A request's statuses while its fan-out has not ended: it may yet wait for this host.
+RUNNING = frozenset({"pending"})
+
+
+def awaiting(
+    subscribers: Subscribers, ledger: LifecycleLedger, requests: ForgetRequests, name: str
+) -> int:
+    """Requests that may still wait for subscriber `name`: those `partial` naming it,
+    and those whose fan-out is still running (they turn `partial` when it ends, after
+    this host may have applied their tombstones already). 0 when `name` is not
+    registered: nothing waits for a host that holds no copies."""
+    try:
+        subscriber = subscribers.get(name)
+    except NotFound:
+        return 0
+    waiting = 0
+    for request_id, status in ledger.latest_statuses().items():
+        if status in RUNNING:
+            waiting += 1
+        elif status == "partial":
+            waiting += subscriber.store_name in requests.report(request_id).failed_stores
+    return waiting
+
+
+def registered(subscribers: Subscribers, name: str) -> bool:
+    """Whether `name` is a registered subscriber now."""
+    try:
+        subscribers.get(name)
+    except NotFound:
+        return False
+    return True

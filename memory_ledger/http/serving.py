@@ -47,6 +47,9 @@ class Serving:
         self.warm = threading.Event()
         #: Why the warm-up failed, if it did (then `/v1/ready` stays 503).
         self.warm_error: str | None = None
+        # On PostgreSQL, this process drops its own copies of what other processes
+        # erase, and acknowledges them (memory_ledger/feed/follower.py).
+        service.follow_erasures()
 
     @property
     def operations(self) -> Operations:
@@ -115,6 +118,7 @@ class Serving:
                 pass  # still marked restoring: the gate stays closed until a re-run
             else:
                 self._open = True
+                self.service.follow_erasures()
             with self._state:
                 self._running = False
                 self.restoring = not self._open
