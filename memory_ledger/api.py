@@ -338,6 +338,7 @@ class MemoryService:
                 rebuild=self.rebuild,
                 jobs=jobs,
             ),
+            follow=self.follow_erasures,
         )
 
     @cached_property

@@ -109,15 +109,20 @@ class ErasureFollower:
             self._thread.start()
 
     def stop(self) -> None:
-        """Ask the thread to stop and wait for it briefly; it closes its own LISTEN
-        connection as it ends (a daemon: it holds nothing a stop must wait for)."""
+        """Stop the thread, waking it from its wait, and wait for it to end (it closes
+        its own LISTEN connection), so nothing it uses is closed under it."""
         self._stop.set()
         thread, self._thread = self._thread, None
-        if thread is not None:
-            thread.join(timeout=IDLE_SECONDS * 2)
+        if thread is None:
+            return
+        try:
+            self.feed.wake()
+        except Exception as exc:  # the database is gone: the wait ends at its timeout
+            log.warning("erasure follower: could not wake it to stop: %s", exc)
+        thread.join()
 
     def _run(self) -> None:
-        retry = RETRY_SECONDS  # at start: what was filed while this process was down
+        retry: float | None = RETRY_SECONDS  # at start: what was filed while it was down
         try:
             while not self._stop.is_set():
                 try:

@@ -49,7 +49,7 @@ class Serving:
         self.warm_error: str | None = None
         # On PostgreSQL, this process drops its own copies of what other processes
         # erase, and acknowledges them (memory_ledger/feed/follower.py).
-        service.follow_erasures()
+        service.operations.follow_erasures()
 
     @property
     def operations(self) -> Operations:
@@ -118,7 +118,7 @@ class Serving:
                 pass  # still marked restoring: the gate stays closed until a re-run
             else:
                 self._open = True
-                self.service.follow_erasures()
+                self.service.operations.follow_erasures()
             with self._state:
                 self._running = False
                 self.restoring = not self._open
