@@ -13,6 +13,7 @@ import base64
 import secrets
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ from waits import HUNG
 from memory_ledger.api import MemoryService
 from memory_ledger.config import Settings
 from memory_ledger.feed.hosts import host_name, registered
+from memory_ledger.retrieval.context_cache import ContextCache
 
 
 def until(check: Callable[[], bool], what: str) -> None:
@@ -81,3 +83,31 @@ def test_on_sqlite_nothing_follows(tmp_path: Path) -> None:
     """One host, whose copies the forget itself drops: no thread, no LISTEN."""
     with MemoryService(Settings.resolve(tmp_path / "data")) as service:
         assert service.follow_erasures() is None
+
+
+@dataclass(frozen=True)
+class Served:
+    item_id: str
+
+
+@dataclass(frozen=True)
+class Built:
+    """A built context as the cache reads it: what it served, when it expires."""
+
+    items: tuple[Served, ...]
+    valid_until: str | None = None
+
+
+def test_a_context_built_at_a_position_the_cache_moved_past_is_not_kept() -> None:
+    """A request that read the log position before a forget can finish building after
+    the forget's eviction and a newer lookup: what it built may hold the erased item, so
+    the cache does not keep it (nor serve anything at the older position)."""
+    cache: ContextCache[Built] = ContextCache()
+    old = Built((Served("erased"),))
+    assert cache.get(7, "q", "2026-01-01") is None  # a newer lookup: the forget's position
+    cache.put(5, "q", old)  # the slow request, built at 5, finishes
+    assert len(cache) == 0 and cache.holding(["erased"]) == 0
+    assert cache.get(5, "q", "2026-01-01") is None
+    new = Built((Served("kept"),))
+    cache.put(7, "q", new)
+    assert cache.get(7, "q", "2026-01-01") is new
