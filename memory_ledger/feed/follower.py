@@ -25,11 +25,12 @@ erasure (a forget or an expiry) or redaction it
   file and every search-codes file (they are written again on the next recall).
 
 A request becomes `partial` only after its fan-out, which can end after this process
-has already applied its tombstones; while one still waits for this host, the follower
-tries again every `RETRY_SECONDS`. It starts from the vector index's own position (in
-its manifest, on disk), so a process killed with SIGKILL and started again handles,
-before anything else, every erasure committed while it was down; a host whose index
-is empty holds nothing derived from the log yet and starts at the log's head.
+has already applied its tombstones; while one may still wait for this host, the
+follower tries again, after `RETRY_SECONDS` and then twice as long each time (up to
+`IDLE_SECONDS`). It starts from the vector index's own position (in its manifest, on
+disk), so a process killed with SIGKILL and started again handles, before anything
+else, every erasure committed while it was down; a host whose index is empty holds
+nothing derived from the log yet and starts at the log's head.
 """
 
 from __future__ import annotations
@@ -141,38 +142,37 @@ class ErasureFollower:
     def _step(self, retry: float | None) -> float | None:
         """Read to the head, act on what was read, wait. `retry`: the pause before
         trying again to acknowledge (None: nothing waits for this host); returns the
-        next one."""
+        next one. The position moves past what was read only once it was acted on: a
+        step that fails is read again whole."""
         if self.position is None:
             start = self._start()
             self.position = start if start > 0 else self.log.max_position()
-        before = self.position
-        dropped = self._read()
-        if dropped or (self.position != before and not self._known):
+        head, dropped = self._read(self.position)
+        if dropped or (head != self.position and not self._known):
             retry = RETRY_SECONDS
         if retry is not None:
             self._catch_up()
             self._known = self._known or self._registered()
-            retry = min(retry * 2, IDLE_SECONDS) if self._awaited() > 0 else None
+            retry = retry if self._awaited() > 0 else None
         if dropped:
             self._evict(dropped)
             self.evicted += len(dropped)
+        self.position = head
         if not self._stop.is_set():
-            wait = IDLE_SECONDS if retry is None else retry / 2
-            self.feed.wait(self.feed.at(self.position), wait)
-        return retry
+            self.feed.wait(self.feed.at(head), IDLE_SECONDS if retry is None else retry)
+        return None if retry is None else min(retry * 2, IDLE_SECONDS)
 
-    def _read(self) -> list[str]:
-        """The items erased or redacted by the events after `position`, up to the head;
-        `position` moves past them."""
-        assert self.position is not None
+    def _read(self, position: int) -> tuple[int, list[str]]:
+        """The position of the last event after `position` (the head, when it was
+        read), and the items those events erased or redacted."""
         dropped: set[str] = set()
         while True:
-            batch = self.log.notifications(self.position, PAGE)
+            batch = self.log.notifications(position, PAGE)
             if not batch:
-                return sorted(dropped)
+                return position, sorted(dropped)
             dropped.update(
                 str(n.originator_id) for n in batch if n.topic.rsplit(".", 1)[-1] in DROPS
             )
-            self.position = batch[-1].id
+            position = batch[-1].id
             if len(batch) < PAGE:
-                return sorted(dropped)
+                return position, sorted(dropped)
