@@ -5,8 +5,10 @@ an erased item's vectors only when it next catches up with the log; the forget's
 receipt covers only the host that ran it. So a host that holds an index registers as
 a subscriber of every namespace (`host-<id>`, its id kept in `DATA_DIR/host.json`), and
 acknowledges a request once its index has applied the request's tombstones (at its
-next catch-up). Until every registered host has, the request is `partial`, naming the
-hosts still to catch up: a host that is down is named, never assumed done. The host
+next catch-up; a server catches up as soon as the log shows an erasure:
+memory_ledger/feed/follower.py). Until every registered host has, the request is
+`partial`, naming the hosts still to catch up: a host that is down is named, never
+assumed done. The host
 that runs a forget drops its own vectors in the forget itself, so its own receipt is
 `ok` at once. A host taken out of service is retired like any subscriber (`subscribers
 retire host-...`), which ends its pending acknowledgements with an operator's receipt.
