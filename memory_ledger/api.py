@@ -39,7 +39,8 @@ from memory_ledger.errors import (
 from memory_ledger.event_log import ERASED, EventLog
 from memory_ledger.export import ExportSources, export
 from memory_ledger.feed.feed import ChangeFeed
-from memory_ledger.feed.hosts import host_name
+from memory_ledger.feed.follower import ErasureFollower
+from memory_ledger.feed.hosts import awaiting, host_name, registered
 from memory_ledger.feed.subscribers import Subscribers
 from memory_ledger.forgetting.holds import Holds
 from memory_ledger.forgetting.planning import (
@@ -226,6 +227,8 @@ class MemoryService:
             clock=lambda: self.clock(),
             settings=settings,
         )
+        #: Follows the log for other processes' erasures, once started (`follow_erasures`).
+        self._follower: ErasureFollower | None = None
         # A request interrupted by a crash is finished before anything else happens.
         self.requests.resume_unfinished()
 
@@ -256,6 +259,37 @@ class MemoryService:
         from memory_ledger.restore.drill import drill  # restore builds on this module
 
         return drill(self, now, backup_path, run_by, keep_scratch, open_store=MemoryService)
+
+    def follow_erasures(self) -> ErasureFollower | None:
+        """Start following the log for erasures made by other processes, for as long as
+        this service is open (memory_ledger/feed/follower.py): what a long-running
+        server calls on PostgreSQL, where each process keeps copies of its own (vector
+        index, search codes, recall states, built contexts) that another process's
+        forget cannot reach. None on SQLite: one host, whose copies the forget itself
+        drops. Started once; a second call returns the same follower."""
+        if self.settings.postgres is None:
+            return None
+        if self._follower is None:
+            subscribers = self.subscribers
+            local = str(subscribers.local)
+            self._follower = ErasureFollower(
+                self.log,
+                ChangeFeed(self.log, self.engine, subscribers, self.runner.catch_up),
+                start=lambda: int(self.vectors.status()["position"]),
+                catch_up=lambda: self.job_context.catch_up_vectors(),
+                awaited=lambda: awaiting(subscribers, self.ledger, self.requests, local),
+                registered=lambda: registered(subscribers, local),
+                evict=self._drop_local_copies,
+            )
+            self._follower.start()
+        return self._follower
+
+    def _drop_local_copies(self, item_ids: Sequence[str]) -> None:
+        """Another process erased or redacted these items: drop them from this process's
+        built contexts and recall states, and remove the files derived from them here
+        (recall state files, search codes), which that process could not reach."""
+        self.context_cache.evict(item_ids)
+        self.vectors.codes.remove_all()
 
     def reopened(self) -> MemoryService:
         """The same store opened anew (after a restore replaced it), with this master
@@ -304,6 +338,7 @@ class MemoryService:
                 rebuild=self.rebuild,
                 jobs=jobs,
             ),
+            follow=self.follow_erasures,
         )
 
     @cached_property
@@ -410,6 +445,9 @@ class MemoryService:
         return rewrite_sqlite_file(self.settings, self.engine, self.log, path)
 
     def close(self) -> None:
+        if self._follower is not None:
+            self._follower.stop()
+            self._follower = None
         self.feed.close()
         self.vectors.close()
         self.ledger.close()

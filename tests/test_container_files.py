@@ -2,7 +2,7 @@
 every command they run is a `memory-ledger` command with options it has, every
 `MEMORY_LEDGER_` variable they set is one the code reads, the database URL names the
 compose database, what the image copies is what `pip install .` needs. Where a Docker
-daemon and `docker compose` answer, the image is built and the three services started;
+daemon and `docker compose` answer, the image is built and the four services started;
 without them only that part is skipped, saying why."""
 
 from __future__ import annotations
@@ -31,7 +31,9 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCKERFILE = ROOT / "Dockerfile"
 COMPOSE = ROOT / "compose.yaml"
 DOCKERIGNORE = ROOT / ".dockerignore"
-SERVICES = {"server", "scheduler", "postgres"}
+SERVICES = {"server-a", "server-b", "scheduler", "postgres"}
+SERVERS = {"server-a": "8765", "server-b": "8766"}  # each one's port on the host
+PROCESSES = ("server-a", "server-b", "scheduler")
 
 
 def dockerfile_instructions() -> list[tuple[str, str]]:
@@ -147,30 +149,47 @@ def test_the_image_copies_what_pip_install_needs_and_dockerignore_keeps_it() -> 
 # -- compose.yaml --------------------------------------------------------------------
 
 
-def test_compose_runs_the_server_the_scheduler_and_postgresql() -> None:
+def test_compose_runs_two_servers_the_scheduler_and_postgresql() -> None:
     services = compose()["services"]
     assert set(services) == SERVICES
     postgres = services["postgres"]
     assert postgres["image"].startswith("postgres:")
     assert "pg_isready" in " ".join(postgres["healthcheck"]["test"])
-    assert check_command(services["server"]["command"]) == "serve"
     assert check_command(services["scheduler"]["command"]) == "jobs run"
-    for name in ("server", "scheduler"):
+    for name in PROCESSES:
         service = services[name]
         assert service["depends_on"]["postgres"]["condition"] == "service_healthy"
         assert "build" in service or "image" in service
-    server = services["server"]["command"]
-    assert server[server.index("--host") + 1] == "0.0.0.0"
-    port = server[server.index("--port") + 1]
-    assert any(str(p).endswith(f":{port}") for p in services["server"]["ports"])
+    for name, published in SERVERS.items():
+        command = services[name]["command"]
+        assert check_command(command) == "serve"
+        assert command[command.index("--host") + 1] == "0.0.0.0"
+        port = command[command.index("--port") + 1]
+        assert port == "8765"  # inside the container: what the image's health check asks
+        assert services[name]["ports"] == [f"127.0.0.1:{published}:{port}"]
     assert services["scheduler"]["healthcheck"]["disable"] is True  # it serves no HTTP
+
+
+def test_each_process_has_a_data_directory_of_its_own_and_shares_the_backups() -> None:
+    """Each process stands for a machine: its own vector index, caches and host id
+    (docs/operations.md, "Several processes on one PostgreSQL"); a backup taken by one
+    can be restored through another."""
+    services = compose()["services"]
+    data, backups = {}, set()
+    for name in PROCESSES:
+        volumes = services[name]["volumes"]
+        data[name] = next(v.split(":")[0] for v in volumes if v.endswith(":/data"))
+        backups |= {v.split(":")[0] for v in volumes if v.endswith(":/data/backups")}
+    assert len(set(data.values())) == len(PROCESSES)
+    assert len(backups) == 1
+    assert set(compose()["volumes"]) == {*data.values(), *backups, "postgres-data"}
 
 
 def test_compose_sets_only_variables_the_code_reads_and_a_url_to_its_database() -> None:
     services = compose()["services"]
     known = env_vars_the_code_reads()
     pg_env = {k: interpolated(str(v)) for k, v in services["postgres"]["environment"].items()}
-    for name in ("server", "scheduler"):
+    for name in PROCESSES:
         env = {k: interpolated(str(v)) for k, v in services[name]["environment"].items()}
         for variable in env:
             assert variable in known, f"{name}: nothing reads {variable}"
@@ -230,9 +249,9 @@ def test_the_image_builds_and_compose_serves(tmp_path: Path) -> None:
                               text=True, timeout=timeout)  # fmt: skip
 
     try:
-        up = run("up", "-d", "--build", "--wait", "postgres", "server", "scheduler")
+        up = run("up", "-d", "--build", "--wait", "postgres", "server-a", "server-b", "scheduler")
         assert up.returncode == 0, up.stderr
-        made = run("exec", "-T", "server", "memory-ledger", "tokens", "create", "-n",
+        made = run("exec", "-T", "server-a", "memory-ledger", "tokens", "create", "-n",
                    "acme/alice", "--role", "agent", "--quiet", timeout=120)  # fmt: skip
         assert made.returncode == 0, made.stderr
         token = made.stdout.strip()
@@ -246,7 +265,10 @@ def test_the_image_builds_and_compose_serves(tmp_path: Path) -> None:
                 assert time.monotonic() < deadline
                 time.sleep(1)
         assert answer.status_code == 200, answer.text
-        logs = run("logs", "server", timeout=60).stdout
+        for port in SERVERS.values():  # the other server answers the same token
+            other = httpx.get(f"http://127.0.0.1:{port}/v1/summary", headers=auth, timeout=30)
+            assert other.status_code == 200, other.text
+        logs = run("logs", "server-a", timeout=60).stdout
         assert "serving on http://0.0.0.0:8765" in logs and "GET /v1/summary 200" in logs
         assert "store: PostgreSQL postgresql://memory_ledger:***@postgres:5432" in logs
         assert token not in logs

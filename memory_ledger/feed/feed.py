@@ -124,7 +124,12 @@ class ChangeFeed:
 
     def head(self) -> str:
         """The cursor of everything there is now."""
-        return _cursor(self.epoch(), self.log.max_position(), _RESTORE)
+        return self.at(self.log.max_position())
+
+    def at(self, position: int) -> str:
+        """The cursor of everything up to log position `position` (where a copy kept in
+        step with the log stands: memory_ledger/feed/follower.py)."""
+        return _cursor(self.epoch(), position, _RESTORE)
 
     def _parse(self, cursor: str | None, epoch: str) -> tuple[int, int]:
         if cursor is None:
@@ -216,13 +221,27 @@ class ChangeFeed:
                 return
             time.sleep(POLL_SECONDS)
 
+    def _channel(self) -> str:
+        settings = self.log.settings
+        assert settings.postgres is not None
+        return f"memory_ledger_feed_{settings.postgres.schema}"
+
+    def wake(self) -> None:
+        """Wake every consumer waiting on this store's channel (PostgreSQL; a spurious
+        wake-up, which `wait` allows): how a follower being stopped leaves its wait at
+        once. Nothing on SQLite, whose waits poll."""
+        if self.log.settings.postgres is None:
+            return
+        with self.log.settings._pg_connect() as conn:
+            conn.execute("SELECT pg_notify(%s, '')", (self._channel(),))
+
     def _wait_for_notify(self, position: int, timeout: float | None) -> None:
         import psycopg
 
         settings = self.log.settings
         assert settings.postgres is not None
         schema = settings.postgres.schema
-        channel = f"memory_ledger_feed_{schema}"
+        channel = self._channel()
         try:
             if self._listener is None or self._listener.closed:
                 self._listener = settings._pg_connect()

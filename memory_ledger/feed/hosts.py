@@ -5,8 +5,10 @@ an erased item's vectors only when it next catches up with the log; the forget's
 receipt covers only the host that ran it. So a host that holds an index registers as
 a subscriber of every namespace (`host-<id>`, its id kept in `DATA_DIR/host.json`), and
 acknowledges a request once its index has applied the request's tombstones (at its
-next catch-up). Until every registered host has, the request is `partial`, naming the
-hosts still to catch up: a host that is down is named, never assumed done. The host
+next catch-up; a server catches up as soon as the log shows an erasure:
+memory_ledger/feed/follower.py). Until every registered host has, the request is
+`partial`, naming the hosts still to catch up: a host that is down is named, never
+assumed done. The host
 that runs a forget drops its own vectors in the forget itself, so its own receipt is
 `ok` at once. A host taken out of service is retired like any subscriber (`subscribers
 retire host-...`), which ends its pending acknowledgements with an operator's receipt.
@@ -121,3 +123,36 @@ def acknowledge_applied(
         subscribers.settle(requests, request_id)
         acked.append(request_id)
     return acked
+
+
+#: A request's statuses while its fan-out has not ended: it may yet wait for this host.
+RUNNING = frozenset({"pending"})
+
+
+def awaiting(
+    subscribers: Subscribers, ledger: LifecycleLedger, requests: ForgetRequests, name: str
+) -> int:
+    """Requests that may still wait for subscriber `name`: those `partial` naming it,
+    and those whose fan-out is still running (they turn `partial` when it ends, after
+    this host may have applied their tombstones already). 0 when `name` is not
+    registered: nothing waits for a host that holds no copies."""
+    try:
+        subscriber = subscribers.get(name)
+    except NotFound:
+        return 0
+    waiting = 0
+    for request_id, status in ledger.latest_statuses().items():
+        if status in RUNNING:
+            waiting += 1
+        elif status == "partial":
+            waiting += subscriber.store_name in requests.report(request_id).failed_stores
+    return waiting
+
+
+def registered(subscribers: Subscribers, name: str) -> bool:
+    """Whether `name` is a registered subscriber now."""
+    try:
+        subscribers.get(name)
+    except NotFound:
+        return False
+    return True

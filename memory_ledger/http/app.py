@@ -65,6 +65,7 @@ def create_app(
         reopen or service.reopened,
     )
     app.state.serving.warm_up()  # /v1/ready says warming until the embedder answered
+    app.state.serving.follow_erasures()  # other processes' erasures (PostgreSQL)
     app.state.tokens = tokens
     app.state.instance = instance
     problems.install(app)

@@ -47,6 +47,7 @@ class Serving:
         self.warm = threading.Event()
         #: Why the warm-up failed, if it did (then `/v1/ready` stays 503).
         self.warm_error: str | None = None
+        self._following = False  # `follow_erasures` was asked for: again after a restore
 
     @property
     def operations(self) -> Operations:
@@ -72,6 +73,13 @@ class Serving:
             log.error("the embedder did not load: %s", self.warm_error)
             return
         self.warm.set()
+
+    def follow_erasures(self) -> None:
+        """On PostgreSQL, drop this process's own copies of what other processes erase,
+        and acknowledge them (memory_ledger/feed/follower.py), on the service served now
+        and on each one a restore opens."""
+        self._following = True
+        self.service.operations.follow_erasures()
 
     @contextmanager
     def request(self) -> Iterator[None]:
@@ -115,6 +123,8 @@ class Serving:
                 pass  # still marked restoring: the gate stays closed until a re-run
             else:
                 self._open = True
+                if self._following:
+                    self.service.operations.follow_erasures()
             with self._state:
                 self._running = False
                 self.restoring = not self._open

@@ -111,8 +111,10 @@ class Operations:
         jobs_context: Callable[[], JobContext],
         policies: Policies,
         maintenance: Maintenance,
+        follow: Callable[[], object] | None = None,
     ) -> None:
         self.settings = settings
+        self._follow = follow
         self._master = master
         self._ledger = ledger
         self._requests = requests
@@ -127,6 +129,13 @@ class Operations:
         self.restores = Restores(settings, master, open_store)
         self.policies = policies
         self.maintenance = maintenance
+
+    def follow_erasures(self) -> None:
+        """Start following the log for erasures made by other processes, for as long as
+        the store is open (memory_ledger/feed/follower.py): what a long-running server
+        calls. Nothing on SQLite, where the forget itself drops every copy."""
+        if self._follow is not None:
+            self._follow()
 
     # -- the lifecycle ledger and its audit evidence ---------------------------------------
 

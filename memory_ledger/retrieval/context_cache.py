@@ -57,16 +57,26 @@ class ContextCache(Generic[C]):
         self._position = -1
         self._lock = threading.Lock()
 
-    def _at(self, position: int) -> None:
-        if position != self._position:  # the log moved: nothing cached is current
+    def _at(self, position: int) -> bool:
+        """Whether the cache can hold entries of `position`. A newer one drops every
+        entry, nothing cached being current. An older one (a request that read the
+        position before another's newer lookup; or a log replaced under this process)
+        drops them too, and keeps nothing: what it built may hold an item erased since,
+        already evicted here."""
+        if position < self._position:
+            self._entries.clear()
+            return False
+        if position != self._position:
             self._entries.clear()
             self._position = position
+        return True
 
     def get(self, position: int, key: Hashable, now: str) -> C | None:
         """The context cached for `key` at this log position, unless one of its items
         has expired since (`now`: canonical time): expiry moves without the log."""
         with self._lock:
-            self._at(position)
+            if not self._at(position):
+                return None
             found = self._entries.get(key)
             if found is not None and found.valid_until is not None and now >= found.valid_until:
                 del self._entries[key]
@@ -76,8 +86,11 @@ class ContextCache(Generic[C]):
             return found
 
     def put(self, position: int, key: Hashable, context: C) -> None:
+        """Keep a context built at `position`; one built at a position the cache has
+        moved past is not kept (it may hold an item erased since, evicted already)."""
         with self._lock:
-            self._at(position)
+            if not self._at(position):
+                return
             self._entries[key] = context
             self._entries.move_to_end(key)
             while len(self._entries) > self._max:
