@@ -46,7 +46,7 @@ from sqlalchemy import (
 
 from memory_ledger.event_log import EventLog
 from memory_ledger.projections.base import Projection, metadata
-from memory_ledger.projections.cells import Cells
+from memory_ledger.projections.cells import Cells, Opened
 from memory_ledger.projections.events import ProjectedEvent
 from memory_ledger.projections.facts import facts
 from memory_ledger.projections.id_sets import among
@@ -109,6 +109,7 @@ class MentionIndexProjection(Projection):
     table = mention_docs
     primary_key = ("item_id",)
     holds = "keyed hashes of the units of every text of every item (per-namespace key)"
+    reads_cells = True
 
     def __init__(self, log: EventLog | None = None) -> None:
         self.log = log
@@ -132,13 +133,13 @@ class MentionIndexProjection(Projection):
         self.purge(conn, changed)
         _insert(conn, mention_pending, [(i,) for i in touched])
 
-    def settle(self, conn: Connection) -> None:
+    def settle(self, conn: Connection, opened: Opened | None = None) -> None:
         pending = sorted(conn.execute(select(mention_pending.c.item_id)).scalars())
         if not pending:
             return
         if self.log is None:
             raise RuntimeError("the mention index needs the event log to index items")
-        cells = Cells(self.log)
+        cells = Cells(self.log, opened)
         hashers: dict[str, TermHasher] = {}
         for start in range(0, len(pending), CHUNK):
             chunk = pending[start : start + CHUNK]

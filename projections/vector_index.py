@@ -44,7 +44,7 @@ from memory_ledger.embedders import Embedder
 from memory_ledger.errors import ConfigurationError, IndexMismatch
 from memory_ledger.event_log import EventLog
 from memory_ledger.keystore import KeyRing
-from memory_ledger.projections.events import Progress, decode_batch
+from memory_ledger.projections.events import ProjectedEvent, Progress, decode_batch
 from memory_ledger.projections.vector_codes import CODES_DIR, CodeFiles
 from memory_ledger.projections.vector_erasure import check_segments, in_memory, read_back
 from memory_ledger.projections.vector_files import (
@@ -391,11 +391,20 @@ class VectorIndex:
         with self._catch_up_lock:
             return self._catch_up()
 
-    def rebuild(self, progress: Progress | None = None) -> int:
+    def replay(self) -> Replay:
+        """A plan of a rebuild for another replay of the log to feed (`Replay`)."""
+        return Replay(self.log, IndexState.of(self._empty_manifest(), (), None))
+
+    def rebuild(self, progress: Progress | None = None, replay: Replay | None = None) -> int:
         """Replay the whole log into a new index, taking each row's stored vector back
         when its item, key generation and text are unchanged, embedding the rest. Files
         that fail their checks are named in `discarded` first (and nothing of them is
         reused), so a rebuild says that it replaced a damaged index.
+
+        `replay`: the log as another replay (the projection runner's rebuild) already
+        read, decoded and opened it, batch by batch from position 0; when it is whole
+        (`Replay.whole`), the index is planned from it and the log is not read again
+        here, only from where it stopped. Otherwise the log is read here.
 
         Crash-safe: the new index is committed in one manifest switch at the end; until
         then the old one stays as it was. Returns notifications read."""
@@ -413,6 +422,8 @@ class VectorIndex:
             ops: Ops = {}
             head = self.log.max_position()
             position = read = 0
+            if replay is not None and replay.whole:
+                ops, position, read = replay.ops, replay.position, replay.read
             while position < head:
                 batch = self.log.notifications(position, self.batch_size)
                 if not batch:
@@ -643,3 +654,31 @@ def _stored_rows(
             if opened[r] and digests[r] == text_digest(put.text):
                 out[item] = vectors[r]
     return out
+
+
+class Replay:
+    """The vector index's plan of a rebuild, fed by another replay of the log (the
+    projection runner's, `ProjectionRunner.rebuild(..., also=replay.feed)`) with each
+    batch it has decoded and opened: the log is read and every event opened once for
+    both. Batches must come in log order from position 0 without a gap; a batch that
+    does not follow the last one (another runner moved the positions in between) ends
+    the feeding, and `VectorIndex.rebuild` reads the log itself instead (`whole`)."""
+
+    def __init__(self, log: EventLog, empty: IndexState) -> None:
+        self.log = log
+        self.ops: Ops = {}
+        self.position = 0
+        self.read = 0
+        self.whole = True
+        self._empty = empty
+
+    def feed(self, after: int, events: list[ProjectedEvent], last: int) -> None:
+        """The batch read after log position `after`, up to `last`, decoded and opened."""
+        if not self.whole:
+            return
+        if after != self.position:
+            self.whole = False  # a gap: planned from the log instead
+            self.ops = {}
+            return
+        plan_batch(self.log, self._empty, events, self.ops)
+        self.position, self.read = last, self.read + len(events)
