@@ -142,7 +142,10 @@ def run(
     out: dict[str, Any] = {"events": events, "rounds": measured, "halves": halves}
     floor_wall = statistics.median(m["wall"] for m in measured["floor"])
     floor_cpu = statistics.median(m["cpu"] for m in measured["floor"])
-    out["floor"] = {"events_per_s_wall": events / floor_wall, "events_per_s_cpu": events / floor_cpu}
+    out["floor"] = {
+        "events_per_s_wall": events / floor_wall,
+        "events_per_s_cpu": events / floor_cpu,
+    }
     for n in runners:
         got = measured[f"runners_{n}"]
         ratios_wall = [f["wall"] / g["wall"] for f, g in zip(measured["floor"], got, strict=True)]
@@ -230,22 +233,42 @@ def profile(settings: Any, directory: Path, backend: str) -> list[str]:
 
 def print_table(console: Console, results: list[dict[str, Any]]) -> None:
     table = Table(title="rebuild against its floor (read + decode + open each event once)")
-    for column in ("backend", "label", "events", "what", "ev/s wall", "ev/s CPU", "x floor (wall)", "x floor (CPU)"):
+    for column in (
+        "backend",
+        "label",
+        "events",
+        "what",
+        "ev/s wall",
+        "ev/s CPU",
+        "x floor (wall)",
+        "x floor (CPU)",
+    ):
         table.add_column(column, justify="right")
     for r in results:
         f = r["floor"]
         table.add_row(
-            r["backend"], r["label"], f"{r['events']:,}", "floor",
-            f"{f['events_per_s_wall']:,.0f}", f"{f['events_per_s_cpu']:,.0f}", "1", "1",
+            r["backend"],
+            r["label"],
+            f"{r['events']:,}",
+            "floor",
+            f"{f['events_per_s_wall']:,.0f}",
+            f"{f['events_per_s_cpu']:,.0f}",
+            "1",
+            "1",
         )
         for key in ("runners_1", "runners_2"):
             if key not in r:
                 continue
             g = r[key]
             table.add_row(
-                r["backend"], r["label"], f"{r['events']:,}", f"rebuild, {key[-1]} runner(s)",
-                f"{g['events_per_s_wall']:,.0f}", f"{g['events_per_s_cpu']:,.0f}",
-                f"{g['ratio_wall']:.3f}", f"{g['ratio_cpu']:.3f}",
+                r["backend"],
+                r["label"],
+                f"{r['events']:,}",
+                f"rebuild, {key[-1]} runner(s)",
+                f"{g['events_per_s_wall']:,.0f}",
+                f"{g['events_per_s_cpu']:,.0f}",
+                f"{g['ratio_wall']:.3f}",
+                f"{g['ratio_cpu']:.3f}",
             )
     console.print(table)
 

@@ -49,8 +49,8 @@ from memory_ledger.projections.base import Projection, metadata
 from memory_ledger.projections.catalog import CatalogProjection
 from memory_ledger.projections.cells import Opened
 from memory_ledger.projections.events import (
-    ProjectedEvent,
     Progress,
+    ProjectedEvent,
     decode_batch,
     decode_sealed,
 )

@@ -44,7 +44,7 @@ from memory_ledger.embedders import Embedder
 from memory_ledger.errors import ConfigurationError, IndexMismatch
 from memory_ledger.event_log import EventLog
 from memory_ledger.keystore import KeyRing
-from memory_ledger.projections.events import ProjectedEvent, Progress, decode_batch
+from memory_ledger.projections.events import Progress, ProjectedEvent, decode_batch
 from memory_ledger.projections.vector_codes import CODES_DIR, CodeFiles
 from memory_ledger.projections.vector_erasure import check_segments, in_memory, read_back
 from memory_ledger.projections.vector_files import (
@@ -62,6 +62,7 @@ from memory_ledger.projections.vector_files import (
     read_meta,
     read_segment,
     remove,
+    row_bytes,
     stray_files,
     write_atomic,
     write_segment,
@@ -433,8 +434,9 @@ class VectorIndex:
                 if progress is not None:
                     progress("vector_index", position, head)
             puts = [(item, op) for item, op in ops.items() if op is not None]
-            stored = _stored_rows(self, old, puts)
-            fresh = [(item, op) for item, op in puts if item not in stored]
+            taken = _taken_rows(old, puts)
+            stored = _stored_rows(self, old, [(i, op) for i, op in puts if i not in taken])
+            fresh = [(item, op) for item, op in puts if item not in stored and item not in taken]
             vectors = np.zeros((len(puts), self.dimension), dtype=np.float32)
             at = {item: row for row, (item, _) in enumerate(puts)}
             if progress is not None:  # its own phase: the embedding is the long one
@@ -446,12 +448,47 @@ class VectorIndex:
                     progress("vector_embedding", start + len(chunk), len(fresh))
             for item, vector in stored.items():
                 vectors[at[item]] = vector
-            self.last_rebuild = {"rows": len(puts), "reused": len(stored), "embedded": len(fresh)}
+            reused = len(stored) + len(taken)
+            self.last_rebuild = {"rows": len(puts), "reused": reused, "embedded": len(fresh)}
             with self._writing() as current:
-                ops, vectors, keys = still_readable(self.log, ops, vectors)
+                sealed = self._seal_rebuilt(ops, vectors, taken)
                 base = IndexState.of(self._empty_manifest(current.manifest.next_segment), (), None)
-                self._commit(base, ops, self._seal(keys, ops, vectors), position)
+                self._commit(base, ops, sealed, position)
             return read + self._catch_up(progress)
+
+    def _seal_rebuilt(
+        self, ops: Ops, vectors: np.ndarray, taken: dict[str, np.ndarray]
+    ) -> np.ndarray:
+        """Under the exclusive lock: the rebuilt rows sealed, in the order of `ops`' puts,
+        after dropping (setting to None in `ops`) those whose key was destroyed while the
+        rebuild ran. A row in `taken` is the old index's sealed row of the same item, key
+        generation and version, copied as it is (the same key, the same bound item,
+        generation and purpose: neither opened nor sealed again); only the others are
+        sealed, each under its item's key. `vectors` has one row per put, in that order."""
+        puts = [(item, op) for item, op in ops.items() if op is not None]
+        keys = self.log.keys_for([item for item, _ in puts])
+        kept: list[int] = []
+        for row, (item, op) in enumerate(puts):
+            if keys.is_live(item, op.generation):
+                kept.append(row)
+            else:  # erased meanwhile: an erasure that ran found nothing to remove
+                ops[item] = None
+        sealed = np.zeros((len(kept), row_bytes(self.dimension)), dtype=np.uint8)
+        fresh = [at for at, row in enumerate(kept) if puts[row][0] not in taken]
+        if fresh:
+            chosen = [puts[kept[at]] for at in fresh]
+            sealed[fresh] = seal_rows(
+                keys,
+                [item for item, _ in chosen],
+                [op.generation for _, op in chosen],
+                vectors[[kept[at] for at in fresh]],
+                [text_digest(op.text) for _, op in chosen],
+            )
+        for at, row in enumerate(kept):
+            found = taken.get(puts[row][0])
+            if found is not None:
+                sealed[at] = found
+        return sealed
 
     def _catch_up(self, progress: Progress | None = None) -> int:
         applied = 0
@@ -626,6 +663,25 @@ class VectorIndex:
                 segments_invalid=invalid,
                 stray_files=len(stray_files(self.directory, named)),
             )
+
+
+def _taken_rows(old: IndexState | None, puts: list[tuple[str, Put]]) -> dict[str, np.ndarray]:
+    """The old index's sealed rows a rebuild takes over as they are: same item, key
+    generation and version, so the same event's text, embedded by this embedder (files
+    of another are never loaded), sealed under the same key. Their checksummed files
+    were read and checked by `_load`; nothing is opened."""
+    if old is None or not puts:
+        return {}
+    where = {item: (seg, row) for seg in old.segments for item, row in seg.row_of.items()}
+    out: dict[str, np.ndarray] = {}
+    for item, put in puts:
+        found = where.get(item)
+        if found is None:
+            continue
+        seg, row = found
+        if seg.meta.generations[row] == put.generation and seg.meta.versions[row] == put.version:
+            out[item] = seg.sealed[row]
+    return out
 
 
 def _stored_rows(
