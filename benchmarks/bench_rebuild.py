@@ -15,9 +15,12 @@ rounds, each timing in turn:
   (`decode_batch`), nothing written: what any rebuild must do at least;
 - `rebuild` with one runner: `MemoryService.rebuild()` (every projection and the vector
   index, in this process: below `side_by_side.MIN_EVENTS` no second process is used);
-- `rebuild` with two runner processes: the projections split in two halves
-  (`ProjectionRunner.only`), each half rebuilt by its own process (the shape of
-  `memory-ledger run --projection NAME`), the vector index with the first half.
+- `rebuild` with two runner processes: every projection in one (`ProjectionRunner.
+  rebuild`), the vector index in the other (`VectorIndex.rebuild`, reading and opening
+  the log itself), side by side. The projections cannot be split further between
+  processes: the keyword index, the mention index and the summaries read the tables of
+  the transcripts, facts and preferences projections at their settle, so a process of
+  theirs that ran ahead of those tables' process would index what is not there yet.
 
 Wall time and CPU time (`time.process_time`, summed over the processes that worked) of
 each; events/s and the ratio to the same round's floor, medians over the rounds. The
@@ -114,7 +117,6 @@ def run(
     with MemoryService(settings) as service:
         events = service.log.max_position()
         names = [p.name for p in service.runner.projections]
-    halves = [names[0::2], names[1::2]]
     measured: dict[str, list[dict[str, float]]] = {"floor": []}
     measured.update({f"runners_{n}": [] for n in runners})
     spawn = multiprocessing.get_context("spawn")
@@ -129,8 +131,8 @@ def run(
                 else:
                     started = time.perf_counter()
                     parts = [
-                        pool.submit(_rebuild, where, halves[0], True),
-                        pool.submit(_rebuild, where, halves[1], False),
+                        pool.submit(_rebuild, where, names, False),
+                        pool.submit(_rebuild, where, [], True),
                     ]
                     done = [p.result() for p in parts]
                     timed = {
@@ -139,7 +141,7 @@ def run(
                     }
                 measured[f"runners_{n}"].append(timed)
             console.log(f"round {r + 1}: " + ", ".join(f"{k} {v[-1]}" for k, v in measured.items()))
-    out: dict[str, Any] = {"events": events, "rounds": measured, "halves": halves}
+    out: dict[str, Any] = {"events": events, "rounds": measured}
     floor_wall = statistics.median(m["wall"] for m in measured["floor"])
     floor_cpu = statistics.median(m["cpu"] for m in measured["floor"])
     out["floor"] = {
@@ -207,7 +209,8 @@ def _rebuild(where: tuple[str, str], names: list[str] | None, vectors: bool) -> 
     if names is None:
         service.rebuild()
     else:
-        service.runner.only(names).rebuild(names)
+        if names:
+            service.runner.only(names).rebuild(names)
         if vectors:
             service.vectors.rebuild()
     return {"wall": time.perf_counter() - wall, "cpu": time.process_time() - cpu}
@@ -232,6 +235,7 @@ def profile(settings: Any, directory: Path, backend: str) -> list[str]:
 
 
 def print_table(console: Console, results: list[dict[str, Any]]) -> None:
+    console.width = max(console.width, 120)
     table = Table(title="rebuild against its floor (read + decode + open each event once)")
     for column in (
         "backend",

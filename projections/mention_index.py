@@ -141,6 +141,7 @@ class MentionIndexProjection(Projection):
             raise RuntimeError("the mention index needs the event log to index items")
         cells = Cells(self.log, opened)
         hashers: dict[str, TermHasher] = {}
+        seen: dict[str, str] = {}  # word -> unit, for this settle only
         for start in range(0, len(pending), CHUNK):
             chunk = pending[start : start + CHUNK]
             texts = item_texts(conn, cells, chunk)
@@ -151,7 +152,7 @@ class MentionIndexProjection(Projection):
                     hasher = hasher_of(self.log, namespace, create=True)
                     assert hasher is not None
                     hashers[namespace] = hasher
-                terms = {hasher(u) for text in said for u in units(text)}
+                terms = {hasher(u) for text in said for u in units(text, seen)}
                 if terms:
                     docs.append((item_id, namespace, hasher.generation, pack_terms(terms)))
             _insert(conn, mention_docs, docs, ("item_id", "namespace", "key_generation", "terms"))
