@@ -457,7 +457,7 @@ class VectorIndex:
             return read + self._catch_up(progress)
 
     def _seal_rebuilt(
-        self, ops: Ops, vectors: np.ndarray, taken: dict[str, np.ndarray]
+        self, ops: Ops, vectors: np.ndarray, taken: dict[str, tuple[Segment, int]]
     ) -> np.ndarray:
         """Under the exclusive lock: the rebuilt rows sealed, in the order of `ops`' puts,
         after dropping (setting to None in `ops`) those whose key was destroyed while the
@@ -484,10 +484,16 @@ class VectorIndex:
                 vectors[[kept[at] for at in fresh]],
                 [text_digest(op.text) for _, op in chosen],
             )
+        by_segment: dict[int, tuple[Segment, list[int], list[int]]] = {}
         for at, row in enumerate(kept):
             found = taken.get(puts[row][0])
             if found is not None:
-                sealed[at] = found
+                seg, old_row = found
+                entry = by_segment.setdefault(id(seg), (seg, [], []))
+                entry[1].append(at)
+                entry[2].append(old_row)
+        for seg, ats, old_rows in by_segment.values():  # one copy per old segment
+            sealed[ats] = seg.sealed[old_rows]
         return sealed
 
     def _catch_up(self, progress: Progress | None = None) -> int:
@@ -665,22 +671,22 @@ class VectorIndex:
             )
 
 
-def _taken_rows(old: IndexState | None, puts: list[tuple[str, Put]]) -> dict[str, np.ndarray]:
+def _taken_rows(
+    old: IndexState | None, puts: list[tuple[str, Put]]
+) -> dict[str, tuple[Segment, int]]:
     """The old index's sealed rows a rebuild takes over as they are: same item, key
     generation and version, so the same event's text, embedded by this embedder (files
     of another are never loaded), sealed under the same key. Their checksummed files
-    were read and checked by `_load`; nothing is opened."""
+    were read and checked by `_load`; nothing is opened. Each found as (segment, row)."""
     if old is None or not puts:
         return {}
-    where = {item: (seg, row) for seg in old.segments for item, row in seg.row_of.items()}
-    out: dict[str, np.ndarray] = {}
-    for item, put in puts:
-        found = where.get(item)
-        if found is None:
-            continue
-        seg, row = found
-        if seg.meta.generations[row] == put.generation and seg.meta.versions[row] == put.version:
-            out[item] = seg.sealed[row]
+    wanted = {item: (put.generation, put.version) for item, put in puts}
+    out: dict[str, tuple[Segment, int]] = {}
+    for seg in old.segments:
+        generations, versions = seg.meta.generations, seg.meta.versions
+        for item, row in seg.row_of.items():
+            if wanted.get(item) == (generations[row], versions[row]):
+                out[item] = (seg, row)
     return out
 
 
