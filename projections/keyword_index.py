@@ -679,8 +679,8 @@ def live_texts(
         t.c.suppressed.is_(False),
     )
     turns = conn.execute(turn_query).all()
-    opened = cells.open([(i, g, s) for i, _, g, s in turns], "content")
-    for (item_id, namespace, _, _), content in zip(turns, opened, strict=True):
+    contents = cells.open([(i, g, s) for i, _, g, s in turns], "content")
+    for (item_id, namespace, _, _), content in zip(turns, contents, strict=True):
         if content is not None:
             out[item_id] = LiveText(namespace, content)
     return out
