@@ -415,7 +415,7 @@ class MemoryService:
             self.settings,
             self.log.master,
             self.vectors,
-            lambda report: self.runner.rebuild(None, report),
+            lambda report, also: self.runner.rebuild(None, report, also),
             progress,
         )
         self.vectors.clear_discards()  # after the child's rebuild too: it notes its own

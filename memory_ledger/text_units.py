@@ -59,9 +59,20 @@ def _word_unit(word: str) -> str:
     return _JOINERS.sub("", folded) if any(c.isdigit() for c in folded) else folded
 
 
-def units(text: str) -> set[str]:
-    """Every unit of `text`: its words, and the bigrams of its unspaced runs."""
-    out = {_word_unit(m.group()) for m in TOKEN.finditer(text)}
+def units(text: str, seen: dict[str, str] | None = None) -> set[str]:
+    """Every unit of `text`: its words, and the bigrams of its unspaced runs. `seen`
+    remembers each word's unit for the caller's one pass over many texts (an index's
+    settle folds the same words again and again); it is the caller's, dropped with it."""
+    if seen is None:
+        out = {_word_unit(m.group()) for m in TOKEN.finditer(text)}
+    else:
+        out = set()
+        for m in TOKEN.finditer(text):
+            word = m.group()
+            unit = seen.get(word)
+            if unit is None:
+                unit = seen[word] = _word_unit(word)
+            out.add(unit)
     for run in _UNSPACED_RUN.finditer(fold(text)):
         chars = run.group()
         out.update(chars[i : i + 2] for i in range(max(1, len(chars) - 1)))

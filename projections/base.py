@@ -29,7 +29,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.sql.expression import Executable
 
-from memory_ledger.projections.cells import Cells
+from memory_ledger.projections.cells import Cells, Opened
 from memory_ledger.projections.events import ProjectedEvent
 from memory_ledger.projections.id_sets import among, among_bound
 from memory_ledger.write_policy import canonical_time
@@ -63,6 +63,9 @@ class Projection(ABC):
     sealed_field: ClassVar[str | None] = None
     #: What the store holds, for the data map (`memory-ledger stores`).
     holds: ClassVar[str]
+    #: Whether `settle` opens the cells of its source rows: a catch-up then opens each
+    #: event once and hands the fields over (`Opened`), else it leaves them sealed.
+    reads_cells: ClassVar[bool] = False
 
     @property
     def tables(self) -> tuple[Table, ...]:
@@ -106,10 +109,12 @@ class Projection(ABC):
                 self.handle(event, batch)
         self._flush(conn, batch)
 
-    def settle(self, conn: Connection) -> None:  # noqa: B027 - an optional hook
+    def settle(self, conn: Connection, opened: Opened | None = None) -> None:  # noqa: B027
         """Hook: work deferred to the end of a catch-up, run in the transaction of the
         batch that reaches the head of the log. For views recomputed from many rows,
-        which would otherwise be recomputed once per batch during a rebuild."""
+        which would otherwise be recomputed once per batch during a rebuild. `opened`:
+        the events the catch-up has opened, for reading cells back without opening
+        them again (projections/cells.py)."""
 
     def prepare(self, batch: Batch) -> None:  # noqa: B027 - an optional hook
         """Hook: build any per-batch index a projection needs before handling events."""

@@ -112,7 +112,7 @@ from sqlalchemy import (
 
 from memory_ledger.event_log import EventLog
 from memory_ledger.projections.base import Projection, Row, keys_in, metadata
-from memory_ledger.projections.cells import Cell, Cells
+from memory_ledger.projections.cells import Cell, Cells, Opened
 from memory_ledger.projections.events import ProjectedEvent
 from memory_ledger.projections.facts import KEY_COLUMNS, LIVE_STATUSES, facts
 from memory_ledger.projections.id_sets import among
@@ -374,6 +374,7 @@ class KeywordIndexProjection(Projection):
     table = keyword_docs
     primary_key = ("item_id",)
     holds = "keyed hashes of the terms of live, unsuppressed items (per-namespace key), with counts"
+    reads_cells = True
 
     def __init__(self, log: EventLog | None = None) -> None:
         """`log` opens the source tables' sealed cells and holds the index keys; without
@@ -428,7 +429,7 @@ class KeywordIndexProjection(Projection):
         erased = {e.item_id for e in relevant if e.name == "Erased"}
         _insert(conn, keyword_pending, [(i,) for i in sorted((changed | recorded) - erased)])
 
-    def settle(self, conn: Connection) -> None:
+    def settle(self, conn: Connection, opened: Opened | None = None) -> None:
         """Index the pending items. The first time a namespace is met, its index key is
         fetched (made, if it has none live); documents of the namespace hashed under
         another generation are purged and queued to be indexed again under this one."""
@@ -442,7 +443,7 @@ class KeywordIndexProjection(Projection):
         while at < len(queue):
             chunk = queue[at : at + SETTLE_CHUNK]
             at += len(chunk)
-            live = live_texts(conn, log, chunk)
+            live = live_texts(conn, log, chunk, opened)
             for namespace in sorted({t.namespace for t in live.values()} - hashers.keys()):
                 hasher = hasher_of(log, namespace, create=True)
                 assert hasher is not None  # create=True always gives one
@@ -635,14 +636,16 @@ class LiveText(NamedTuple):
     predicate: str | None = None
 
 
-def live_texts(conn: Connection, log: EventLog, item_ids: Sequence[str]) -> dict[str, LiveText]:
+def live_texts(
+    conn: Connection, log: EventLog, item_ids: Sequence[str], opened: Opened | None = None
+) -> dict[str, LiveText]:
     """The indexed text of each item that is live and unsuppressed, opened from the
-    source tables' sealed cells (one key-store query per table). A cell whose key is
-    gone opens as None: not live.
+    source tables' sealed cells (one key-store query per table; `opened`: the events a
+    catch-up opened already). A cell whose key is gone opens as None: not live.
 
     A fact has one row per version; only a current or conflicting, readable one counts
     (the newest, should there ever be two)."""
-    cells = Cells(log)
+    cells = Cells(log, opened)
     out: dict[str, LiveText] = {}
     newest: dict[str, int] = {}
     found: list[tuple[int, str, str, str, str, bool]] = []
@@ -679,8 +682,8 @@ def live_texts(conn: Connection, log: EventLog, item_ids: Sequence[str]) -> dict
         t.c.suppressed.is_(False),
     )
     turns = conn.execute(turn_query).all()
-    opened = cells.open([(i, g, s) for i, _, g, s in turns], "content")
-    for (item_id, namespace, _, _), content in zip(turns, opened, strict=True):
+    contents = cells.open([(i, g, s) for i, _, g, s in turns], "content")
+    for (item_id, namespace, _, _), content in zip(turns, contents, strict=True):
         if content is not None:
             out[item_id] = LiveText(namespace, content)
     return out

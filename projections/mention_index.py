@@ -46,7 +46,7 @@ from sqlalchemy import (
 
 from memory_ledger.event_log import EventLog
 from memory_ledger.projections.base import Projection, metadata
-from memory_ledger.projections.cells import Cells
+from memory_ledger.projections.cells import Cells, Opened
 from memory_ledger.projections.events import ProjectedEvent
 from memory_ledger.projections.facts import facts
 from memory_ledger.projections.id_sets import among
@@ -109,6 +109,7 @@ class MentionIndexProjection(Projection):
     table = mention_docs
     primary_key = ("item_id",)
     holds = "keyed hashes of the units of every text of every item (per-namespace key)"
+    reads_cells = True
 
     def __init__(self, log: EventLog | None = None) -> None:
         self.log = log
@@ -134,14 +135,15 @@ class MentionIndexProjection(Projection):
         erased = {e.item_id for e in relevant if e.name == "Erased"}
         _insert(conn, mention_pending, [(i,) for i in touched if i not in erased])
 
-    def settle(self, conn: Connection) -> None:
+    def settle(self, conn: Connection, opened: Opened | None = None) -> None:
         pending = sorted(conn.execute(select(mention_pending.c.item_id)).scalars())
         if not pending:
             return
         if self.log is None:
             raise RuntimeError("the mention index needs the event log to index items")
-        cells = Cells(self.log)
+        cells = Cells(self.log, opened)
         hashers: dict[str, TermHasher] = {}
+        seen: dict[str, str] = {}  # word -> unit, for this settle only
         for start in range(0, len(pending), CHUNK):
             chunk = pending[start : start + CHUNK]
             texts = item_texts(conn, cells, chunk)
@@ -152,7 +154,7 @@ class MentionIndexProjection(Projection):
                     hasher = hasher_of(self.log, namespace, create=True)
                     assert hasher is not None
                     hashers[namespace] = hasher
-                terms = {hasher(u) for text in said for u in units(text)}
+                terms = {hasher(u) for text in said for u in units(text, seen)}
                 if terms:
                     docs.append((item_id, namespace, hasher.generation, pack_terms(terms)))
             _insert(conn, mention_docs, docs, ("item_id", "namespace", "key_generation", "terms"))

@@ -18,7 +18,7 @@ import json
 import logging
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,7 +47,13 @@ from memory_ledger.errors import (
 from memory_ledger.event_log import EventLog
 from memory_ledger.projections.base import Projection, metadata
 from memory_ledger.projections.catalog import CatalogProjection
-from memory_ledger.projections.events import Progress, decode_sealed
+from memory_ledger.projections.cells import Opened
+from memory_ledger.projections.events import (
+    Progress,
+    ProjectedEvent,
+    decode_batch,
+    decode_sealed,
+)
 from memory_ledger.projections.facts import FactsProjection
 from memory_ledger.projections.keyword_index import KeywordIndexProjection
 from memory_ledger.projections.memory_files import MemoryFilesProjection
@@ -68,6 +74,11 @@ tracking = Table(
 )
 
 DEFAULT_BATCH = 1000
+
+#: Told each batch a catch-up applied, decoded and opened: (the log position it was read
+#: after, its events, its last position). A full rebuild hands the vector index its
+#: batches this way (`VectorIndex.replay`), so the log is read and opened once for both.
+BatchListener = Callable[[int, list[ProjectedEvent], int], None]
 
 
 def all_projections(log: EventLog | None = None) -> list[Projection]:
@@ -258,11 +269,12 @@ class ProjectionRunner:
         finally:
             del self._reached.head
 
-    def catch_up(self, progress: Progress | None = None) -> int:
+    def catch_up(self, progress: Progress | None = None, also: BatchListener | None = None) -> int:
         """Apply every event not yet applied; returns how many notifications were read.
-        `progress` is told the log position reached after each batch, and the head."""
+        `progress` is told the log position reached after each batch, and the head;
+        `also` is handed each batch, decoded and opened (`BatchListener`)."""
         with self._damage_guard():
-            return self._catch_up(progress)
+            return self._catch_up(progress, also)
 
     def behind_after_catch_up(self) -> list[str]:
         """Catch up if possible, then name the projections still behind the log (a
@@ -274,8 +286,14 @@ class ProjectionRunner:
             log.warning("projection catch-up before verifying failed: %s", exc)
         return [s.name for s in self.status() if s.behind > 0]
 
-    def _catch_up(self, progress: Progress | None = None) -> int:
+    def _catch_up(self, progress: Progress | None = None, also: BatchListener | None = None) -> int:
+        """Each batch is read, decoded and, when a projection reads its cells back (or
+        `also` wants the text), opened once, for every projection: those that read
+        cells in `settle` take the opened events' fields (`Opened`) instead of opening
+        their rows' cells again. Projections keep each event's blob as it is stored."""
         applied = 0
+        opening = also is not None or any(p.reads_cells for p in self.projections)
+        opened = Opened() if opening else None
         with self._thread_lock:
             head = self.log.max_position()
             reached = getattr(self._reached, "head", None)
@@ -289,7 +307,10 @@ class ProjectionRunner:
                     positions = self._lock(conn)
                     low = min(positions.values())
                     batch = self.log.notifications(low, self.batch_size) if low < head else []
-                    events = decode_sealed(self.log, batch) if batch else []
+                    decode = decode_batch if opening else decode_sealed
+                    events = decode(self.log, batch) if batch else []
+                    if opened is not None:
+                        opened.remember(events)
                     for projection in self.projections:
                         mine = [e for e in events if e.position > positions[projection.name]]
                         if mine:
@@ -300,13 +321,15 @@ class ProjectionRunner:
                                 .values(position=batch[-1].id)
                             )
                     applied += len(batch)
+                    if also is not None and batch:
+                        also(low, events, batch[-1].id)
                     if progress is not None and batch:
                         progress("projections", batch[-1].id, head)
                     if not batch or batch[-1].id >= head:
                         # The batch that reaches the head settles deferred work in its
                         # own transaction: no committed end state is left unsettled.
                         for projection in self.projections:
-                            projection.settle(conn)
+                            projection.settle(conn, opened)
                         self._note_reached(head)
                         return applied
 
@@ -314,9 +337,15 @@ class ProjectionRunner:
         if getattr(self._reached, "head", None) is not None:
             self._reached.head = head
 
-    def rebuild(self, names: Sequence[str] | None = None, progress: Progress | None = None) -> int:
+    def rebuild(
+        self,
+        names: Sequence[str] | None = None,
+        progress: Progress | None = None,
+        also: BatchListener | None = None,
+    ) -> int:
         """Drop the named projections (all by default) and replay the whole log into them.
-        A name that is no projection's is refused (InvalidWrite), never skipped."""
+        A name that is no projection's is refused (InvalidWrite), never skipped. `also`
+        is handed every batch of the replay, decoded and opened (`BatchListener`)."""
         if names is not None:
             check_projection_names(names, [p.name for p in self.projections])
         chosen = [p for p in self.projections if names is None or p.name in names]
@@ -330,7 +359,7 @@ class ProjectionRunner:
                     tracking.update().where(tracking.c.name == projection.name).values(position=0)
                 )
         self.compact()
-        return self.catch_up(progress)
+        return self.catch_up(progress, also)
 
     def status(self) -> list[ProjectionStatus]:
         head = self.log.max_position()

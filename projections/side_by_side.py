@@ -14,9 +14,11 @@ settings and master key, read from its standard input (a pipe: never its environ
 or command line), and the embedder the environment names. It is used only when that
 embedder is the one this process holds (the child checks its name and dimension, and
 otherwise does nothing), there is a second CPU, and the log is long enough for it to
-pay (`MIN_EVENTS`). In any other case, or if the child
-fails, the vector index is rebuilt here, after the projections, as before: the result
-is the same either way.
+pay (`MIN_EVENTS`). In any other case the projections' replay hands the vector index
+each batch it has read, decoded and opened (`VectorIndex.replay`), so one process reads
+and opens the log once for both; the index is then embedded and committed here, after
+the projections. If the child fails, the vector index is rebuilt here on its own: the
+result is the same either way.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from memory_ledger.crypto import MasterKey
     from memory_ledger.projections.events import Progress
+    from memory_ledger.projections.runner import BatchListener
     from memory_ledger.projections.vector_index import VectorIndex
 
 from memory_ledger.config import PostgresLocation, Settings
@@ -53,16 +56,17 @@ def rebuild_all(
     settings: Settings,
     master: MasterKey,
     vectors: VectorIndex,
-    projections: Callable[[Progress | None], int],
+    projections: Callable[[Progress | None, BatchListener | None], int],
     progress: Progress | None = None,
 ) -> int:
-    """Run `projections(progress)` here and the vector index's rebuild beside it;
-    returns what `projections` returns."""
+    """Run `projections(progress, also)` here and the vector index's rebuild beside it
+    (or, in one process, fed by it through `also`); returns what `projections` returns."""
     choice = settings.rebuild_side_by_side
     small = choice != "1" and vectors.log.max_position() < MIN_EVENTS
     if (os.cpu_count() or 1) < 2 or choice == "0" or small:
-        replayed = projections(progress)
-        vectors.rebuild(progress)
+        replay = vectors.replay()
+        replayed = projections(progress, replay.feed)
+        vectors.rebuild(progress, replay)
         return replayed
     order = {
         "data_dir": str(settings.data_dir),
@@ -87,7 +91,7 @@ def rebuild_all(
     reader = threading.Thread(target=_relay, args=(child, lines, progress), daemon=True)
     reader.start()
     try:
-        replayed = projections(progress)
+        replayed = projections(progress, None)
     finally:
         reader.join()
         assert child.stdout is not None

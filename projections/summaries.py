@@ -62,7 +62,7 @@ from memory_ledger.keystore import KeyRing
 from memory_ledger.policy.retention import RetentionPolicy
 from memory_ledger.projections.base import Batch, Projection, Row, metadata
 from memory_ledger.projections.catalog import catalog
-from memory_ledger.projections.cells import Cells
+from memory_ledger.projections.cells import Cells, Opened
 from memory_ledger.projections.events import ProjectedEvent
 from memory_ledger.projections.facts import LIVE_STATUSES, facts
 from memory_ledger.projections.preferences import preferences
@@ -201,7 +201,9 @@ class SummariesProjection(Projection):
         if later:
             self._defer(conn, later)
 
-    def settle(self, conn: Connection) -> None:
+    def settle(self, conn: Connection, opened: Opened | None = None) -> None:
+        """Recompose what `apply` deferred. `opened` is not used: a profile opens at most
+        MAX_INPUTS values per namespace, few against the catch-up's own opening."""
         pending = self._take_pending(conn, None)
         if pending:
             self._recompose(conn, pending)

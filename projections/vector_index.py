@@ -48,7 +48,7 @@ from memory_ledger.embedders import Embedder
 from memory_ledger.errors import ConfigurationError, IndexMismatch
 from memory_ledger.event_log import EventLog
 from memory_ledger.keystore import KeyRing
-from memory_ledger.projections.events import Progress, decode_batch
+from memory_ledger.projections.events import Progress, ProjectedEvent, decode_batch
 from memory_ledger.projections.vector_codes import CODES_DIR, CodeFiles
 from memory_ledger.projections.vector_erasure import (
     check_segments,
@@ -71,6 +71,7 @@ from memory_ledger.projections.vector_files import (
     read_meta,
     read_segment,
     remove,
+    row_bytes,
     stray_files,
     write_atomic,
     write_segment,
@@ -417,11 +418,20 @@ class VectorIndex:
         with self._catch_up_lock:
             return self._catch_up()
 
-    def rebuild(self, progress: Progress | None = None) -> int:
+    def replay(self) -> Replay:
+        """A plan of a rebuild for another replay of the log to feed (`Replay`)."""
+        return Replay(self.log, IndexState.of(self._empty_manifest(), (), None))
+
+    def rebuild(self, progress: Progress | None = None, replay: Replay | None = None) -> int:
         """Replay the whole log into a new index, taking each row's stored vector back
         when its item, key generation and text are unchanged, embedding the rest. Files
         that fail their checks are named in `discarded` first (and nothing of them is
         reused), so a rebuild says that it replaced a damaged index.
+
+        `replay`: the log as another replay (the projection runner's rebuild) already
+        read, decoded and opened it, batch by batch from position 0; when it is whole
+        (`Replay.whole`), the index is planned from it and the log is not read again
+        here, only from where it stopped. Otherwise the log is read here.
 
         Crash-safe: the new index is committed in one manifest switch at the end; until
         then the old one stays as it was. Returns notifications read."""
@@ -439,6 +449,8 @@ class VectorIndex:
             ops: Ops = {}
             head = self.log.max_position()
             position = read = 0
+            if replay is not None and replay.whole:
+                ops, position, read = replay.ops, replay.position, replay.read
             while position < head:
                 batch = self.log.notifications(position, self.batch_size)
                 if not batch:
@@ -448,8 +460,9 @@ class VectorIndex:
                 if progress is not None:
                     progress("vector_index", position, head)
             puts = [(item, op) for item, op in ops.items() if op is not None]
-            stored = _stored_rows(self, old, puts)
-            fresh = [(item, op) for item, op in puts if item not in stored]
+            taken = _taken_rows(old, puts)
+            stored = _stored_rows(self, old, [(i, op) for i, op in puts if i not in taken])
+            fresh = [(item, op) for item, op in puts if item not in stored and item not in taken]
             vectors = np.zeros((len(puts), self.dimension), dtype=np.float32)
             at = {item: row for row, (item, _) in enumerate(puts)}
             if progress is not None:  # its own phase: the embedding is the long one
@@ -461,18 +474,59 @@ class VectorIndex:
                     progress("vector_embedding", start + len(chunk), len(fresh))
             for item, vector in stored.items():
                 vectors[at[item]] = vector
-            self.last_rebuild = {"rows": len(puts), "reused": len(stored), "embedded": len(fresh)}
+            reused = len(stored) + len(taken)
+            self.last_rebuild = {"rows": len(puts), "reused": reused, "embedded": len(fresh)}
             with self._writing() as current:
-                ops, vectors, keys = still_readable(self.log, ops, vectors)
+                sealed = self._seal_rebuilt(ops, vectors, taken)
                 base = IndexState.of(self._empty_manifest(current.manifest.next_segment), (), None)
                 needles = _dead_fragments(current.segments)
-                self._commit(base, ops, self._seal(keys, ops, vectors), position)
+                self._commit(base, ops, sealed, position)
                 # The old segments (dead rows and all) are unlinked: prove their bytes gone.
                 _, holding = prove_gone(self.directory, needles)
             if needles:  # the rows erasures listed dead are gone with the old segments
                 self.last_rebuild["dead_rows_dropped"] = len(needles) // 2
                 self.last_rebuild["dead_rows_files_holding"] = holding
             return read + self._catch_up(progress)
+
+    def _seal_rebuilt(
+        self, ops: Ops, vectors: np.ndarray, taken: dict[str, tuple[Segment, int]]
+    ) -> np.ndarray:
+        """Under the exclusive lock: the rebuilt rows sealed, in the order of `ops`' puts,
+        after dropping (setting to None in `ops`) those whose key was destroyed while the
+        rebuild ran. A row in `taken` is the old index's sealed row of the same item, key
+        generation and version, copied as it is (the same key, the same bound item,
+        generation and purpose: neither opened nor sealed again); only the others are
+        sealed, each under its item's key. `vectors` has one row per put, in that order."""
+        puts = [(item, op) for item, op in ops.items() if op is not None]
+        keys = self.log.keys_for([item for item, _ in puts])
+        kept: list[int] = []
+        for row, (item, op) in enumerate(puts):
+            if keys.is_live(item, op.generation):
+                kept.append(row)
+            else:  # erased meanwhile: an erasure that ran found nothing to remove
+                ops[item] = None
+        sealed = np.zeros((len(kept), row_bytes(self.dimension)), dtype=np.uint8)
+        fresh = [at for at, row in enumerate(kept) if puts[row][0] not in taken]
+        if fresh:
+            chosen = [puts[kept[at]] for at in fresh]
+            sealed[fresh] = seal_rows(
+                keys,
+                [item for item, _ in chosen],
+                [op.generation for _, op in chosen],
+                vectors[[kept[at] for at in fresh]],
+                [text_digest(op.text) for _, op in chosen],
+            )
+        by_segment: dict[int, tuple[Segment, list[int], list[int]]] = {}
+        for at, row in enumerate(kept):
+            found = taken.get(puts[row][0])
+            if found is not None:
+                seg, old_row = found
+                entry = by_segment.setdefault(id(seg), (seg, [], []))
+                entry[1].append(at)
+                entry[2].append(old_row)
+        for seg, ats, old_rows in by_segment.values():  # one copy per old segment
+            sealed[ats] = seg.sealed[old_rows]
+        return sealed
 
     def _catch_up(self, progress: Progress | None = None) -> int:
         applied = 0
@@ -746,6 +800,25 @@ def _dead_fragments(segments: Iterable[Segment]) -> list[bytes]:
     return out
 
 
+def _taken_rows(
+    old: IndexState | None, puts: list[tuple[str, Put]]
+) -> dict[str, tuple[Segment, int]]:
+    """The old index's sealed rows a rebuild takes over as they are: same item, key
+    generation and version, so the same event's text, embedded by this embedder (files
+    of another are never loaded), sealed under the same key. Their checksummed files
+    were read and checked by `_load`; nothing is opened. Each found as (segment, row)."""
+    if old is None or not puts:
+        return {}
+    wanted = {item: (put.generation, put.version) for item, put in puts}
+    out: dict[str, tuple[Segment, int]] = {}
+    for seg in old.segments:
+        generations, versions = seg.meta.generations, seg.meta.versions
+        for item, row in seg.row_of.items():
+            if wanted.get(item) == (generations[row], versions[row]):
+                out[item] = (seg, row)
+    return out
+
+
 def _stored_rows(
     index: VectorIndex, old: IndexState | None, puts: list[tuple[str, Put]]
 ) -> dict[str, np.ndarray]:
@@ -772,3 +845,31 @@ def _stored_rows(
             if opened[r] and digests[r] == text_digest(put.text):
                 out[item] = vectors[r]
     return out
+
+
+class Replay:
+    """The vector index's plan of a rebuild, fed by another replay of the log (the
+    projection runner's, `ProjectionRunner.rebuild(..., also=replay.feed)`) with each
+    batch it has decoded and opened: the log is read and every event opened once for
+    both. Batches must come in log order from position 0 without a gap; a batch that
+    does not follow the last one (another runner moved the positions in between) ends
+    the feeding, and `VectorIndex.rebuild` reads the log itself instead (`whole`)."""
+
+    def __init__(self, log: EventLog, empty: IndexState) -> None:
+        self.log = log
+        self.ops: Ops = {}
+        self.position = 0
+        self.read = 0
+        self.whole = True
+        self._empty = empty
+
+    def feed(self, after: int, events: list[ProjectedEvent], last: int) -> None:
+        """The batch read after log position `after`, up to `last`, decoded and opened."""
+        if not self.whole:
+            return
+        if after != self.position:
+            self.whole = False  # a gap: planned from the log instead
+            self.ops = {}
+            return
+        plan_batch(self.log, self._empty, events, self.ops)
+        self.position, self.read = last, self.read + len(events)
