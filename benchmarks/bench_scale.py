@@ -657,7 +657,10 @@ def bench_http(
             lambda c, n: ledgers[client_user[c]].remember(_http_write(n, f"api{stamp}c{c}")),
         )
     }
+    service.runner.catch_up()  # untimed, as over HTTP: the indexes catch up on the writes
     service.vectors.catch_up()
+    for u in users:
+        ledgers[u].context(RECALL_QUERIES[0], limit=10)
     out["api"]["context"] = _load(
         clients,
         seconds,
@@ -711,8 +714,8 @@ def bench_http(
                 warm_s, _, _ = timed(lambda: [context(c, 0) for c in range(clients)])
                 server_cpu = [_pid_cpu(p) for p in pids]
                 result = {"remember": _load(clients, seconds, remember)}
-                for c in range(min(clients, count)):
-                    context(c, 0)  # untimed: each server's indexes catch up on the writes
+                for c in range(clients):  # untimed: the indexes catch up on the writes
+                    context(c, 0)  # (each client keeps its server and its user)
                 result["context"] = _load(clients, seconds, context)
                 result["server_cpu_seconds"] = sum(
                     _pid_cpu(p) - c for p, c in zip(pids, server_cpu, strict=True)
