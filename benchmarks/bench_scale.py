@@ -48,11 +48,9 @@ import json
 import os
 import random
 import re
-import resource
 import secrets
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -180,8 +178,11 @@ def fill_tasks(plan: Plan, chunk: int) -> list[tuple[int, int, int]]:
 _SERVICE: dict[str, Any] = {}
 
 
-def _worker_init(env: dict[str, str]) -> None:
+def _worker_init(env: dict[str, str], root: str, url: str) -> None:
+    """Each worker opens its service before any task: tasks started together run
+    together, not after one another's start-up."""
     os.environ.update(env)
+    _worker_service(root, url)
 
 
 def _worker_service(root: str, url: str) -> Any:
@@ -211,15 +212,42 @@ def _fill_task(root: str, url: str, task: tuple[int, int, int], seed: int, batch
     }
 
 
-def _catch_up_task(root: str, url: str, names: tuple[str, ...]) -> dict:
+def _runner_task(root: str, url: str, names: tuple[str, ...], rebuild: bool) -> dict:
+    """A runner of just `names` (as `memory-ledger run --projection` runs them): a
+    catch-up, or a rebuild (drop, replay). Times are wall clock, to compare processes."""
     service = _worker_service(root, url)
-    wall, cpu = time.perf_counter(), time.process_time()
-    read = service.runner.only(list(names)).catch_up()
+    runner = service.runner.only(list(names))
+    began, cpu = time.time(), time.process_time()
+    read = runner.rebuild(list(names)) if rebuild else runner.catch_up()
     return {
         "projections": list(names),
         "events": read,
-        "seconds": time.perf_counter() - wall,
+        "began": began,
+        "ended": time.time(),
+        "seconds": time.time() - began,
         "cpu_seconds": time.process_time() - cpu,
+    }
+
+
+def run_runners(
+    bench: Bench, groups: Sequence[tuple[str, ...]], *, rebuild: bool
+) -> dict[str, Any]:
+    """One process per group, side by side; the span from the first start to the last end."""
+    root, url = str(bench.root), bench.store.url
+    context = get_context("spawn")
+    with ProcessPoolExecutor(len(groups), context, _worker_init, (bench.env, root, url)) as pool:
+        futures = [pool.submit(_runner_task, root, url, g, rebuild) for g in groups]
+        runners = [f.result() for f in futures]
+    seconds = max(r["ended"] for r in runners) - min(r["began"] for r in runners)
+    events = max(r["events"] for r in runners)
+    for leftover in bench.root.glob("worker-*"):
+        shutil.rmtree(leftover, ignore_errors=True)
+    return {
+        "events": events,
+        "seconds": seconds,
+        "cpu_seconds": sum(r["cpu_seconds"] for r in runners),
+        "events_per_s": events / seconds if seconds else 0.0,
+        "runners": runners,
     }
 
 
@@ -306,7 +334,7 @@ def fill(bench: Bench, plan: Plan, writers: int, batch: int, console: Console) -
     root, url = str(bench.root), bench.store.url
     context = get_context("spawn")  # a fresh interpreter: no engine or lock inherited
     out: dict[str, Any] = {"writers": writers, "batch": batch}
-    with ProcessPoolExecutor(writers, context, _worker_init, (bench.env,)) as pool:
+    with ProcessPoolExecutor(writers, context, _worker_init, (bench.env, root, url)) as pool:
         wall = time.perf_counter()
         futures = [pool.submit(_fill_task, root, url, t, plan.seed, batch) for t in tasks]
         items = 0
@@ -326,21 +354,13 @@ def fill(bench: Bench, plan: Plan, writers: int, batch: int, console: Console) -
             "writer_cpu_seconds": cpu,
         }
         console.log(f"fill: {items:,} items in {seconds:.0f} s, {items / seconds:,.0f} items/s")
-    with ProcessPoolExecutor(len(RUNNER_GROUPS), context, _worker_init, (bench.env,)) as pool:
-        wall = time.perf_counter()
-        groups = [pool.submit(_catch_up_task, root, url, g) for g in RUNNER_GROUPS]
-        runners = [g.result() for g in groups]
-        seconds = time.perf_counter() - wall
-    events = max(r["events"] for r in runners)
-    out["projections_catch_up"] = {
-        "events": events,
-        "seconds": seconds,
-        "events_per_s": events / seconds if seconds else 0.0,
-        "runners": runners,
-    }
-    console.log(f"fill: projections caught up in {seconds:.0f} s ({events / seconds:,.0f} ev/s)")
     for leftover in bench.root.glob("worker-*"):
         shutil.rmtree(leftover, ignore_errors=True)
+    out["projections_catch_up"] = catch_up = run_runners(bench, RUNNER_GROUPS, rebuild=False)
+    console.log(
+        f"fill: projections caught up in {catch_up['seconds']:.0f} s "
+        f"({catch_up['events_per_s']:,.0f} ev/s, {len(RUNNER_GROUPS)} runner processes)"
+    )
     return out
 
 
@@ -484,56 +504,20 @@ def bench_sweep(service: Any, bench: Bench, plan: Plan) -> dict[str, Any]:
     }
 
 
-def _children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
 def bench_rebuild(service: Any, bench: Bench, console: Console) -> dict[str, Any]:
-    """`memory-ledger rebuild --projection ...` of every projection: one runner process,
-    then RUNNER_GROUPS in one process each, side by side."""
+    """Every projection rebuilt (dropped, replayed) by one runner process, then by
+    RUNNER_GROUPS in one process each, side by side: runners of just their projections,
+    the `memory-ledger run --projection` shape. (`memory-ledger rebuild --projection`
+    is not that shape: it replays through the all-projection runner, whose catch-up
+    locks every projection's tracking row, so two of them take turns.)"""
     service.runner.catch_up()
-    head = service.log.max_position()
-    env = {**os.environ, **bench.env, "PYTHONPATH": str(ROOT)}
-    out: dict[str, Any] = {"events": head}
+    out: dict[str, Any] = {"events": service.log.max_position()}
     for runners, groups in ((1, (tuple(sum(RUNNER_GROUPS, ())),)), (2, RUNNER_GROUPS)):
-        cpu = _children_cpu()
-        wall = time.perf_counter()
-        processes = []
-        for n, names in enumerate(groups):
-            data_dir = bench.root / f"runner-{n}"
-            command = [sys.executable, "-m", "memory_ledger.cli", "rebuild", "--json",
-                       "--data-dir", str(data_dir), "--url", bench.store.url]  # fmt: skip
-            for name in names:
-                command += ["--projection", name]
-            processes.append(
-                (
-                    names,
-                    time.perf_counter(),
-                    subprocess.Popen(
-                        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-                    ),
-                )
-            )
-        each = []
-        for names, began, process in processes:
-            _, stderr = process.communicate()
-            if process.returncode != 0:
-                raise SystemExit(f"rebuild {names} failed: {stderr[-2000:]}")
-            each.append({"projections": list(names), "seconds": time.perf_counter() - began})
-        seconds = time.perf_counter() - wall
+        out[f"{runners}_runner"] = result = run_runners(bench, groups, rebuild=True)
         behind = [s.name for s in service.runner.status() if s.behind > 0]
         if behind:
             raise SystemExit(f"after the rebuild with {runners} runner(s), behind: {behind}")
-        out[f"{runners}_runner"] = {
-            "seconds": seconds,
-            "cpu_seconds": _children_cpu() - cpu,
-            "events_per_s": head / seconds if seconds else 0.0,
-            "processes": each,
-        }
-        console.log(f"rebuild, {runners} runner(s): {head / seconds:,.0f} events/s")
-    for leftover in bench.root.glob("runner-*"):
-        shutil.rmtree(leftover, ignore_errors=True)
+        console.log(f"rebuild, {runners} runner(s): {result['events_per_s']:,.0f} events/s")
     return out
 
 
@@ -799,7 +783,7 @@ def render(report: dict[str, Any], console: Console) -> None:
             f"{p['events_per_s']:,.0f} ev/s",
             "",
             "",
-            f"{sum(r['cpu_seconds'] for r in p['runners']):.0f} s",
+            f"{p['cpu_seconds']:.0f} s",
         )
     if vec := report.get("vector_catch_up"):
         row(
