@@ -540,6 +540,11 @@ def _http_write(n: int, tag: str) -> dict[str, Any]:
     }
 
 
+def load_query(client: int, n: int) -> str:
+    """A query no earlier request asked: the context cache serves none of the load."""
+    return f"{RECALL_QUERIES[n % len(RECALL_QUERIES)]} (client {client}, turn {n})"
+
+
 def _load(clients: int, seconds: float, call: Callable[[int, int], None]) -> dict[str, Any]:
     """`clients` threads calling `call(client, n)` for `seconds`: requests/s, latency,
     and this process's CPU (the load generator's own cost)."""
@@ -648,9 +653,7 @@ def bench_http(
     out["api"]["context"] = _load(
         clients,
         seconds,
-        lambda c, n: ledgers[client_user[c]].context(
-            RECALL_QUERIES[n % len(RECALL_QUERIES)], limit=10
-        ),
+        lambda c, n: ledgers[client_user[c]].context(load_query(c, n), limit=10),
     )
     console.log(
         f"http: Python API remember {out['api']['remember']['requests_per_s']:,.0f}/s, "
@@ -682,7 +685,7 @@ def bench_http(
                 def context(c: int, n: int, sessions: list[httpx.Client] = sessions) -> None:
                     answer = sessions[c].post(
                         "/v1/context",
-                        json={"query": RECALL_QUERIES[n % len(RECALL_QUERIES)], "limit": 10},
+                        json={"query": load_query(c, n), "limit": 10},
                     )
                     answer.raise_for_status()
 
