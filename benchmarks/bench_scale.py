@@ -59,6 +59,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
@@ -418,9 +419,9 @@ def bench_recall(service: Any, plan: Plan, rounds: int, rng: random.Random) -> d
         for r in range(rounds):
             ledger = service.for_principal(Principal(TENANT, user_name(rng.choice(users))))
             for k, query in enumerate(RECALL_QUERIES):
-                embed_s, _, _ = timed(lambda q=query: service.vectors.embed_query(q))
+                embed_s, _, _ = timed(partial(service.vectors.embed_query, query))
                 service.context_cache.clear()  # built, not served from the cache
-                wall, cpu, _ = timed(lambda q=query, lg=ledger: lg.context(q, limit=10))
+                wall, cpu, _ = timed(partial(ledger.context, query, limit=10))
                 if k == 0 and (label == "1k user" or r == 0):
                     sink["cold"].append(wall)
                     continue
@@ -428,7 +429,7 @@ def bench_recall(service: Any, plan: Plan, rounds: int, rng: random.Random) -> d
                 sink["context_cpu"].append(cpu)
                 sink["embed"].append(embed_s)
                 sink["without_embed"].append(max(0.0, wall - embed_s))
-            sink["recall"].append(timed(lambda lg=ledger: lg.recall(limit=10))[0])
+            sink["recall"].append(timed(partial(ledger.recall, limit=10))[0])
         out[label] = {key: stats_ms(values) for key, values in sink.items()}
     return out
 
@@ -448,7 +449,7 @@ def bench_forget(service: Any, plan: Plan, forgets: int, rng: random.Random) -> 
             need = 2 * sum(1 for _, u in cases if u == user)
             picks[ns] = random_facts(service, ns, need, rng)
     sink: dict[str, dict[str, list[float]]] = {}
-    partial: list[dict[str, Any]] = []
+    partials: list[dict[str, Any]] = []
     # interleaved: each case's baseline then its forget; a 1k user, then the heavy user
     order = sorted(range(len(cases)), key=lambda i: (i % forgets, i // forgets))
     for i in order:
@@ -458,12 +459,12 @@ def bench_forget(service: Any, plan: Plan, forgets: int, rng: random.Random) -> 
         target, throwaway = picks[ns].pop(), picks[ns].pop()
         into = sink.setdefault(label, {"baseline": [], "baseline_cpu": [], "forget": [],
                                        "forget_cpu": []})  # fmt: skip
-        wall, cpu, _ = timed(lambda t=throwaway: service.log.tombstone([t], "benchmark_baseline"))
+        wall, cpu, _ = timed(partial(service.log.tombstone, [throwaway], "benchmark_baseline"))
         into["baseline"].append(wall)
         into["baseline_cpu"].append(cpu)
-        wall, cpu, report = timed(lambda t=target, lg=ledger: lg.forget(t))
+        wall, cpu, report = timed(partial(ledger.forget, target))
         if report.status == "partial":
-            partial.append({"namespace": ns, "failed": sorted(report.failed_stores)})
+            partials.append({"namespace": ns, "failed": sorted(report.failed_stores)})
             continue
         if report.status != "completed":
             raise SystemExit(f"forget in {ns} answered {report.status}")
@@ -472,7 +473,7 @@ def bench_forget(service: Any, plan: Plan, forgets: int, rng: random.Random) -> 
     out: dict[str, Any] = {
         label: {k: stats_ms(v) for k, v in values.items()} for label, values in sink.items()
     }
-    out["partial"] = partial
+    out["partial"] = partials
     return out
 
 
@@ -586,6 +587,12 @@ def _load(clients: int, seconds: float, call: Callable[[int, int], None]) -> dic
     }
 
 
+def _each(clients: int, call: Callable[[int, int], None]) -> None:
+    """One call per client (untimed warm-ups)."""
+    for client in range(clients):
+        call(client, 0)
+
+
 def _pid_cpu(pid: int) -> float:
     """User + system CPU seconds of a running process (Linux /proc)."""
     with contextlib.suppress(OSError, ValueError, IndexError):
@@ -680,7 +687,8 @@ def bench_http(
                     )
                     for c in range(clients)
                 ]
-                stack.callback(lambda open_=sessions: [s.close() for s in open_])
+                for session in sessions:
+                    stack.callback(session.close)
 
                 def context(c: int, n: int, sessions: list[httpx.Client] = sessions) -> None:
                     answer = sessions[c].post(
@@ -698,9 +706,9 @@ def bench_http(
                     answer = sessions[c].post("/v1/memories", json=_http_write(n, f"{tag}c{c}"))
                     answer.raise_for_status()
 
-                warm_s, _, _ = timed(lambda: [context(c, 0) for c in range(clients)])
+                warm_s, _, _ = timed(partial(_each, clients, context))
                 server_cpu = [_pid_cpu(p) for p in pids]
-                result = {"remember": _load(clients, seconds, remember)}
+                result: dict[str, Any] = {"remember": _load(clients, seconds, remember)}
                 for c in range(clients):  # untimed: the indexes catch up on the writes
                     context(c, 0)  # (each client keeps its server and its user)
                 result["context"] = _load(clients, seconds, context)
