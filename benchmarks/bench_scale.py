@@ -33,7 +33,10 @@ Parts (each can be left out with `--skip`):
 - `http`: remember and context requests/s with 1, 2 and 4 `memory-ledger serve`
   processes on loopback against the same database (`--clients` threads, each with its
   own user's token and keep-alive connection, spread over the servers), and the same
-  operations through the Python API in this process with as many threads.
+  operations through the Python API in this process with as many threads. Every
+  request asks a new query (the context cache serves none); the writes go to the
+  first `--clients` users (a reused database grows by them). The servers start from
+  this host's vector files (hard links) and are retired as hosts when they stop.
 
 Every figure has wall time and CPU time (time.process_time, or the children's rusage):
 the machine is shared. Output: a table and `benchmarks/results/scale.json` (`--out`).
