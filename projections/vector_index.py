@@ -451,6 +451,8 @@ class VectorIndex:
             position = read = 0
             if replay is not None and replay.whole:
                 ops, position, read = replay.ops, replay.position, replay.read
+                if progress is not None:  # its phase is done: planned from the replay
+                    progress("vector_index", position, head)
             while position < head:
                 batch = self.log.notifications(position, self.batch_size)
                 if not batch:
