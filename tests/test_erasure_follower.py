@@ -11,29 +11,18 @@ from __future__ import annotations
 
 import base64
 import secrets
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from conftest import ALICE
 from factories import fact
-from waits import HUNG
+from waits import until
 
 from memory_ledger.api import MemoryService
 from memory_ledger.config import Settings
 from memory_ledger.feed.hosts import host_name, registered
 from memory_ledger.retrieval.context_cache import ContextCache
-
-
-def until(check: Callable[[], bool], what: str) -> None:
-    """A hang guard only (`waits.HUNG`), never a timing assertion."""
-    deadline = time.monotonic() + HUNG
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"hung waiting for {what}")
-        time.sleep(0.02)
 
 
 @pytest.mark.postgres

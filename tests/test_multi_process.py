@@ -24,7 +24,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -33,7 +32,7 @@ from pathlib import Path
 import httpx
 import psycopg
 import pytest
-from waits import HUNG
+from waits import HUNG, until
 
 from memory_ledger.access import TokenStore
 from memory_ledger.api import MemoryService
@@ -51,15 +50,6 @@ ERASED_LIVE = 8  # forgotten through A while B serves
 ERASED_DOWN = 3  # forgotten through A while B and the runner are dead
 READS_AFTER_EACH = 6  # reads on B that start after each forget, before the next one
 READERS = 4  # threads hammering B
-
-
-def until(check: Callable[[], bool], what: str) -> None:
-    """Wait for `check` (a hang guard only: `waits.HUNG`, never a timing assertion)."""
-    deadline = time.monotonic() + HUNG
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"hung waiting for {what}")
-        time.sleep(0.02)
 
 
 @dataclass
