@@ -508,6 +508,16 @@ class Layout:
     #: Segments left with no row at all: their files go, nothing replaces them.
     emptied: int
 
+    def rewrite(self, seg: Segment, keep: list[int]) -> None:
+        """`seg` replaced by a draft of its rows `keep` (none: it just goes)."""
+        self.lost_rows.append(seg.entry)
+        if not keep:
+            self.emptied += 1
+            return
+        draft = Draft()
+        draft.take(seg, keep)
+        self.entries.append(draft)
+
 
 def layout(segments: Sequence[Segment], ops: Ops, sealed: np.ndarray, segment_rows: int) -> Layout:
     """Compact the segments that hold a touched item (only those), then append the new
@@ -519,14 +529,7 @@ def layout(segments: Sequence[Segment], ops: Ops, sealed: np.ndarray, segment_ro
         if not hit:
             out.entries.append(seg)
             continue
-        out.lost_rows.append(seg.entry)
-        keep = [r for r in seg.live_rows() if r not in hit]
-        if not keep:
-            out.emptied += 1
-            continue
-        draft = Draft()
-        draft.take(seg, keep)
-        out.entries.append(draft)
+        out.rewrite(seg, [r for r in seg.live_rows() if r not in hit])
     puts = [(item, op) for item, op in ops.items() if op is not None]
     offset = 0
     while offset < len(puts):
@@ -553,14 +556,7 @@ def compacted(segments: Sequence[Segment], picked: set[Segment]) -> Layout:
         if seg not in picked:
             out.entries.append(seg)
             continue
-        out.lost_rows.append(seg.entry)
-        keep = seg.live_rows()
-        if not keep:
-            out.emptied += 1
-            continue
-        draft = Draft()
-        draft.take(seg, keep)
-        out.entries.append(draft)
+        out.rewrite(seg, seg.live_rows())
     return out
 
 
